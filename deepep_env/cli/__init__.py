@@ -1,0 +1,1 @@
+"""Thin command modules over the library. Each ``cli/<name>.py`` defines ``register(app)``."""

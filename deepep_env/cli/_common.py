@@ -1,0 +1,27 @@
+"""Helpers shared by the thin command modules: JSON output and the project option."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Optional
+
+import typer
+
+ProjectOpt = typer.Option(None, "--project", help="project folder (default: nearest parent with env_specs/)")
+JsonOpt = typer.Option(False, "--json", help="print JSON instead of a table")
+
+
+def project(path: Optional[str]):
+    from deepep_env.project import find_project
+
+    return find_project(path)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def console():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)

@@ -1,0 +1,89 @@
+"""Rich rendering of `spec show` and `plan` data (the data itself comes from deepep_env.planning)."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _id(v: Any) -> str:
+    return v.split(":", 1)[1][:16] if isinstance(v, str) and ":" in v else "-"
+
+
+def render_resolved(c: Console, d: dict[str, Any]) -> None:
+    c.print(f"[bold]{d['name']}[/bold] {d['version']} — {d['description']}")
+    c.print(f"platforms: {', '.join(d['platforms'])}   subdirs: {', '.join(d['subdirs'])}   "
+            f"channels: {', '.join(d['channels'])}")
+    t = Table(title="resolved pins", show_lines=False)
+    t.add_column("component")
+    t.add_column("pin")
+    t.add_column("provider")
+    for comp, pin in d["pins"].items():
+        if pin is None:
+            continue
+        p = dict(pin)
+        provider = p.pop("provider", "source")
+        if comp == "deepep":
+            text = f"{p['label']} ({p['engine']}), arch {p['torch_cuda_arch_list']}, aggressive PTX {'on' if p['aggressive_ptx'] else 'off'}"
+            if p["require"]:
+                text += f", requires {', '.join(p['require'])}"
+        else:
+            text = ", ".join(f"{k}={v}" for k, v in p.items() if v not in (None, [], ""))
+        t.add_row(comp, text, provider)
+    c.print(t)
+    for dec in d.get("decisions", []):
+        c.print(f"[dim]decided:[/dim] {dec}")
+    t = Table(title="build graph (dependency order)")
+    for col in ("package", "version", "build", "build id", "deps", "store"):
+        t.add_column(col)
+    for b in d["builds"]:
+        store = "[green]cached[/green]" if b.get("in_store") else ("[red]unpinned: " + "; ".join(b["unpinned"]) + "[/red]"
+                                                                   if b["unpinned"] else "to build")
+        t.add_row(b["package"], b["version"], b["build_string"], _id(b["id"]), ", ".join(b["deps"]) or "-", store)
+    c.print(t)
+
+
+def render_plan(c: Console, d: dict[str, Any]) -> None:
+    render_resolved(c, d)
+    lock = d.get("lock", {})
+    c.print(f"[bold]lock[/bold] {lock.get('path')}: {lock.get('status')}" + (f" — {lock['hint']}" if lock.get("hint") else ""))
+    for reason in lock.get("reasons", []) or []:
+        c.print(f"  - {reason}")
+    pre = d.get("prefix", {})
+    c.print(f"[bold]prefix[/bold] {pre.get('path')}: {'installed' if pre.get('installed') else 'not installed'}")
+    host = d.get("host")
+    if host:
+        c.print(f"[bold]host[/bold] {host.get('source')}: platform [bold]{host.get('platform')}[/bold]"
+                + (f" (spec targets {', '.join(d['platforms'])})" if host.get("platform") not in d["platforms"] else ""))
+        for ev in host.get("evidence", [])[:8]:
+            c.print(f"  [dim]evidence:[/dim] {ev}")
+        for k, v in (host.get("summary") or {}).items():
+            c.print(f"  {k}: {v}")
+    ov = d.get("overlay")
+    if ov:
+        t = Table(title="overlay (what `deepep-env activate` applies)")
+        t.add_column("variable")
+        t.add_column("value")
+        t.add_column("rule ← fact")
+        for ch in ov.get("changes", []):
+            val = ch.get("value")
+            t.add_row(ch.get("name", ""), "(unset)" if ch.get("op") == "unset" else str(val if val is not None else ""),
+                      f"{ch.get('rule', '')} ← {ch.get('fact', '')}")
+        c.print(t)
+        for note in ov.get("notes", []):
+            c.print(f"  [yellow]note:[/yellow] {note}")
+    doc = d.get("doctor")
+    if doc is not None:
+        findings = doc.get("findings", [])
+        if not findings:
+            c.print("[bold]doctor[/bold]: [green]no findings[/green]")
+        else:
+            t = Table(title="doctor")
+            for col in ("id", "severity", "evidence", "fix"):
+                t.add_column(col)
+            for f in findings:
+                t.add_row(f.get("id", ""), f.get("severity", ""), str(f.get("evidence", "")), f.get("fix", ""))
+            c.print(t)
+    for err in d.get("errors", []):
+        c.print(f"[red]{err}[/red]")

@@ -1,0 +1,52 @@
+"""One kind of user-facing error: one line naming the file, the field and what would be accepted.
+
+Every library function that rejects input raises :class:`UserError`; the CLI prints ``str(err)``
+on one line and exits with ``err.exit_code`` (2 for bad input). Nothing else is printed, never a
+traceback.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class UserError(Exception):
+    """Bad input or an unmet precondition, rendered as one line."""
+
+    exit_code = 2
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | Path | None = None,
+        field: str | None = None,
+        line: int | None = None,
+        accepted: str | None = None,
+        exit_code: int | None = None,
+    ) -> None:
+        self.message = message
+        self.file = str(file) if file is not None else None
+        self.field = field
+        self.line = line
+        self.accepted = accepted
+        if exit_code is not None:
+            self.exit_code = exit_code
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file + (f":{self.line}" if self.line else "")
+        if self.field:
+            where = f"{where}: {self.field}" if where else self.field
+        text = f"{where}: {self.message}" if where else self.message
+        if self.accepted:
+            text += f" (accepted: {self.accepted})"
+        # Always one line: a hostile value with a newline must not forge a second line.
+        return " ".join(text.split("\n"))
+
+
+class StaleError(UserError):
+    """A check found drift (stale lock, pixi.toml out of step): exit 1, not a usage error."""
+
+    exit_code = 1

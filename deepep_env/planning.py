@@ -1,0 +1,119 @@
+"""The main job's dry run: everything deepep-env would do for an env, as data.
+
+spec → resolved pins → build graph (ids, store status) → lock status → host detection → overlay
+→ doctor findings. Each step reports what it found; a step that cannot run says why instead of
+failing the whole plan (a plan is most useful exactly when something is missing).
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+from deepep_env.buildplan import BuildPlan, plan as build_plan
+from deepep_env.errors import UserError
+from deepep_env.project import Project
+from deepep_env.spec.resolve import load_resolved
+from deepep_env.spec.resolved import ResolvedSpec
+
+
+def _pins(r: ResolvedSpec) -> dict[str, Any]:
+    return {
+        "python": {"version": r.python.version, "provider": r.python.provider},
+        "cuda": {"version": r.cuda.version, "architectures": r.cuda.architectures, "provider": r.cuda.provider},
+        "pytorch": {"version": r.pytorch.version, "cuda": r.pytorch.cuda, "provider": r.pytorch.provider,
+                    "build": r.pytorch.build},
+        "nccl": {"version": r.nccl.version, "provider": r.nccl.provider},
+        "nvshmem": {"version": r.nvshmem.version, "provider": r.nvshmem.provider, "ibgda": r.nvshmem.ibgda,
+                    "gdrcopy": r.nvshmem.gdrcopy, "nic_handler": r.nvshmem.nic_handler,
+                    "patches": [p.name for p in r.nvshmem.patches]},
+        "gdrcopy": {"version": r.gdrcopy.version} if r.gdrcopy else None,
+        "deepep": {"label": r.deepep.label, "revision": r.deepep.revision, "engine": r.deepep.engine,
+                   "features": r.deepep.features, "require": r.deepep.require,
+                   "torch_cuda_arch_list": r.deepep.torch_cuda_arch_list, "aggressive_ptx": r.deepep.aggressive_ptx,
+                   "patches": [p.name for p in r.deepep.patches]},
+    }
+
+
+def store_entry(project: Project, package: str, build_id: str) -> Path:
+    from deepep_env.hashing import short_id
+
+    return project.store / f"{short_id(build_id, 10)}-{package}" / "entry.json"
+
+
+def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:
+    out = []
+    for n in bp.nodes:
+        out.append({
+            "package": n.package,
+            "version": n.version,
+            "build_string": n.build_string,
+            "id": n.id,
+            "deps": list(n.deps),
+            "unpinned": list(n.unpinned),
+            "in_store": bool(n.id) and store_entry(project, n.package, n.id).is_file(),
+            "preimage": n.preimage,
+        })
+    return out
+
+
+def resolved_with_builds(name: str, project: Project) -> dict[str, Any]:
+    r = load_resolved(name, project)
+    bp = build_plan(r, project)
+    return {
+        "name": r.name, "version": r.version, "description": r.description, "platforms": r.platforms,
+        "subdirs": r.subdirs, "channels": r.channels, "publish_url": r.publish_url,
+        "pins": _pins(r), "host": r.host.model_dump(exclude_defaults=True), "env": r.env,
+        "decisions": r.decisions, "builds": _builds(bp, project),
+    }
+
+
+def _lock_status(name: str, project: Project) -> dict[str, Any]:
+    path = project.lockfiles / f"{name}.pixi.lock"
+    if not path.exists():
+        return {"path": str(path.relative_to(project.root)), "status": "missing",
+                "hint": f"deepep-env build {name} && deepep-env lock {name}"}
+    try:
+        from deepep_env.lock import check_lock  # type: ignore[attr-defined]
+    except ImportError:
+        return {"path": str(path.relative_to(project.root)), "status": "present"}
+    try:
+        res = check_lock(name, project)
+    except UserError as err:
+        return {"path": str(path.relative_to(project.root)), "status": "error", "error": str(err)}
+    return {"path": str(path.relative_to(project.root)), **_as_data(res)}
+
+
+def _as_data(obj: Any) -> Any:
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump()
+    if hasattr(obj, "__dataclass_fields__"):
+        import dataclasses
+
+        return dataclasses.asdict(obj)
+    return obj
+
+
+def _host_sections(name: str, project: Project, r: ResolvedSpec, root: Optional[str], demo_host: Optional[str],
+                   platform: Optional[str]) -> dict[str, Any]:
+    from deepep_env.hostview import host_view
+
+    if demo_host:
+        from deepep_env.platform.demo import materialize_demo_host
+
+        tmp = tempfile.mkdtemp(prefix="deepep-env-demo-host-")
+        root = str(materialize_demo_host(demo_host, Path(tmp)))
+    return host_view(r, project, root=root or "/", platform=platform, demo_host=demo_host)
+
+
+def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_host: Optional[str] = None,
+              platform: Optional[str] = None) -> dict[str, Any]:
+    data = resolved_with_builds(name, project)
+    r = load_resolved(name, project)
+    data["lock"] = _lock_status(name, project)
+    data["prefix"] = {"path": str(project.prefix_for(name)),
+                      "installed": (project.prefix_for(name) / "conda-meta" / "deepep-env.json").is_file()}
+    data.update(_host_sections(name, project, r, root, demo_host, platform))
+    return data

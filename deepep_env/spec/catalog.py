@@ -1,0 +1,100 @@
+"""Upstream pins kept next to each recipe: ``recipes/<package>/sources.toml``.
+
+A source is pinned by *content* (``tree_sha256`` of the unpacked tree, see hashing.tree_sha256) and,
+for git, by revision (itself a content address). URLs are only where to look: mirrors may be added
+or moved without changing any build id. A source whose content hash is not yet known is "unpinned":
+it can be fetched (the hash is printed for review, like ``nix flake lock``) but never built offline.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal, Optional
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from pydantic import Field, ValidationError, field_validator
+
+from deepep_env.errors import UserError
+from deepep_env.hashing import is_digest
+from deepep_env.spec.model import Strict
+
+CATALOG_FORMAT = 1
+
+
+def _digest_or_none(v: Optional[str]) -> Optional[str]:
+    if v is not None and not is_digest(v):
+        raise ValueError("must be 'sha256:' followed by 64 lowercase hex digits")
+    return v
+
+
+class SourcePin(Strict):
+    git: Optional[str] = Field(None, description="repository URL")
+    rev: Optional[str] = Field(None, pattern=r"^[0-9a-f]{40}$", description="full commit id")
+    tag: Optional[str] = None
+    urls: list[str] = Field(default_factory=list, description="archive URLs, mirrors; never identity")
+    tree_sha256: Optional[str] = Field(None, description="content hash of the unpacked tree")
+
+    _t = field_validator("tree_sha256")(lambda cls, v: _digest_or_none(v))
+
+    @property
+    def pinned(self) -> bool:
+        return self.tree_sha256 is not None
+
+
+class PatchPin(Strict):
+    url: str
+    sha256: Optional[str] = None
+    why: str = Field(min_length=1, description="why this patch exists, with the upstream reference")
+    applies_to: list[str] = Field(default_factory=list, description="versions it applies to; empty = any")
+    strip: int = 1
+    features: list[str] = Field(default_factory=list, description="features it adds, e.g. 'pr-466'")
+    requires_gdrcopy: bool = False
+
+    _s = field_validator("sha256")(lambda cls, v: _digest_or_none(v))
+
+
+class VersionEntry(Strict):
+    source: SourcePin
+    notes: str = ""
+
+
+class RevisionEntry(Strict):
+    """A DeepEP revision: what it is and what it works with (field notes §2)."""
+
+    version: str = Field(description="conda version of the package built from it, e.g. '1.2.1'")
+    label: str = Field(description="human label, e.g. '1.2.1+29d31c0 + PR #466'")
+    engine: Literal["v1", "v2"]
+    features: list[str] = Field(default_factory=list)
+    nvshmem: str = Field(">=3.3.9", description="NVSHMEM versions its kernels are correct with (conda range)")
+    source: SourcePin
+    notes: str = ""
+
+
+class Catalog(Strict):
+    format: int
+    package: str
+    versions: dict[str, VersionEntry] = Field(default_factory=dict)
+    revisions: dict[str, RevisionEntry] = Field(default_factory=dict)
+    patches: dict[str, PatchPin] = Field(default_factory=dict)
+
+
+def load_catalog(recipes_dir: Path, package: str) -> Catalog:
+    path = recipes_dir / package / "sources.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError("missing source catalog", file=path, accepted="recipes/<package>/sources.toml") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"malformed TOML: {exc}", file=path) from None
+    if data.get("format") != CATALOG_FORMAT:
+        raise UserError(f"unknown catalog format {data.get('format')!r}", file=path, field="format",
+                        accepted=str(CATALOG_FORMAT))
+    try:
+        return Catalog.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise UserError(err["msg"], file=path, field=".".join(map(str, err["loc"]))) from None

@@ -1,0 +1,133 @@
+"""EnvSpec (abstract) → ResolvedSpec (concrete), enforcing the compatibility rules.
+
+Components deepep-env builds (NVSHMEM, GDRCopy, DeepEP) resolve against the source catalogs in
+``recipes/<package>/sources.toml``; ranges pick the highest catalogued version that breaks no rule.
+Components it does not build (CUDA, PyTorch, NCCL, Python) must be exact: the lock pins their builds.
+"""
+from __future__ import annotations
+
+from functools import cmp_to_key
+from pathlib import Path
+
+from deepep_env.errors import UserError
+from deepep_env.project import Project, find_project
+from deepep_env.spec.catalog import Catalog, load_catalog
+from deepep_env.spec.load import load_spec_file
+from deepep_env.spec.model import EnvSpec
+from deepep_env.spec.resolved import (
+    RCuda, RDeepEP, RGdrcopy, RNccl, RNvshmem, RPatch, RPytorch, RPython, ResolvedSpec,
+)
+from deepep_env.spec.rules import violations
+from deepep_env.versions import exact_value, is_exact, version_cmp, version_matches
+
+
+def _exact(value: str, field: str, file: Path | None) -> str:
+    if not is_exact(value):
+        raise UserError(f"{value!r} is a range; deepep-env does not build this component, so give the exact version "
+                        "the lock must pin", file=file, field=field, accepted="an exact version such as '2.10.0'")
+    return exact_value(value)
+
+
+def _patches(names: list[str], catalog: Catalog, field: str, file: Path | None) -> list[RPatch]:
+    out = []
+    for n in names:
+        if n not in catalog.patches:
+            raise UserError(f"unknown patch {n!r}", file=file, field=field,
+                            accepted=", ".join(sorted(catalog.patches)) or "no patches are catalogued")
+        out.append(RPatch(name=n, pin=catalog.patches[n]))
+    return out
+
+
+def _nvshmem_candidates(spec: EnvSpec, catalog: Catalog | None, file: Path | None) -> list[str]:
+    if spec.nvshmem.provider != "source":
+        return [_exact(spec.nvshmem.version, "nvshmem.version", file)]
+    assert catalog is not None
+    cands = [v for v in catalog.versions if version_matches(v, spec.nvshmem.version)]
+    if not cands:
+        raise UserError(f"no catalogued NVSHMEM source matches {spec.nvshmem.version!r}", file=file,
+                        field="nvshmem.version", accepted=", ".join(sorted(catalog.versions, key=cmp_to_key(version_cmp))))
+    return sorted(cands, key=cmp_to_key(version_cmp), reverse=True)
+
+
+def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> ResolvedSpec:
+    decisions: list[str] = []
+    recipes = project.recipes
+    deepep_cat = load_catalog(recipes, "deep-ep")
+    matches = [rev for rev in deepep_cat.revisions if rev.startswith(spec.deepep.revision)]
+    if len(matches) != 1:
+        what = "unknown" if not matches else "ambiguous"
+        raise UserError(f"{what} DeepEP revision {spec.deepep.revision!r}", file=file, field="deepep.revision",
+                        accepted=", ".join(f"{r[:12]} ({e.label})" for r, e in deepep_cat.revisions.items()))
+    rev = matches[0]
+    rentry = deepep_cat.revisions[rev]
+
+    nvshmem_cat = load_catalog(recipes, "nvshmem") if spec.nvshmem.provider == "source" else None
+    gdr = None
+    if spec.gdrcopy is not None:
+        gcat = load_catalog(recipes, "gdrcopy")
+        if spec.gdrcopy.version not in gcat.versions:
+            raise UserError(f"unknown GDRCopy version {spec.gdrcopy.version!r}", file=file, field="gdrcopy.version",
+                            accepted=", ".join(sorted(gcat.versions)))
+        gdr = RGdrcopy(version=spec.gdrcopy.version, source=gcat.versions[spec.gdrcopy.version].source)
+
+    nic = spec.nvshmem.nic_handler
+    if nic == "auto":
+        # Field notes §1 failure 2: the CPU handler hangs internode dispatch on GCP B200; the GPU
+        # handler needs neither GDRCopy nor its LD_PRELOAD. Choose it unless the spec says cpu.
+        nic = "gpu"
+        decisions.append("nvshmem.nic_handler: auto -> gpu (no GDRCopy needed; CPU handler hangs on GCP B200, seed 000)")
+
+    arch_list = ";".join(spec.cuda.architectures)
+    base = dict(
+        name=spec.name, version=spec.version, description=spec.description, platforms=spec.platforms,
+        subdirs=list(spec.subdirs), channels=spec.channels, publish_url=spec.publish_url,
+        python=RPython(**spec.python.model_dump()),
+        cuda=RCuda(**spec.cuda.model_dump()),
+        pytorch=RPytorch(**{**spec.pytorch.model_dump(), "version": _exact(spec.pytorch.version, "pytorch.version", file)}),
+        nccl=RNccl(**{**spec.nccl.model_dump(), "version": _exact(spec.nccl.version, "nccl.version", file)}),
+        gdrcopy=gdr,
+        deepep=RDeepEP(
+            revision=rev, version=rentry.version, label=rentry.label, engine=rentry.engine,
+            features=rentry.features, nvshmem_range=rentry.nvshmem, source=rentry.source,
+            patches=_patches(spec.deepep.patches, deepep_cat, "deepep.patches", file),
+            require=spec.deepep.require, aggressive_ptx=spec.deepep.aggressive_ptx, torch_cuda_arch_list=arch_list,
+        ),
+        host=spec.host, env=spec.env,
+    )
+    first_error = None
+    candidates = _nvshmem_candidates(spec, nvshmem_cat, file)
+    for i, version in enumerate(candidates):
+        nv = RNvshmem(
+            version=version, provider=spec.nvshmem.provider, ibgda=spec.nvshmem.ibgda, gdrcopy=spec.nvshmem.gdrcopy,
+            nic_handler=nic,
+            source=nvshmem_cat.versions[version].source if nvshmem_cat else None,
+            patches=_patches(spec.nvshmem.patches, nvshmem_cat, "nvshmem.patches", file) if nvshmem_cat else [],
+        )
+        cand = ResolvedSpec(**base, nvshmem=nv, decisions=list(decisions))
+        bad = violations(cand)
+        if not bad:
+            if len(candidates) > 1 or not is_exact(spec.nvshmem.version):
+                skipped = candidates[:i]
+                note = f"nvshmem.version: {spec.nvshmem.version!r} -> {version} (highest catalogued that breaks no rule"
+                note += f"; skipped {', '.join(skipped)})" if skipped else ")"
+                cand = cand.model_copy(update={"decisions": [*decisions, note]})
+            return cand
+        if first_error is None:
+            first_error = bad[0]
+    rule, msg = first_error
+    raise UserError(f"{msg} [rule {rule.id}: {rule.source}]", file=file, field=rule.field)
+
+
+def load_resolved(name_or_path: str, project: Project | None = None) -> ResolvedSpec:
+    """Resolve a spec by name (``env_specs/<name>.toml``) or by path."""
+    project = project or find_project()
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or "/" in name_or_path:
+        path = p
+    else:
+        path = project.spec_path(name_or_path)
+        if not path.exists():
+            raise UserError(f"unknown env {name_or_path!r}", field="ENV",
+                            accepted=", ".join(project.spec_names()) or "no specs in env_specs/")
+    spec = load_spec_file(path)
+    return resolve(spec, project, file=path)

@@ -1,0 +1,94 @@
+"""The resolved (concrete) spec: every version exact, every variant value decided, every source
+pinned to a catalog entry. Produced only by :func:`deepep_env.spec.resolve.resolve`."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from deepep_env.spec.catalog import PatchPin, SourcePin
+from deepep_env.spec.model import HostSpec, Strict
+
+
+class RPatch(Strict):
+    name: str
+    pin: PatchPin
+
+
+class RPython(Strict):
+    version: str
+    provider: Literal["host", "conda"]
+    executable: Optional[str] = None
+
+
+class RCuda(Strict):
+    version: str
+    architectures: list[str]
+    provider: Literal["host", "conda"]
+    prefix: Optional[str] = None
+
+    @property
+    def sm_list(self) -> list[str]:
+        """CMake style: ['90', '100']."""
+        return [a.replace(".", "") for a in self.architectures]
+
+
+class RPytorch(Strict):
+    version: str
+    cuda: str
+    provider: Literal["host", "conda", "pip"]
+    build: Optional[str] = None
+
+
+class RNccl(Strict):
+    version: str
+    provider: Literal["host", "conda", "pip"]
+
+
+class RNvshmem(Strict):
+    version: str
+    provider: Literal["host", "conda", "source"]
+    ibgda: bool
+    gdrcopy: bool
+    nic_handler: Literal["gpu", "cpu"]
+    source: Optional[SourcePin] = None
+    patches: list[RPatch] = Field(default_factory=list)
+
+
+class RGdrcopy(Strict):
+    version: str
+    source: SourcePin
+
+
+class RDeepEP(Strict):
+    revision: str
+    version: str
+    label: str
+    engine: Literal["v1", "v2"]
+    features: list[str]
+    nvshmem_range: str
+    source: SourcePin
+    patches: list[RPatch] = Field(default_factory=list)
+    require: list[str] = Field(default_factory=list)
+    aggressive_ptx: bool
+    torch_cuda_arch_list: str
+
+
+class ResolvedSpec(Strict):
+    name: str
+    version: str
+    description: str = ""
+    platforms: list[str]
+    subdirs: list[str]
+    channels: list[str]
+    publish_url: Optional[str] = None
+    python: RPython
+    cuda: RCuda
+    pytorch: RPytorch
+    nccl: RNccl
+    nvshmem: RNvshmem
+    gdrcopy: Optional[RGdrcopy] = None
+    deepep: RDeepEP
+    host: HostSpec
+    env: dict[str, str] = Field(default_factory=dict)
+    decisions: list[str] = Field(default_factory=list, description="what resolve decided and why")
