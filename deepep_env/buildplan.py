@@ -6,7 +6,8 @@ Every field of :class:`BuildNode` is either identity (enters the pre-image) or m
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -62,6 +63,10 @@ def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any],
         meta["python_executable"] = r.python.executable or f"python{r.python.version}"
     if "pytorch" in names and r.pytorch.provider in ("host", "pip"):
         ident["pytorch"] = {"provider": r.pytorch.provider, "version": r.pytorch.version, "cuda": r.pytorch.cuda}
+    if "rdma_core" in names:
+        # rdma-core headers and libmlx5 link stub: a host prerequisite (DOCA-OFED/rdma-core), located by
+        # DEEPEP_ENV_RDMA_CORE where it is not under /usr (the GPU machine gets Debian's, extracted).
+        meta["rdma_core_prefix"] = os.environ.get("DEEPEP_ENV_RDMA_CORE", "/usr")
     return ident, meta
 
 
@@ -102,7 +107,8 @@ def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
         ))
     if r.nvshmem.provider == "source":
         assert r.nvshmem.source is not None
-        ext, meta = _externals(r, ("cuda",))
+        ext, meta = _externals(r, ("cuda", "rdma_core"))
+        meta["gdrcopy_prefix"] = ""  # our gdrcopy package lands in the host prefix ($PREFIX) when enabled
         nodes.append(BuildNode(
             package="nvshmem", recipe_dir=recipe("nvshmem"), version=r.nvshmem.version,
             variant={
@@ -115,7 +121,7 @@ def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
             sources={"nvshmem": r.nvshmem.source}, patches=tuple(r.nvshmem.patches), externals=ext,
             deps=("gdrcopy",) if r.nvshmem.gdrcopy and r.gdrcopy is not None else (), meta=meta,
         ))
-    ext, meta = _externals(r, ("cuda", "python", "pytorch"))
+    ext, meta = _externals(r, ("cuda", "python", "pytorch", "rdma_core"))
     nodes.append(BuildNode(
         package="deep-ep", recipe_dir=recipe("deep-ep"), version=r.deepep.version,
         variant={
@@ -136,8 +142,15 @@ def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
     ))
     done: list[BuildNode] = []
     ids: dict[str, Optional[str]] = {}
+    build_strings: dict[str, str] = {}
     for n in nodes:  # already in dependency order
+        # What a recipe needs to pin its in-graph dependencies exactly (metadata: the dependency's id
+        # already enters this node's pre-image).
+        extra = {f"{d.replace('-', '_')}_build_string": build_strings.get(d, "unpinned") for d in n.deps}
+        extra.update({f"{d.replace('-', '_')}_version": next(x.version for x in done if x.package == d) for d in n.deps})
+        n = replace(n, meta={**n.meta, **extra})
         fin = _finish(n, ids)
+        build_strings[n.package] = fin.build_string
         ids[n.package] = fin.id
         done.append(fin)
     return BuildPlan(env=r.name, nodes=tuple(done))

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Build DeepEP's extension with the spec's flags and install the module, its tests and a build record.
+set -euo pipefail
+# setup.py appends `git rev-parse --short HEAD` to its version: never let it see an enclosing repo.
+export GIT_DIR=/nonexistent GIT_CEILING_DIRECTORIES=/
+
+PY="${DEEPEP_PYTHON:?python_executable not set}"
+site="$PREFIX/lib/python${DEEPEP_PY_VERSION}/site-packages"
+export CUDA_HOME="${DEEPEP_CUDA_PREFIX:-/usr/local/cuda}"
+export PATH="$CUDA_HOME/bin:$PATH"
+# Our NVSHMEM (deepep-nvshmem-devel) is in the host prefix: headers, libnvshmem_device.a and the
+# host library. setup.py adds -rpath $NVSHMEM_DIR/lib, which rattler-build turns into $ORIGIN-relative.
+export NVSHMEM_DIR="$PREFIX"
+export TORCH_CUDA_ARCH_LIST="${DEEPEP_TORCH_CUDA_ARCH_LIST}"
+case "${DEEPEP_AGGRESSIVE_PTX:-false}" in
+  true|True|1) export DISABLE_AGGRESSIVE_PTX_INSTRS=0 ;;
+  *) export DISABLE_AGGRESSIVE_PTX_INSTRS=1 ;;
+esac
+export MAX_JOBS="${CPU_COUNT:-$(nproc)}"
+# CUDA 13 keeps CCCL under targets/<arch>/include/cccl; NVSHMEM's headers include cuda/std/* (DeepEP #568).
+for d in "$CUDA_HOME/targets/x86_64-linux/include/cccl" "$CUDA_HOME/include/cccl"; do
+  [ -d "$d" ] && export CPATH="$d${CPATH:+:$CPATH}"
+done
+# DeepEP's configs.cuh and NVSHMEM's installed nvshmem_common_ibgda.h include <infiniband/mlx5dv.h>.
+RDMA="${DEEPEP_RDMA_CORE_PREFIX:-/usr}"
+[ -d "$RDMA/include/infiniband" ] && export CPATH="$RDMA/include${CPATH:+:$CPATH}"
+
+echo "deepep-env: DeepEP ${DEEPEP_REVISION} arch=${TORCH_CUDA_ARCH_LIST} DISABLE_AGGRESSIVE_PTX_INSTRS=${DISABLE_AGGRESSIVE_PTX_INSTRS} python=$PY jobs=$MAX_JOBS"
+"$PY" -c "import torch, sys; print('deepep-env: torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])"
+
+mkdir -p "$site"
+"$PY" -m pip install . --no-deps --no-build-isolation --no-index --no-compile --target "$site" -v 2>&1 | tail -n 40
+
+# The tests DeepEP ships, so an installed env can verify itself (tests import utils.py beside them).
+mkdir -p "$PREFIX/share/deep-ep/tests"
+cp tests/*.py "$PREFIX/share/deep-ep/tests/"
+cp "$RECIPE_DIR/verify_install.py" "$PREFIX/share/deep-ep/verify_install.py"
+
+"$PY" - "$site/deep_ep/_deepep_env_build.json" <<PYEOF
+import json, sys
+json.dump({
+    "format": "deepep-env/deep-ep-build/v1",
+    "revision": "${DEEPEP_REVISION}",
+    "build_string": "${DEEPEP_BUILD_STRING}",
+    "torch_cuda_arch_list": "${TORCH_CUDA_ARCH_LIST}",
+    "disable_aggressive_ptx_instrs": int("${DISABLE_AGGRESSIVE_PTX_INSTRS}"),
+    "require": [f for f in "${DEEPEP_REQUIRE}".replace("[", "").replace("]", "").replace("'", "").replace('"', "").replace(",", " ").split() if f],
+}, open(sys.argv[1], "w"), indent=2)
+PYEOF
