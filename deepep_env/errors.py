@@ -6,7 +6,10 @@ traceback.
 """
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pathlib costs milliseconds on the activate fast path
+    from pathlib import Path
 
 
 class UserError(Exception):
@@ -18,7 +21,7 @@ class UserError(Exception):
         self,
         message: str,
         *,
-        file: str | Path | None = None,
+        file: "str | Path | None" = None,
         field: str | None = None,
         line: int | None = None,
         accepted: str | None = None,

@@ -39,7 +39,7 @@ def test_seed_versions_are_the_seeds() -> None:
     assert gke.nvshmem.version == "3.2.5" and [x.name for x in gke.nvshmem.patches] == ["deepep-nvshmem-3.2.5"]
     assert gke.gdrcopy and gke.gdrcopy.version == "2.5.1"
     h20 = load_resolved("h20-roce", p)
-    assert h20.cuda.architectures == ["9.0"] and h20.env["NVSHMEM_IBGDA_QP_DEPTH"] == "1024"
+    assert h20.cuda.architectures == ["9.0"] and h20.env["NVSHMEM_QP_DEPTH"] == "1024"
     h200 = load_resolved("h200-nvlink", p)
     assert h200.nvshmem.version == "3.4.5" and h200.deepep.revision.startswith("8a07e7e")
     assert h200.cuda.provider == "host" and h200.pytorch.provider == "host"

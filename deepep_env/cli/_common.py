@@ -24,4 +24,7 @@ def print_json(data: Any) -> None:
 def console():
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    import shutil
+
+    width = max(shutil.get_terminal_size((160, 24)).columns, 120)
+    return Console(highlight=False, width=width)

@@ -1,0 +1,51 @@
+"""`deepep-env activate ENV` and `deepep-env run ENV -- CMD…`.
+
+`activate` normally never reaches typer: cli/main.py routes it to cli/fast_activate.py (argparse,
+no typer/pydantic imports) because shells run it on every new terminal. The typer command here
+exists so that `deepep-env --help` lists it, and does the same thing.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("activate")
+    def activate_cmd(
+        env: str = typer.Argument(..., help="Installed env name."),
+        root: str = typer.Option("/", "--root", help="Read the host under this directory; default /."),
+        shell: Optional[str] = typer.Option(None, "--shell", help="bash, zsh, fish or json; default from $SHELL."),
+        prefix: Optional[str] = typer.Option(None, "--prefix", help="The env's prefix; default $DEEPEP_ENV_PREFIX or .deepep-env/envs/ENV."),
+        platform: Optional[str] = typer.Option(None, "--platform", help="Platform profile; default: detected."),
+    ) -> None:
+        """Print a script for `eval`: the env's prefix activation plus the host overlay."""
+        from deepep_env.cli.fast_activate import run_activate
+
+        code = run_activate(env, root=root, shell=shell, prefix=prefix, platform=platform)
+        if code:
+            raise typer.Exit(code)
+
+    @app.command(
+        "run",
+        context_settings={"ignore_unknown_options": True},
+    )
+    def run_cmd(
+        env: str = typer.Argument(..., help="Installed env name."),
+        cmd: Optional[List[str]] = typer.Argument(None, help="The command, after `--`."),
+        root: str = typer.Option("/", "--root", help="Read the host under this directory; default /."),
+        prefix: Optional[str] = typer.Option(None, "--prefix", help="The env's prefix."),
+        platform: Optional[str] = typer.Option(None, "--platform", help="Platform profile; default: detected."),
+    ) -> None:
+        """Run CMD inside ENV: `deepep-env run ENV -- python tests/test_intranode.py`."""
+        from deepep_env.overlay.activation import activate_env, exec_in_env, run_environment
+
+        act = activate_env(env, root=root, prefix=prefix, platform=platform)
+        for w in act.warnings:
+            print(f"deepep-env: warning: {w}", file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        exec_in_env(cmd or [], run_environment(act.overlay, os.environ))

@@ -1,0 +1,26 @@
+"""`deepep-env detect`: probe the host (or a captured tree) and name its platform, with evidence."""
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("detect")
+    def detect_cmd(
+        root: str = typer.Option("/", "--root", help="Read the host under this directory (a captured tree); default /."),
+        platform: Optional[str] = typer.Option(None, "--platform", help="Use this platform profile instead of the detected one."),
+        as_json: bool = typer.Option(False, "--json", help="Print every fact as JSON (docs/overlay.md)."),
+    ) -> None:
+        """Detect GPUs, RDMA NICs, PCIe topology, driver and platform from sysfs/procfs."""
+        from deepep_env.platform import detect
+
+        det = detect(root, platform)
+        if as_json:
+            typer.echo(json.dumps(det.to_dict(), indent=2))
+        else:
+            from deepep_env.platform.report import format_detection
+
+            typer.echo(format_detection(det), nl=False)

@@ -1,0 +1,83 @@
+"""`deepep-env activate` without typer: argparse only, stdlib imports only.
+
+cli/main.py sends `deepep-env activate …` here before importing typer (~100 ms) or pydantic
+(~75 ms): shells run activation on every new terminal, and benchmarks/bench_activate.py holds
+the whole command under 150 ms. Nothing on this path may import typer, rich, pydantic or rattler
+(check: python -X importtime -m deepep_env.cli.main activate …).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+SHELL_CHOICES = ("bash", "zsh", "fish", "json")
+
+
+def default_shell(environ=None) -> str:
+    name = os.path.basename((environ or os.environ).get("SHELL", ""))
+    return name if name in ("bash", "zsh", "fish") else "bash"
+
+
+def run_activate(
+    env: str,
+    *,
+    root: str = "/",
+    shell: Optional[str] = None,
+    prefix: Optional[str] = None,
+    platform: Optional[str] = None,
+) -> int:
+    from deepep_env.errors import UserError
+
+    try:
+        if shell is not None and shell not in SHELL_CHOICES:
+            raise UserError(f"unknown shell {shell!r}", field="--shell", accepted=", ".join(SHELL_CHOICES))
+        shell = shell or default_shell()
+        from deepep_env.overlay.activation import activate_env
+
+        act = activate_env(env, root=root, prefix=prefix, platform=platform)
+        if shell == "json":
+            import json
+
+            doc = act.overlay.to_dict()
+            doc["env_name"] = act.env_name
+            doc["prefix"] = act.meta.prefix
+            doc["warnings"] = list(act.warnings)
+            text = json.dumps(doc, indent=2) + "\n"
+        else:
+            from deepep_env.overlay.render import render
+
+            # The activate process runs inside the shell it prints for: compute PATH-like
+            # values here, de-duplicated, so nested activations do not grow them.
+            text = render(act.overlay, shell, environ=os.environ)
+    except UserError as err:
+        print(f"deepep-env: error: {err}", file=sys.stderr)
+        return err.exit_code
+    for w in act.warnings:
+        print(f"deepep-env: warning: {w}", file=sys.stderr)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        # A fixed width: HelpFormatter otherwise imports shutil (and bz2, lzma) to ask the
+        # terminal, on every add_argument.
+        formatter_class=lambda prog: argparse.HelpFormatter(prog, width=100),
+        prog="deepep-env activate",
+        description="Print a script for eval that activates ENV's installed prefix plus the host overlay.",
+    )
+    parser.add_argument("env", metavar="ENV", help="installed env name")
+    parser.add_argument("--root", default="/", help="read the host under this directory (default /)")
+    parser.add_argument("--shell", choices=SHELL_CHOICES, default=None, help="default: from $SHELL, else bash")
+    parser.add_argument("--prefix", default=None, help="the env's prefix (default $DEEPEP_ENV_PREFIX or .deepep-env/envs/ENV)")
+    parser.add_argument("--platform", default=None, help="platform profile (default: detected)")
+    args = parser.parse_args(argv)
+    return run_activate(args.env, root=args.root, shell=args.shell, prefix=args.prefix, platform=args.platform)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,28 @@
+"""`deepep-env overlay`: the host's environment overlay, rendered for a shell or a manifest."""
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("overlay")
+    def overlay_cmd(
+        platform: Optional[str] = typer.Option(None, "--platform", help="Platform profile; default: detected."),
+        root: str = typer.Option("/", "--root", help="Read the host under this directory; default /."),
+        prefix: Optional[str] = typer.Option(None, "--prefix", help="An installed env prefix (enables the NVSHMEM preload rule and its spec env)."),
+        fmt: str = typer.Option("bash", "--format", "-f", help="bash, zsh, fish, json, dotenv, k8s, k8s-json."),
+    ) -> None:
+        """Environment changes for this host, each with the rule and the fact behind it."""
+        from deepep_env.errors import UserError
+        from deepep_env.overlay import overlay_for_host
+        from deepep_env.overlay.render import FORMATS, render
+
+        if fmt not in FORMATS:
+            raise UserError(f"unknown format {fmt!r}", field="--format", accepted=", ".join(FORMATS))
+        ov = overlay_for_host(root, platform, prefix)
+        for note in ov.warnings():
+            print(f"deepep-env: warning: {note.message}", file=sys.stderr)
+        sys.stdout.write(render(ov, fmt))

@@ -1,0 +1,41 @@
+"""Multi-node launches of DeepEP's tests: Kubernetes Indexed Job, Slurm sbatch, plain per-node shell.
+
+Pure renderers over one :class:`~deepep_env.launch.model.LaunchPlan`; ``docs/launch.md`` explains
+the choices. The one entry point the CLI calls is :func:`launch`.
+"""
+from __future__ import annotations
+
+from deepep_env.launch.model import (
+    DEFAULT_MASTER_PORT, TARGETS, TESTS, EnvInfo, K8sOptions, LaunchOptions, LaunchPlan, Rendering,
+    SlurmOptions,
+)
+from deepep_env.launch.plan import plan_launch
+
+
+def render(plan: LaunchPlan) -> Rendering:
+    """Render ``plan`` for its target (pure: same plan, same bytes)."""
+    if plan.target == "k8s":
+        from deepep_env.launch.k8s import render_k8s
+
+        return render_k8s(plan)
+    if plan.target == "slurm":
+        from deepep_env.launch.slurm import render_slurm
+
+        return render_slurm(plan)
+    from deepep_env.launch.shell import render_shell
+
+    return render_shell(plan)
+
+
+def launch(env: str, options: LaunchOptions, project=None) -> Rendering:
+    """Resolve env spec ``env`` (name or path) and render the launch ``options`` describe."""
+    from deepep_env.spec import load_resolved
+
+    spec = load_resolved(env, project)
+    return render(plan_launch(EnvInfo.from_resolved(spec), options))
+
+
+__all__ = [
+    "DEFAULT_MASTER_PORT", "TARGETS", "TESTS", "EnvInfo", "K8sOptions", "LaunchOptions", "LaunchPlan",
+    "Rendering", "SlurmOptions", "launch", "plan_launch", "render",
+]

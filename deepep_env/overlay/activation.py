@@ -1,0 +1,149 @@
+"""`deepep-env activate ENV` / `deepep-env run ENV -- CMD`: the installed prefix plus the overlay.
+
+Activation = conda-style prefix activation (CONDA_PREFIX, PATH, the prefix's
+``etc/conda/activate.d`` scripts; PYTHONPATH when the env uses the host's Python, whose
+interpreter does not know the prefix) followed by the host overlay (platform rules and the env
+spec's ``[env]``). It runs on every new shell, so this module and everything it imports is
+stdlib-only (benchmarks/bench_activate.py).
+"""
+from __future__ import annotations
+
+import os
+from typing import Mapping, NamedTuple, Optional, Sequence
+
+from deepep_env.errors import UserError
+from deepep_env.overlay.changes import Change, Note, Overlay, PrependPath, Set, Source
+from deepep_env.overlay.prefix import META_RELPATH, PrefixMeta, find_prefix, read_prefix_meta
+from deepep_env.overlay.rules import build_overlay
+from deepep_env.platform import Detection, detect
+
+
+class Activation(NamedTuple):
+    env_name: str
+    meta: PrefixMeta
+    detection: Detection
+    overlay: Overlay  # prefix activation first, then the host overlay
+    warnings: tuple[str, ...]
+
+
+def prefix_changes(meta: PrefixMeta, shell_scripts: bool = True) -> tuple[list[Change], list[Note]]:
+    """CONDA_PREFIX, PATH, PYTHONPATH (host python) and the activate.d scripts of ``meta.prefix``."""
+    p = meta.prefix
+    fact = f"{os.path.join(p, META_RELPATH)}: env {meta.env}"
+    changes: list[Change] = [
+        Set("CONDA_PREFIX", p, "prefix", fact),
+        Set("CONDA_DEFAULT_ENV", meta.env, "prefix", fact),
+        PrependPath("PATH", (os.path.join(p, "bin"),), "prefix", fact),
+    ]
+    notes: list[Note] = []
+    if meta.python_provider == "host":
+        sp = meta.site_packages()
+        if sp and os.path.isdir(sp):
+            changes.append(
+                PrependPath("PYTHONPATH", (sp,), "host-python", f"python.provider = host ({meta.python_version}): the host interpreter does not search the prefix")
+            )
+        else:
+            notes.append(Note("host-python", fact, f"host python but no {sp or 'lib/python3.X/site-packages (python.version unknown)'}: PYTHONPATH not set", "warning"))
+    if shell_scripts:
+        d = os.path.join(p, "etc", "conda", "activate.d")
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            names = []
+        for name in names:
+            path = os.path.join(d, name)
+            if name.endswith(".sh"):
+                changes.append(Source(path, "sh", "conda-activate.d", "conda activation script of a package in the prefix"))
+            elif name.endswith(".fish"):
+                changes.append(Source(path, "fish", "conda-activate.d", "conda activation script of a package in the prefix"))
+    return changes, notes
+
+
+def activate_env(
+    env: str,
+    *,
+    root: str | os.PathLike[str] = "/",
+    prefix: Optional[str | os.PathLike[str]] = None,
+    platform: Optional[str] = None,
+    cwd: Optional[str] = None,
+    environ: Optional[Mapping[str, str]] = None,
+) -> Activation:
+    """Everything `activate`/`run` need: the prefix, the detected host, the combined overlay."""
+    env_vars = os.environ if environ is None else environ
+    pfx = find_prefix(env, prefix, cwd, env_vars)
+    meta = read_prefix_meta(pfx, env)
+    # The caller's environment describes this machine, not a captured tree under --root.
+    live = os.path.realpath(os.fspath(root)) == "/"
+    det = detect(root, platform, environ=env_vars if live else {})
+    warnings: list[str] = []
+    if meta.platforms and det.platform.name not in meta.platforms:
+        how = "given" if det.platform.source == "override" else "detected"
+        warnings.append(
+            f"{how} platform {det.platform.name!r} is not one env {env!r} targets ({', '.join(meta.platforms)}); "
+            f"evidence: {'; '.join(det.platform.evidence)}"
+        )
+    pchanges, pnotes = prefix_changes(meta)
+    ov = build_overlay(
+        det.facts,
+        det.platform,
+        prefix=meta.prefix,
+        spec_env=meta.spec_env,
+        python_executable=meta.python_executable,
+        environ=env_vars,
+    )
+    combined = Overlay(ov.platform, tuple(pchanges) + ov.changes, tuple(pnotes) + ov.notes)
+    warnings.extend(n.message for n in combined.warnings())
+    return Activation(env, meta, det, combined, tuple(warnings))
+
+
+def _source_scripts(scripts: Sequence[str], env: dict[str, str]) -> dict[str, str]:
+    """Source sh scripts in bash with ``env`` and return the environment they leave behind."""
+    import subprocess  # only `run` with activation scripts needs it; keep it off activate's path
+
+    prog = 'for f in "$@"; do . "$f" >&2 || exit $?; done; exec env -0'
+    try:
+        res = subprocess.run(["bash", "-c", prog, "deepep-env-activate", *scripts], env=env, capture_output=True, check=False)
+    except OSError as exc:
+        raise UserError(f"cannot run bash to source the prefix's activation scripts: {exc}", field="activate.d") from None
+    if res.returncode != 0:
+        err = res.stderr.decode(errors="replace").strip().splitlines()
+        raise UserError(
+            f"an activation script failed (exit {res.returncode}): {err[-1] if err else ''}",
+            file=os.path.dirname(scripts[0]),
+        )
+    out: dict[str, str] = {}
+    for item in res.stdout.split(b"\0"):
+        if b"=" in item:
+            k, _, v = item.partition(b"=")
+            out[k.decode(errors="surrogateescape")] = v.decode(errors="surrogateescape")
+    return out
+
+
+def run_environment(overlay: Overlay, environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with the overlay applied, activate.d ``*.sh`` scripts sourced (in bash) in order."""
+    env = dict(environ)
+    pending: list[str] = []
+    for c in overlay.changes:
+        if isinstance(c, Source):
+            if c.shell == "sh":
+                pending.append(c.path)
+            continue
+        if pending:
+            env = _source_scripts(pending, env)
+            pending = []
+        c.apply(env)
+    if pending:
+        env = _source_scripts(pending, env)
+    return env
+
+
+def exec_in_env(cmd: Sequence[str], env: Mapping[str, str]) -> None:
+    """Replace this process with ``cmd`` (PATH looked up in ``env``). Does not return."""
+    if not cmd:
+        raise UserError("no command given", field="CMD", accepted="deepep-env run ENV -- CMD [ARGS…]")
+    try:
+        os.execvpe(cmd[0], list(cmd), dict(env))
+    except FileNotFoundError:
+        raise UserError(f"command not found: {cmd[0]}", field="CMD", exit_code=127) from None
+    except PermissionError:
+        raise UserError(f"command not executable: {cmd[0]}", field="CMD", exit_code=126) from None

@@ -1,0 +1,147 @@
+"""Platform profiles: which overlay rules apply where. Data only — a new platform is a new entry.
+
+- ``rules``: names from deepep_env/overlay/rules.py (RULES); each fires or stays quiet from host facts.
+- ``env``: static variables (names are checked against deepep_env/overlay/known_vars.py).
+- ``status``: "supported" (a seed or a real run stands behind it) or "stub" (a starting point).
+- ``sources``: where each profile"s knowledge comes from.
+- ``gpu_models``: GPU model words the profile is meant for (documentation; selection is in profiles.py).
+
+A Python literal rather than TOML: `deepep-env activate` reads it on every new shell, and tomllib
+plus its datetime import cost several ms there (benchmarks/bench_activate.py).
+"""
+from __future__ import annotations
+
+PROFILES: dict = {
+    "gcp-b200": {
+        "description": "GCP A4 VMs (a4-highgpu-8g, bare): 8x B200, 8x mlx5 RoCE 400 Gb/s behind 4 PCIe switches",
+        "status": "supported",
+        "sources": ["seed 000 unified-env.sh", "field notes §1"],
+        "gpu_models": ["B200"],
+        "rules": [
+            "ibgda-transport",
+            "nic-handler-gpu",
+            "hca-prefix",
+            "cuda-vmm-off",
+            "nic-pe-mapping",
+            "device-hca-mapping",
+            "gid-index",
+            "nvshmem-preload",
+        ],
+        "env": {
+            "NVSHMEM_IBGDA_NUM_DCI": "4",  # seed 000 "performance settings"
+        },
+    },
+    "gke-a4": {
+        "description": "GKE A4 node pool (a4-highgpu-8g): 8x B200, RDMA VPCs, driver and libraries under /usr/local/nvidia, Google's gIB NCCL plugin",
+        "status": "supported",
+        "sources": ["seed 001 GKE install guide", "seed 002 GKE troubleshooting", "seed 000 (same VM shape)"],
+        "gpu_models": ["B200"],
+        # gib-nccl first: each prepend goes in front, so LD_LIBRARY_PATH ends up in seed 002"s order
+        # /usr/local/nvidia/lib64:/usr/local/nvidia/lib:/usr/local/gib/lib64; rdmav-drivers reads that order.
+        "rules": [
+            "gib-nccl",
+            "gke-library-paths",
+            "rdmav-drivers",
+            "unset-comm-nonblocking",
+            "ibgda-transport",
+            "nic-handler-gpu",
+            "hca-prefix",
+            "cuda-vmm-off",
+            "nic-pe-mapping",
+            "device-hca-mapping",
+            "gid-index",
+            "nvshmem-preload",
+        ],
+    },
+    "h20-roce": {
+        "description": "H20 clusters over RoCE: IBGDA needs the driver keys EnableStreamMemOPs=1 and PeerMappingOverride=1",
+        "status": "supported",
+        "sources": ["seed 003 H20 NVSHMEM guide", "field notes §1 failure mode 7"],
+        "gpu_models": ["H20"],
+        "rules": [
+            "driver-keys",
+            "ibgda-transport",
+            "hca-prefix",
+            "nic-pe-mapping",
+            "device-hca-mapping",
+            "gid-index",
+            "nvshmem-preload",
+        ],
+    },
+    "nvlink": {
+        "description": "One node, NVLink only, no RDMA NIC: no remote transport",
+        "status": "supported",
+        "sources": ["field notes §3 (8x H200 measured)", "hosts/h200x8-nvlink"],
+        "gpu_models": [],
+        "rules": [
+            "no-remote-transport",
+            "nvshmem-preload",
+        ],
+    },
+    "h100-ib": {
+        "description": "H100/H200/H800 clusters over InfiniBand (stub): IBGDA, topology mapping; no GID index on IB",
+        "status": "stub",
+        "sources": ["field notes §2"],
+        "gpu_models": ["H100", "H200", "H800"],
+        "rules": [
+            "driver-keys",
+            "ibgda-transport",
+            "hca-prefix",
+            "nic-pe-mapping",
+            "device-hca-mapping",
+            "gid-index",
+            "nvshmem-preload",
+        ],
+    },
+    "b300": {
+        "description": "B300 nodes (stub): like gcp-b200 without the GCP-only CUDA VMM setting",
+        "status": "stub",
+        "sources": ["field notes §1 (mlx5_4..11 naming elsewhere)"],
+        "gpu_models": ["B300"],
+        "rules": [
+            "ibgda-transport",
+            "nic-handler-gpu",
+            "hca-prefix",
+            "nic-pe-mapping",
+            "device-hca-mapping",
+            "gid-index",
+            "nvshmem-preload",
+        ],
+    },
+    "gb200": {
+        "description": "GB200 NVL72 (stub): multi-node NVLink; RDMA rules as for B300",
+        "status": "stub",
+        "sources": [],
+        "gpu_models": ["GB200"],
+        "rules": [
+            "ibgda-transport",
+            "hca-prefix",
+            "nic-pe-mapping",
+            "device-hca-mapping",
+            "gid-index",
+            "nvshmem-preload",
+        ],
+    },
+    "rdma-generic": {
+        "description": "GPUs with RDMA NICs on no known platform: only the rules every RDMA host needs",
+        "status": "supported",
+        "sources": ["issue 3"],
+        "gpu_models": [],
+        "rules": [
+            "ibgda-transport",
+            "hca-prefix",
+            "nic-pe-mapping",
+            "device-hca-mapping",
+            "gid-index",
+            "nvshmem-preload",
+        ],
+    },
+    "none": {
+        "description": "No NVIDIA GPU found: nothing to configure",
+        "status": "supported",
+        "sources": [],
+        "gpu_models": [],
+        "rules": [
+        ],
+    },
+}
