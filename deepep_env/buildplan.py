@@ -7,7 +7,7 @@ Every field of :class:`BuildNode` is either identity (enters the pre-image) or m
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -58,6 +58,9 @@ def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any],
     if "cuda" in names and r.cuda.provider == "host":
         ident["cuda"] = {"provider": "host", "version": r.cuda.version}
         meta["cuda_prefix"] = r.cuda.prefix or "/usr/local/cuda"
+        # Images that pair CUDA with a specific host compiler say so in CUDAHOSTCXX (the GPU machine
+        # here: /opt/gcc/bin/g++); rattler-build's strict env isolation would otherwise drop it.
+        meta["cuda_host_cxx"] = os.environ.get("CUDAHOSTCXX", "")
     if "python" in names and r.python.provider == "host":
         ident["python"] = {"provider": "host", "version": r.python.version}
         meta["python_executable"] = r.python.executable or f"python{r.python.version}"
@@ -70,7 +73,7 @@ def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any],
     return ident, meta
 
 
-def _finish(node: BuildNode, dep_ids: dict[str, Optional[str]]) -> BuildNode:
+def finish_node(node: BuildNode, dep_ids: dict[str, Optional[str]]) -> BuildNode:
     unpinned = [f"source {n}" for n, pin in node.sources.items() if not pin.pinned]
     unpinned += [f"patch {p.name}" for p in node.patches if not p.pin.sha256]
     unpinned += [f"dependency {d}" for d in node.deps if dep_ids.get(d) is None]
@@ -142,15 +145,8 @@ def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
     ))
     done: list[BuildNode] = []
     ids: dict[str, Optional[str]] = {}
-    build_strings: dict[str, str] = {}
     for n in nodes:  # already in dependency order
-        # What a recipe needs to pin its in-graph dependencies exactly (metadata: the dependency's id
-        # already enters this node's pre-image).
-        extra = {f"{d.replace('-', '_')}_build_string": build_strings.get(d, "unpinned") for d in n.deps}
-        extra.update({f"{d.replace('-', '_')}_version": next(x.version for x in done if x.package == d) for d in n.deps})
-        n = replace(n, meta={**n.meta, **extra})
-        fin = _finish(n, ids)
-        build_strings[n.package] = fin.build_string
+        fin = finish_node(n, ids)
         ids[n.package] = fin.id
         done.append(fin)
     return BuildPlan(env=r.name, nodes=tuple(done))

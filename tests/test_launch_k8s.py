@@ -20,7 +20,7 @@ from launch_fixtures import AWKWARD_ARGS, env_info, kubelet_env, kubelet_expand 
 K8S_VERSIONS = ("1.33.0", kubernetes_validate.latest_version())
 PLATFORM_ENVS = {
     "gke-a4": env_info("gke-a4", ("gke-a4",)),
-    "h20-roce": env_info("h20-roce", ("h20-roce",), env=(("NVSHMEM_IBGDA_QP_DEPTH", "1024"),)),
+    "h20-roce": env_info("h20-roce", ("h20-roce",), env=(("NVSHMEM_QP_DEPTH", "1024"),)),
     "gcp-b200": env_info("gcp-b200", ("gcp-b200",)),
     "nvlink": env_info("h200-nvlink", ("nvlink",), env=(("NCCL_NVLS_ENABLE", "0"),)),
 }
@@ -147,7 +147,7 @@ def test_other_platforms_get_an_rdma_resource_and_no_gke_bits():
     assert "networking.gke.io/interfaces" not in tmpl["metadata"]["annotations"]
     assert not any("hostPath" in v for v in tmpl["spec"]["volumes"])
     env = {e["name"]: e.get("value") for e in c["env"]}
-    assert env["NVSHMEM_IBGDA_QP_DEPTH"] == "1024"  # spec env only
+    assert env["NVSHMEM_QP_DEPTH"] == "1024"  # spec env only
     _, _, c = pod_of(parsed(k8s(2, env="h20-roce", k8s=K8sOptions(rdma_resource="nvidia.com/hostdev"))))
     assert c["resources"]["limits"]["nvidia.com/hostdev"] == 1
     _, _, c = pod_of(parsed(k8s(2, env="h20-roce", k8s=K8sOptions(rdma_resource="none"))))

@@ -89,7 +89,7 @@ def test_slurm_script_launches_two_nodes_with_fake_srun(capsys, tmp_path, node):
     procs = run_all([(["bash", str(script)], env)])
     res = assert_launch_ok(procs, node.out, nodes=2, nlocal=NLOCAL, addr="127.0.0.1", port=port, args=args,
                            run_env="h20-roce", prefix=node.prefix, backend=backend)
-    assert all(r["exports"]["NVSHMEM_IBGDA_QP_DEPTH"] == "1024" for r in res)  # spec env reached the tasks
+    assert all(r["exports"]["NVSHMEM_QP_DEPTH"] == "1024" for r in res)  # spec env reached the tasks
     assert log.read_text().splitlines()[0] == "ntasks=2"
     assert "rendezvous 127.0.0.1:" in procs[0].stderr
 

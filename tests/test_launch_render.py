@@ -102,11 +102,11 @@ def test_bad_k8s_options_are_user_errors(kw, field):
 
 
 def test_spec_env_and_exports_are_set_on_every_node_but_nothing_from_this_host():
-    env = env_info("h20-roce", ("h20-roce",), env=(("NVSHMEM_IBGDA_QP_DEPTH", "1024"),))
+    env = env_info("h20-roce", ("h20-roce",), env=(("NVSHMEM_QP_DEPTH", "1024"),))
     for target in TARGETS:
         r = rendered(target, 2, env=env, exports=(("FOO", "a b"),))
         for n in r.nodes:
-            assert n["variables"]["NVSHMEM_IBGDA_QP_DEPTH"] == "1024"
+            assert n["variables"]["NVSHMEM_QP_DEPTH"] == "1024"
             assert n["variables"]["FOO"] == "a b"
         # the overlay is computed on each node by `deepep-env run`, never rendered here
         for host_var in ("NVSHMEM_HCA_LIST", "NVSHMEM_IB_GID_INDEX", "DEEP_EP_DEVICE_TO_HCA_MAPPING", "LD_PRELOAD"):
@@ -195,7 +195,7 @@ def test_cli_json_and_output_file_and_dir(capsys, tmp_path):
     assert data["format"] == 1 and data["target"] == "slurm" and data["world_size"] == 2
     written = tmp_path / "deepep-h20-roce-low-latency.sbatch"
     assert data["written"] == str(written) and written.read_text() == data["text"]
-    assert data["exports"] == {"NVSHMEM_IBGDA_QP_DEPTH": "1024"}  # from env_specs/h20-roce.toml
+    assert data["exports"] == {"NVSHMEM_QP_DEPTH": "1024"}  # from env_specs/h20-roce.toml
     rc, out, err = cli(capsys, "h20-roce", "low-latency", "-n", "2", "--project", str(REPO),
                        "--master-addr", "10.1.1.1", "--output", str(tmp_path / "x.sh"))
     assert rc == 0 and out.strip() == f"wrote {tmp_path / 'x.sh'}"

@@ -60,23 +60,41 @@ def main(argv: list[str] | None = None) -> int:
     from deepep_env.errors import UserError
 
     app = build_app()
+    # typer may vendor its own click (typer._click): collect the exception types from what exists.
+    click_exc: list[type] = []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        click_exc.append(mod.ClickException)
+    import typer
+
+    abort_exc = (typer.Abort,)
+    exit_exc = (typer.Exit,)
     try:
-        app(args=argv, prog_name="deepep-env", standalone_mode=False)
+        import click.exceptions as ce
+
+        abort_exc += (ce.Abort,)
+        exit_exc += (ce.Exit,)
+    except ImportError:
+        pass
+    try:
+        rv = app(args=argv, prog_name="deepep-env", standalone_mode=False)
     except UserError as err:
         print(f"deepep-env: error: {err}", file=sys.stderr)
         return err.exit_code
     except SystemExit as exc:
         return int(exc.code or 0)
-    except Exception as exc:  # click's usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return 2
-        if isinstance(exc, click.exceptions.Abort):
-            return 130
-        raise
-    return 0
+    except tuple(click_exc) as exc:
+        exc.show()
+        return 2
+    except abort_exc:
+        return 130
+    except exit_exc as exc:
+        return int(getattr(exc, "exit_code", 0) or 0)
+    # standalone_mode=False: a command's `raise typer.Exit(n)` comes back as the return value.
+    return rv if isinstance(rv, int) else 0
 
 
 if __name__ == "__main__":

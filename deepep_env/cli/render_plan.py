@@ -11,6 +11,18 @@ def _id(v: Any) -> str:
     return v.split(":", 1)[1][:16] if isinstance(v, str) and ":" in v else "-"
 
 
+def _evidence(ev: Any) -> str:
+    items = ev if isinstance(ev, list) else [ev]
+    out = []
+    for e in items:
+        if isinstance(e, dict):
+            where = e.get("file") or e.get("path") or e.get("source") or ""
+            out.append(f"{where}: {e.get('value')}" if where else str(e.get("value", e)))
+        elif e is not None:
+            out.append(str(e))
+    return "; ".join(out)
+
+
 def render_resolved(c: Console, d: dict[str, Any]) -> None:
     c.print(f"[bold]{d['name']}[/bold] {d['version']} — {d['description']}")
     c.print(f"platforms: {', '.join(d['platforms'])}   subdirs: {', '.join(d['subdirs'])}   "
@@ -72,7 +84,10 @@ def render_plan(c: Console, d: dict[str, Any]) -> None:
                       f"{ch.get('rule', '')} ← {ch.get('fact', '')}")
         c.print(t)
         for note in ov.get("notes", []):
-            c.print(f"  [yellow]note:[/yellow] {note}")
+            if isinstance(note, dict):
+                c.print(f"  [yellow]{note.get('level', 'note')}:[/yellow] {note.get('message')} [dim]({note.get('rule')} ← {note.get('fact')})[/dim]")
+            else:
+                c.print(f"  [yellow]note:[/yellow] {note}")
     doc = d.get("doctor")
     if doc is not None:
         findings = doc.get("findings", [])
@@ -83,7 +98,7 @@ def render_plan(c: Console, d: dict[str, Any]) -> None:
             for col in ("id", "severity", "evidence", "fix"):
                 t.add_column(col)
             for f in findings:
-                t.add_row(f.get("id", ""), f.get("severity", ""), str(f.get("evidence", "")), f.get("fix", ""))
+                t.add_row(f.get("id", ""), f.get("severity", ""), _evidence(f.get("evidence")), f.get("fix", ""))
             c.print(t)
     for err in d.get("errors", []):
         c.print(f"[red]{err}[/red]")

@@ -52,7 +52,13 @@ def default_prefix(env: str, cwd: Optional[str] = None, environ: Optional[Mappin
     environ = os.environ if environ is None else environ
     if environ.get(PREFIX_ENV_VAR):
         return Path(environ[PREFIX_ENV_VAR])
-    return Path(cwd or os.getcwd()) / ".deepep-env" / "envs" / env
+    # Same place deepep_env.project.Project.prefix_for puts it (install writes there): the state dir
+    # ($DEEPEP_ENV_STATE, else <project>/.deepep-env, the project being the nearest parent with env_specs/).
+    if environ.get("DEEPEP_ENV_STATE"):
+        return Path(environ["DEEPEP_ENV_STATE"]) / "envs" / env
+    here = Path(cwd or os.getcwd())
+    root = next((d for d in (here, *here.parents) if (d / "env_specs").is_dir()), here)
+    return root / ".deepep-env" / "envs" / env
 
 
 def find_prefix(

@@ -16,6 +16,7 @@ case "${DEEPEP_AGGRESSIVE_PTX:-false}" in
   true|True|1) export DISABLE_AGGRESSIVE_PTX_INSTRS=0 ;;
   *) export DISABLE_AGGRESSIVE_PTX_INSTRS=1 ;;
 esac
+[ -n "${DEEPEP_CUDA_HOST_CXX:-}" ] && export CUDAHOSTCXX="$DEEPEP_CUDA_HOST_CXX"
 export MAX_JOBS="${CPU_COUNT:-$(nproc)}"
 # CUDA 13 keeps CCCL under targets/<arch>/include/cccl; NVSHMEM's headers include cuda/std/* (DeepEP #568).
 for d in "$CUDA_HOME/targets/x86_64-linux/include/cccl" "$CUDA_HOME/include/cccl"; do

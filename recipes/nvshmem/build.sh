@@ -50,6 +50,12 @@ for c in "${DEEPEP_CUDA_DRIVER_LIBRARY:-}" "$CUDA_HOME/lib64/stubs/libcuda.so" "
   if [ -n "$c" ] && [ -e "$c" ]; then drv_args+=("-DCUDA_cuda_driver_LIBRARY=$c"); break; fi
 done
 
+hostcxx_args=()
+if [ -n "${DEEPEP_CUDA_HOST_CXX:-}" ]; then
+  export CUDAHOSTCXX="$DEEPEP_CUDA_HOST_CXX"
+  hostcxx_args+=("-DCMAKE_CUDA_HOST_COMPILER=$DEEPEP_CUDA_HOST_CXX")
+fi
+
 jobs="${CPU_COUNT:-$(nproc)}"
 echo "deepep-env: NVSHMEM archs=${NVSHMEM_ARCHS} IBGDA=$IBGDA GDRCopy=$GDR CUDA_HOME=$CUDA_HOME rdma-core=$RDMA jobs=$jobs"
 
@@ -64,7 +70,7 @@ cmake -S . -B _build -G Ninja \
   -DCMAKE_SHARED_LINKER_FLAGS="$linkflags" -DCMAKE_EXE_LINKER_FLAGS="$linkflags" \
   -DCMAKE_LIBRARY_PATH="$(IFS=';'; echo "${libdirs[*]}")" \
   -DNVSHMEM_IBGDA_SUPPORT="$IBGDA" \
-  -DNVSHMEM_USE_GDRCOPY="$GDR" "${gdr_args[@]}" "${drv_args[@]}" "${mlx5_args[@]}" \
+  -DNVSHMEM_USE_GDRCOPY="$GDR" "${gdr_args[@]}" "${drv_args[@]}" "${mlx5_args[@]}" "${hostcxx_args[@]}" \
   -DNVSHMEM_IBRC_SUPPORT=ON \
   -DNVSHMEM_USE_MLX5DV=ON \
   -DNVSHMEM_MPI_SUPPORT=OFF -DNVSHMEM_SHMEM_SUPPORT=OFF -DNVSHMEM_PMIX_SUPPORT=OFF \

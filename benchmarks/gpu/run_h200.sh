@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Issue 9 on a GPU machine, with the project's own commands only:
+#   fetch (from local upstream copies) → build NVSHMEM + DeepEP (rattler-build, keyed by build id)
+#   → lock → install → doctor → DeepEP's own tests via `deepep-env run` → figures as name=value.
+#
+# Usage (from the repo root):  bash benchmarks/gpu/run_h200.sh [phase…]
+#   phases: setup build lock install doctor intranode lowlatency noop verified ptx baseline   (default: all but ptx/baseline)
+# Inputs when the machine has no network (see benchmarks/gpu/README.md):
+#   $GPU_DIR/sources/*.tar.gz   upstream trees (git archive of the pinned revisions)
+#   $GPU_DIR/debs/*.deb         rdma-core headers + libmlx5 link stub (Debian's libibverbs-dev & co.)
+#   $GPU_DIR/pysite/*.tar.xz    py-rattler-build, py-rattler, pydantic for the machine's python
+# Output: $OUT/ (logs) and name=value lines on stdout; the last line is the headline.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ENV_NAME=${ENV_NAME:-h200-nvlink}
+GPU_DIR=${GPU_DIR:-.gpu}
+OUT=${OUT:-$PWD/.gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+export DEEPEP_ENV_STATE=${DEEPEP_ENV_STATE:-$PWD/.deepep-env}
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1   # shared GPUs: no multicast
+PHASES=${*:-setup build lock install doctor intranode lowlatency noop verified}
+PY=${PYTHON:-python3}
+DE="$PY -m deepep_env.cli.main"
+FIG="$OUT/figures.txt"
+: > "$FIG"
+
+now() { date +%s.%N; }
+since() { $PY -c "import sys; print(f'{$(now) - $1:.1f}')"; }
+fig() { echo "$1=$2" | tee -a "$FIG"; }
+has() { case " $PHASES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+step() { echo; echo "===== $(date +%T) $*"; }
+
+setup() {
+  step setup
+  if ! $PY -c "import rattler, rattler_build, pydantic" 2>/dev/null; then
+    mkdir -p /tmp/deepep-site && tar -xJf "$GPU_DIR"/pysite/*.tar.xz -C /tmp/deepep-site
+    export PYTHONPATH=/tmp/deepep-site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+  else
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  # rdma-core headers and the libmlx5 link stub NVSHMEM's IBGDA transport links against (the machine
+  # has the runtime libraries, not the headers). Extracted beside, never into /.
+  mkdir -p /tmp/deepep-rdma
+  for f in "$GPU_DIR"/debs/*.deb; do dpkg -x "$f" /tmp/deepep-rdma; done
+  [ -f /usr/local/cuda/include/nvml.h ] || { [ -f "$GPU_DIR/include/nvml.h" ] && cp "$GPU_DIR/include/nvml.h" /tmp/deepep-rdma/usr/include/; }
+  export DEEPEP_ENV_RDMA_CORE=/tmp/deepep-rdma/usr
+  nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | head -8
+  echo "cores=$(nproc) python=$($PY -c 'import sys;print(sys.version.split()[0])') torch=$($PY -c 'import torch;print(torch.__version__)')"
+  ldconfig -p | grep -E "libmlx5.so.1|libibverbs.so.1" | head -3
+  $DE fetch "$ENV_NAME" --from "$GPU_DIR/sources" || exit 1
+}
+
+build() {
+  step "build (cold unless the store has it)"
+  local t=$(now)
+  $DE build "$ENV_NAME" --offline --json > "$OUT/build.json" 2> "$OUT/build.err"; local rc=$?
+  cat "$OUT/build.json"; tail -5 "$OUT/build.err"
+  fig build_s "$(since "$t")"
+  $PY - "$OUT/build.json" <<'PYEOF' | tee -a "$FIG"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for n in d.get("nodes", d if isinstance(d, list) else []):
+    print(f"build_{n['package'].replace('-', '_')}_s={n.get('seconds', 0):.1f}")
+    print(f"build_{n['package'].replace('-', '_')}_status={n.get('status')}")
+PYEOF
+  if [ $rc -ne 0 ]; then
+    for l in "$DEEPEP_ENV_STATE"/logs/*.log; do echo "--- $l"; tail -60 "$l"; done
+    cp "$DEEPEP_ENV_STATE"/logs/*.log "$OUT/" 2>/dev/null
+    exit 1
+  fi
+}
+
+lock() {
+  step lock
+  $DE lock "$ENV_NAME" -o "$OUT/$ENV_NAME.pixi.lock" || exit 1
+  cp "$OUT/$ENV_NAME.pixi.lock" "lockfiles/$ENV_NAME.pixi.lock.gpu-run" 2>/dev/null || true
+}
+
+install_env() {
+  step install
+  local t=$(now)
+  $DE install "$ENV_NAME" --lock "$OUT/$ENV_NAME.pixi.lock" || exit 1
+  fig install_s "$(since "$t")"
+}
+
+doctor() {
+  step doctor
+  $DE doctor "$ENV_NAME" | tee "$OUT/doctor.txt"; local rc=${PIPESTATUS[0]}
+  fig doctor_exit "$rc"
+}
+
+run_test() {  # name file args…
+  local name=$1 file=$2; shift 2
+  step "DeepEP $file $*"
+  local t=$(now)
+  $DE run "$ENV_NAME" -- bash -c 'exec python3 "$CONDA_PREFIX/share/deep-ep/tests/'"$file"'" "$@"' deepep "$@" 2>&1 | tee "$OUT/$name.log"
+  local rc=${PIPESTATUS[0]}
+  fig "${name}_exit" "$rc"
+  fig "${name}_s" "$(since "$t")"
+  $PY benchmarks/gpu/parse_deepep.py "$OUT/$name.log" "${name}_" | tee -a "$FIG"
+}
+
+noop() {
+  step "no-op rebuild"
+  local t=$(now)
+  $DE build "$ENV_NAME" --offline --json > "$OUT/build-noop.json" 2>/dev/null
+  fig noop_build_s "$(since "$t")"
+}
+
+verified() {
+  step "time to a verified DeepEP: empty prefix -> install + doctor + intranode test"
+  local prefix="$DEEPEP_ENV_STATE/envs/$ENV_NAME"
+  rm -rf "$prefix"
+  local t=$(now)
+  $DE install "$ENV_NAME" --lock "$OUT/$ENV_NAME.pixi.lock" >/dev/null || exit 1
+  $DE doctor "$ENV_NAME" >/dev/null
+  $DE run "$ENV_NAME" -- bash -c 'exec python3 "$CONDA_PREFIX/share/deep-ep/tests/test_intranode.py"' > "$OUT/verified.log" 2>&1
+  fig verified_exit $?
+  fig time_to_verified_s "$(since "$t")"
+}
+
+has setup && setup
+has build && build
+has lock && lock
+has install && install_env
+has doctor && doctor
+has intranode && run_test intranode test_intranode.py
+has lowlatency && run_test lowlatency test_low_latency.py
+has noop && noop
+has verified && verified
+echo
+echo "===== figures"
+cat "$FIG"

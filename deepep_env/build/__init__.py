@@ -1,0 +1,312 @@
+"""The builder: walk a build graph in dependency order, build what the store does not have.
+
+Nix-style (docs/build-id.md): every node has an id computed from its inputs before anything is
+built. An id already in the store is *cached* (its outputs are copied into the channel if they are
+missing); otherwise the node is *built* — sources staged and patched, rattler-build run against a
+channel holding exactly its dependencies' outputs, the result moved into the store atomically,
+then published to the local channel and indexed. Changing one recipe changes its id and the id of
+everything that depends on it, so exactly those rebuild.
+
+Entry points:
+- :func:`build_env` — the graph of an env spec (``deepep-env build ENV``); also writes the build
+  manifest ``<state>/builds/<ENV>.json`` that ``publish`` reads.
+- :func:`build_graph` — any list of :class:`~deepep_env.buildplan.BuildNode`.
+- :func:`build_recipes` — every recipe folder under a directory (``deepep-env build --recipes DIR``).
+
+Layout under the state dir (``<project>/.deepep-env`` unless overridden): ``store/``, ``channel/``,
+``sources/``, ``logs/<10 hex id>.log`` (rattler-build's log of each build), ``work/`` (staging and
+rattler-build scratch, removed after a successful build), ``locks/``, ``builds/<ENV>.json``.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+from deepep_env.atomic import write_text
+from deepep_env.build.channel import Channel, index, make_build_channel
+from deepep_env.build.check import compare_packages
+from deepep_env.build.driver import recipe_context, run as run_rattler_build
+from deepep_env.build.graph import nodes_from_recipe_dirs, recipe_dirs_under
+from deepep_env.build.store import Store, StoreEntry
+from deepep_env.buildplan import BuildNode
+from deepep_env.errors import UserError
+from deepep_env.hashing import short_id
+from deepep_env.sources import SourceCache, fetch, primary_source, require_present, stage, wants_for_nodes
+
+MANIFEST_FORMAT = "deepep-env/build-manifest/v1"
+
+Progress = Callable[[str, BuildNode, Optional["NodeResult"]], None]
+
+
+@dataclass
+class NodeResult:
+    package: str
+    id: str
+    version: str
+    status: str                       # "built" | "cached"
+    seconds: float
+    outputs: list[str]                # channel-relative files, "linux-64/x-1.0-h…_0.conda"
+    log: Optional[str] = None
+
+    def to_json(self) -> dict[str, Any]:
+        d = {"package": self.package, "id": self.id, "version": self.version, "status": self.status,
+             "seconds": round(self.seconds, 3), "outputs": self.outputs}
+        if self.log:
+            d["log"] = self.log
+        return d
+
+
+@dataclass
+class CheckResult:
+    package: str
+    id: str
+    identical: bool
+    differences: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"package": self.package, "id": self.id, "identical": self.identical, "differences": self.differences}
+
+
+@dataclass
+class BuildReport:
+    name: str
+    channel: Path
+    store: Path
+    nodes: list[NodeResult] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    manifest: Optional[Path] = None
+
+    @property
+    def built(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.status == "built"]
+
+    @property
+    def reproducible(self) -> bool:
+        return all(c.identical for c in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": "deepep-env/build-report/v1", "name": self.name, "channel": str(self.channel),
+            "store": str(self.store), "nodes": [n.to_json() for n in self.nodes],
+            "checks": [c.to_json() for c in self.checks],
+            "manifest": str(self.manifest) if self.manifest else None,
+        }
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One builder per id at a time (two shells building the same env must not share a work dir)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _require_ids(nodes: Sequence[BuildNode], env: Optional[str]) -> None:
+    for n in nodes:
+        if n.id is None:
+            what = n.unpinned[0] if n.unpinned else "an input"
+            hint = f"deepep-env fetch {env}" if env else "deepep-env fetch"
+            if what.startswith("dependency"):
+                raise UserError(f"package {n.package}: {what} has no build id (one of its inputs is not pinned)")
+            raise UserError(f"package {n.package}: {what} is not pinned by content, so it cannot be built",
+                            file=n.recipe_dir / "sources.toml",
+                            accepted=f"run `{hint}` on a machine with network and record the printed hash there")
+
+
+def _closure(node: BuildNode, by: dict[str, BuildNode]) -> list[BuildNode]:
+    seen: dict[str, BuildNode] = {}
+    stack = list(node.deps)
+    while stack:
+        d = stack.pop()
+        if d in seen or d not in by:
+            continue
+        seen[d] = by[d]
+        stack.extend(by[d].deps)
+    return [seen[k] for k in sorted(seen)]
+
+
+class _Builder:
+    def __init__(self, *, store: Path, channel: Path, source_cache: Path, state: Path, offline: bool,
+                 jobs: Optional[int], progress: Optional[Progress], extra_channels: Sequence[str], env: Optional[str]):
+        self.store = Store(Path(store))
+        self.channel = Channel(Path(channel))
+        self.cache = SourceCache(Path(source_cache))
+        self.state = Path(state)
+        self.offline = offline
+        self.jobs = jobs or os.cpu_count() or 1
+        self.progress = progress or (lambda *a: None)
+        self.extra_channels = list(extra_channels)
+        self.env = env
+        self.entries: dict[str, StoreEntry] = {}
+
+    def _work(self, node: BuildNode) -> Path:
+        # A fixed path per id: the staged source path is recorded in the package's
+        # info/recipe/variant_config.yaml, so a rebuild (--check) must stage at the same place.
+        return self.state / "work" / f"{short_id(node.id, 10)}-{node.package}"
+
+    def _log(self, node: BuildNode) -> Path:
+        return self.state / "logs" / f"{short_id(node.id, 10)}.log"
+
+    def _build_into(self, node: BuildNode, by: dict[str, BuildNode], out_dir: Path) -> tuple[list[Path], float]:
+        """Stage, build, return the package files (under ``out_dir``) and seconds."""
+        started = time.monotonic()
+        work = self._work(node)
+        if work.exists():  # left by a killed build: never reuse half of it
+            shutil.rmtree(work)
+        own = set(node.meta.get("own_sources", ()))
+        srcs = {n: p.tree_sha256 for n, p in node.sources.items() if n not in own}
+        patches = [(p.name, p.pin.sha256, p.pin.strip) for p in node.patches]
+        staged = stage(node.package, srcs, patches, self.cache, work / "src")
+        deps = _closure(node, by)
+        dep_files = []
+        for d in deps:
+            e = self.entries[d.package]
+            dep_files += [(e.file(o), o.file) for o in e.outputs]
+        build_chan = make_build_channel(work / "deps-channel", dep_files)
+        channels = [build_chan.url(), *self.extra_channels]
+        ctx = recipe_context(node, source_dirs=staged, deps=[by[d] for d in node.deps if d in by], jobs=self.jobs,
+                             primary=primary_source(node.package, list(staged)))
+        res = run_rattler_build(node.recipe_dir / "recipe.yaml", ctx, package=node.package, output_dir=out_dir,
+                                channels=channels, log_path=self._log(node), staged=list(staged.values()))
+        return res.packages, time.monotonic() - started
+
+    def publish(self, entry: StoreEntry) -> bool:
+        changed = False
+        for o in entry.outputs:
+            changed |= self.channel.put(entry.file(o), o.file, o.sha256)
+        return changed
+
+    def run(self, nodes: Sequence[BuildNode], name: str, *, check: bool | Sequence[str] = False) -> BuildReport:
+        _require_ids(nodes, self.env)
+        by = {n.package: n for n in nodes}
+        report = BuildReport(name, self.channel.root.resolve(), self.store.root.resolve())
+        todo = [n for n in nodes if self.store.lookup(n.id, n.package) is None]
+        if todo:
+            wants = wants_for_nodes(todo)
+            if not self.offline:
+                fetch(wants, self.cache, offline=False)
+            require_present(wants, self.cache, offline=True, env=self.env)
+        self.channel.ensure()
+        self.store.clean_partials()
+        for node in nodes:
+            self.progress("start", node, None)
+            entry = self.store.lookup(node.id, node.package)
+            status, seconds = "cached", 0.0
+            if entry is None:
+                with _locked(self.state / "locks" / f"{short_id(node.id, 10)}.lock"):
+                    entry = self.store.lookup(node.id, node.package)  # another process may have built it
+                    if entry is None:
+                        work = self._work(node)
+                        files, seconds = self._build_into(node, by, work / "out")
+                        entry = self.store.add(node.id, node.package, node.preimage or {}, files, seconds)
+                        shutil.rmtree(work, ignore_errors=True)
+                        status = "built"
+            self.entries[node.package] = entry
+            if self.publish(entry):
+                index(self.channel.root)
+            result = NodeResult(node.package, node.id, node.version, status, seconds,
+                                [o.file for o in entry.outputs],
+                                str(self._log(node)) if self._log(node).is_file() else None)
+            report.nodes.append(result)
+            self.progress("done", node, result)
+        if check:
+            wanted = set(check) if not isinstance(check, bool) else set(by)
+            unknown = wanted - set(by)
+            if unknown:
+                raise UserError(f"--check names a package not in this graph: {sorted(unknown)[0]}",
+                                accepted=", ".join(sorted(by)))
+            for node in nodes:
+                if node.package in wanted:
+                    self.progress("check", node, None)
+                    report.checks.append(self.check(node, by))
+        return report
+
+    def check(self, node: BuildNode, by: dict[str, BuildNode]) -> CheckResult:
+        entry = self.entries[node.package]
+        work = self._work(node)
+        with _locked(self.state / "locks" / f"{short_id(node.id, 10)}.lock"):
+            try:
+                files, _ = self._build_into(node, by, work / "out")
+                rebuilt = {f.name: f for f in files}
+                diffs: list[str] = []
+                for o in entry.outputs:
+                    name = Path(o.file).name
+                    if name not in rebuilt:
+                        diffs.append(f"{name}: not produced by the rebuild")
+                        continue
+                    diffs += [f"{name}: {d}" for d in compare_packages(entry.file(o), rebuilt.pop(name))]
+                diffs += [f"{n}: produced only by the rebuild" for n in sorted(rebuilt)]
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+        return CheckResult(node.package, node.id, not diffs, diffs)
+
+
+def build_graph(nodes: Sequence[BuildNode], *, store: Path, channel: Path, source_cache: Path,
+                state: Optional[Path] = None, offline: bool = False, check: bool | Sequence[str] = False,
+                jobs: Optional[int] = None, progress: Optional[Progress] = None,
+                extra_channels: Sequence[str] = (), name: str = "graph", env: Optional[str] = None) -> BuildReport:
+    """Build ``nodes`` (dependency order, every dep inside the list) into ``store``; publish to
+    ``channel``. ``state`` holds logs/, work/ and locks/ (default: the store's parent)."""
+    b = _Builder(store=store, channel=channel, source_cache=source_cache, state=state or Path(store).parent,
+                 offline=offline, jobs=jobs, progress=progress, extra_channels=extra_channels, env=env)
+    return b.run(nodes, name, check=check)
+
+
+def write_manifest(report: BuildReport, state: Path, env: str) -> Path:
+    pkgs = []
+    store = Store(report.store)
+    for n in report.nodes:
+        entry = store.lookup(n.id, n.package)
+        assert entry is not None
+        for o in entry.outputs:
+            pkgs.append({"name": o.name, "version": o.version, "build": o.build, "subdir": o.subdir,
+                         "file": o.file, "build_id": n.id, "sha256": o.sha256})
+    data = {"format": MANIFEST_FORMAT, "env": env, "channel": str(report.channel), "packages": pkgs}
+    return write_text(state / "builds" / f"{env}.json", json.dumps(data, indent=2) + "\n")
+
+
+def build_env(env_name: str, project, *, store: Optional[Path] = None, channel: Optional[Path] = None,
+              source_cache: Optional[Path] = None, offline: bool = False, check: bool | Sequence[str] = False,
+              jobs: Optional[int] = None, progress: Optional[Progress] = None) -> BuildReport:
+    """Build the graph of env spec ``env_name`` (``deepep-env build ENV``)."""
+    from deepep_env.buildplan import plan
+    from deepep_env.spec import load_resolved
+
+    resolved = load_resolved(env_name, project)
+    bp = plan(resolved, project)
+    # Remote channels of the spec (e.g. conda-forge for conda-provided PyTorch) come after the
+    # dependency channel; offline they are left out rather than timing out on DNS.
+    extra = [] if offline else [c for c in resolved.channels if c != "local"]
+    report = build_graph(
+        list(bp.nodes), store=store or project.store, channel=channel or project.channel,
+        source_cache=source_cache or project.source_cache, state=project.state, offline=offline, check=check,
+        jobs=jobs, progress=progress, extra_channels=extra, name=resolved.name, env=resolved.name)
+    report.manifest = write_manifest(report, project.state, resolved.name)
+    return report
+
+
+def build_recipes(recipes_dir: Path, *, store: Path, channel: Path, source_cache: Path,
+                  state: Optional[Path] = None, offline: bool = False, check: bool | Sequence[str] = False,
+                  jobs: Optional[int] = None, progress: Optional[Progress] = None,
+                  variant: Optional[dict[str, Any]] = None) -> BuildReport:
+    """Build every recipe folder under ``recipes_dir`` (``deepep-env build --recipes DIR``)."""
+    nodes = nodes_from_recipe_dirs(recipe_dirs_under(Path(recipes_dir)), variant=variant)
+    return build_graph(nodes, store=store, channel=channel, source_cache=source_cache, state=state,
+                       offline=offline, check=check, jobs=jobs, progress=progress, name=Path(recipes_dir).name)
+
+
+__all__ = [
+    "BuildReport", "NodeResult", "CheckResult", "build_env", "build_graph", "build_recipes", "write_manifest",
+    "nodes_from_recipe_dirs",
+]

@@ -1,0 +1,106 @@
+"""Local conda channels: the project's channel (what ``lock`` and ``install`` read) and the small
+per-build channel each node is built against.
+
+Why a per-build channel: the project channel keeps every build ever published, so a recipe that
+asks for ``liba`` (without our exact pin) could be solved against an *older* build of ``liba``.
+Each node is therefore built against a fresh channel holding exactly the outputs of its graph
+dependencies (transitively) — the dependency a build id names is the one the build sees.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from deepep_env.atomic import write_bytes
+from deepep_env.errors import UserError
+from deepep_env.hashing import file_sha256
+
+
+# Written by rattler's indexer besides repodata.json; we do not write them (zstd at rattler's level
+# costs 0.3–2 s per call, measured, which would dominate a no-op rebuild), so any left by an
+# earlier indexer are stale and must go: readers prefer them over repodata.json.
+_DERIVED = ("repodata.json.zst", "repodata_shards.msgpack.zst", "repodata.json.bz2")
+
+
+def index(root: Path) -> None:
+    """(Re)write ``repodata.json`` for every subdir of ``root`` with rattler's indexer."""
+    import rattler.index
+
+    (root / "noarch").mkdir(parents=True, exist_ok=True)  # a channel always has noarch/
+    try:
+        asyncio.run(rattler.index.index_fs(root, write_zst=False, write_shards=False))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # a corrupt .conda panics inside Rust (PanicException is a BaseException)
+        raise UserError(f"could not index channel: {exc}".splitlines()[0], file=root,
+                        accepted="a channel folder holding only valid .conda/.tar.bz2 files") from None
+    for sub in root.iterdir():
+        if sub.is_dir() and (sub / "repodata.json").is_file():
+            for name in _DERIVED:
+                with contextlib.suppress(FileNotFoundError):
+                    (sub / name).unlink()
+            shutil.rmtree(sub / "shards", ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Channel:
+    root: Path
+
+    def ensure(self) -> "Channel":
+        if not (self.root / "noarch" / "repodata.json").is_file():
+            index(self.root)
+        return self
+
+    def has(self, rel: str, sha256: str) -> bool:
+        p = self.root / rel
+        return p.is_file() and file_sha256(p) == sha256
+
+    def put(self, src: Path, rel: str, sha256: str) -> bool:
+        """Put one package file in (atomically); True when the channel changed. A different file
+        under the same name (a generic recipe whose build string does not carry our id) is
+        replaced: the channel shows the build of the current graph."""
+        dst = self.root / rel
+        if dst.is_file():
+            try:
+                if os.path.samefile(src, dst):  # hard link of the store entry: no need to hash
+                    return False
+            except OSError:
+                pass
+            if file_sha256(dst) == sha256:
+                return False
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+        try:
+            # Store entries are immutable and nothing rewrites a channel file in place (index
+            # and publish replace files), so a hard link is a safe, free, atomic copy.
+            os.link(src, tmp)
+            os.replace(tmp, dst)
+        except OSError:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            write_bytes(dst, src.read_bytes())
+        return True
+
+    def url(self) -> str:
+        return self.root.resolve().as_uri()
+
+
+def make_build_channel(root: Path, files: Iterable[tuple[Path, str]]) -> Channel:
+    """A throwaway channel with exactly ``files`` ([(package file, "subdir/name.conda")])."""
+    if root.exists():
+        shutil.rmtree(root)
+    (root / "noarch").mkdir(parents=True)
+    for src, rel in files:
+        dst = root / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(src, dst)  # store entries are immutable: a hard link is a safe, free copy
+        except OSError:
+            shutil.copy2(src, dst)
+    index(root)
+    return Channel(root)

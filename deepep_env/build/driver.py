@@ -1,0 +1,225 @@
+"""Run rattler-build (py-rattler-build 0.73) on one build node.
+
+Recipe inputs — the exact Jinja variables a recipe can use (docs/build-id.md §6 "recipe inputs").
+They are passed as render context (``RenderConfig(extra_context=…)``); rattler-build keeps the ones
+a recipe uses in ``info/recipe/variant_config.yaml`` of the package.
+
+===========================  ===================================================================
+``build_string``             ``h<10 hex of the build id>_0``; set ``build: string:`` to it, so a
+                             package file and a lock name the id they came from
+``build_id``                 the full id, ``sha256:<64 hex>`` (e.g. to record inside the package)
+``version``                  the node's conda version (``node.version``)
+``source_dir``               absolute path of the staged, patched primary source ("" if none);
+                             use as ``source: {path: ${{ source_dir }}, use_gitignore: false}``
+``source_dir_<name>``        the same for every source of the node, by source name
+``dep_<pkg>``                exact pin of a graph dependency without its name:
+                             ``==<version> <build_string>`` → ``- libnvshmem-static ${{ dep_nvshmem }}``
+``dep_<pkg>_version``        that dependency's version; ``dep_<pkg>_build_string``: its build string;
+                             short aliases ``<pkg>_version``/``<pkg>_build_string`` unless a
+                             variant key has that name (``nvshmem_build_string``)
+``cuda_prefix``              host CUDA toolkit root when CUDA is a host external, else ""
+``python_executable``        host Python when Python is a host external, else ""
+``rdma_core_prefix``,        further ``BuildNode.meta`` paths, "" when the plan gives none
+``gdrcopy_prefix``           (every str/int/bool ``meta`` value is passed under its own name)
+``cuda_provider``, ``python_provider``, ``pytorch_provider``
+                             ``host``/``pip`` when the node builds against a host-provided
+                             component, else ``conda``
+``jobs``                     parallel jobs for make/ninja (not identity: never changes an id)
+every ``node.variant`` key   e.g. ``cuda_version``, ``cuda_architectures``, ``ibgda``, ``gdrcopy``,
+                             ``torch_cuda_arch_list``, ``revision``; lists are joined with ";"
+                             (CMake list syntax), booleans are the strings "true"/"false"
+===========================  ===================================================================
+
+``<name>``/``<pkg>`` are the source/package names with every character outside ``[A-Za-z0-9_]``
+replaced by ``_`` (``dep_deep_ep``). rattler-build's default STRICT environment isolation drops
+host variables from build scripts (PATH is kept, appended), so anything a script needs goes
+through ``build.script.env`` from these variables, e.g. ``CUDA_HOME: ${{ cuda_prefix }}``.
+
+Channels: always an explicit list (never ``None``, which means conda-forge and fails offline
+after a DNS timeout — field notes §5).
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from deepep_env.atomic import write_text
+from deepep_env.errors import UserError
+
+EXTERNAL_PROVIDERS = ("cuda", "python", "pytorch")
+
+
+def ident(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def _value(v: Any) -> Any:
+    # rattler-build variant values are strings; booleans become "true"/"false" so a recipe tests
+    # them the same way whichever way they arrive (``${{ "ON" if ibgda == "true" else "OFF" }}``).
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return ";".join(_value(x) if isinstance(x, bool) else str(x) for x in v)
+    if isinstance(v, (int, float, str)):
+        return v
+    if v is None:
+        return ""
+    return str(v)
+
+
+# Optional prefixes a recipe may read; "" when the plan gives none (scripts fall back with ${X:-…}).
+OPTIONAL_PREFIXES = ("cuda_prefix", "cuda_host_cxx", "python_executable", "rdma_core_prefix", "gdrcopy_prefix")
+
+
+def recipe_context(node, *, source_dirs: Mapping[str, Path], deps: Sequence, jobs: int,
+                   primary: Optional[str]) -> dict[str, Any]:
+    """The render context of ``node`` (a :class:`deepep_env.buildplan.BuildNode`)."""
+    ctx: dict[str, Any] = {k: _value(v) for k, v in node.variant.items()}
+    ctx.setdefault("version", node.version)
+    ctx["build_string"] = node.build_string
+    ctx["build_id"] = node.id or ""
+    ctx["jobs"] = int(jobs)
+    ctx["source_dir"] = str(source_dirs[primary]) if primary in source_dirs else ""
+    for name, path in source_dirs.items():
+        ctx[f"source_dir_{ident(name)}"] = str(path)
+    for d in deps:
+        k = ident(d.package)
+        ctx[f"dep_{k}"] = f"=={d.version} {d.build_string}"
+        ctx[f"dep_{k}_version"] = d.version
+        ctx[f"dep_{k}_build_string"] = d.build_string
+        # short aliases (``nvshmem_build_string``); a variant key of the same name wins
+        ctx.setdefault(f"{k}_version", d.version)
+        ctx.setdefault(f"{k}_build_string", d.build_string)
+    for k in OPTIONAL_PREFIXES:
+        ctx.setdefault(k, "")
+    for ext in EXTERNAL_PROVIDERS:
+        info = node.externals.get(ext)
+        ctx[f"{ext}_provider"] = info.get("provider", "host") if isinstance(info, Mapping) else "conda"
+    for k, v in node.meta.items():
+        if isinstance(v, (str, int, float, bool)):
+            ctx[ident(k)] = _value(v)
+    return ctx
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for prefix in ("PyRattlerBuildError: ", "RattlerBuildError: "):
+        text = text.replace(prefix, "")
+    # rattler's render errors are one long Debug dump: keep the message, drop the spans
+    m = re.search(r'message: "((?:[^"\\]|\\.)*)"', text)
+    if m:
+        text = m.group(1).replace('\\"', '"')
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line[:400]
+
+
+_GENERIC = re.compile(r"^(Script failed|Script execution failed|Test failed|Build failed|Failed to run)", re.I)
+_KEYWORDS = re.compile(r"error|failed|not found|no such file|undefined reference|cannot", re.I)
+
+
+def _failure_hint(lines: Sequence[str]) -> str:
+    """The line of a build log most likely to name the cause: the last error-looking line the
+    script printed before rattler-build's "Script failed with status N"."""
+    keep = [ln.rstrip() for ln in lines if ln.strip()]
+    status = ""
+    end = len(keep)
+    for i in range(len(keep) - 1, -1, -1):
+        if keep[i].startswith("Script failed with status"):
+            status, end = keep[i].rsplit(" ", 1)[-1], i
+            break
+    window = [ln.strip() for ln in keep[max(0, end - 60):end] if not ln.lstrip().startswith("+ ")]
+    hint = next((ln for ln in reversed(window) if _KEYWORDS.search(ln)), window[-1] if window else "see the log")
+    return hint[:300] + (f" (exit {status})" if status else "")
+
+
+@dataclass
+class DriverResult:
+    packages: list[Path]
+    seconds: float
+    log: list[str]
+
+
+def render(recipe_file: Path, context: Mapping[str, Any], *, package: str):
+    """Parse and render a recipe; one clear line on failure."""
+    from rattler_build import RenderConfig, Stage0Recipe, VariantConfig
+
+    try:
+        recipe = Stage0Recipe.from_file(recipe_file)
+    except Exception as exc:  # noqa: BLE001 - rattler raises several parse error types
+        raise UserError(f"package {package}: recipe does not parse: {_first_line(exc)}", file=recipe_file) from None
+    try:
+        return recipe.render(VariantConfig(), RenderConfig(extra_context=dict(context)))
+    except Exception as exc:  # noqa: BLE001
+        msg = _first_line(exc)
+        if "undefined" in msg:  # rattler does not say which name: find bare names nothing defines
+            unknown = _undefined_names(recipe_file, context)
+            if unknown:
+                msg += f" (undefined: {', '.join(unknown)})"
+        raise UserError(f"package {package}: recipe does not render: {msg}", file=recipe_file) from None
+
+
+_BARE = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\||\}\})")
+
+
+def _undefined_names(recipe_file: Path, context: Mapping[str, Any]) -> list[str]:
+    import yaml
+
+    text = recipe_file.read_text(encoding="utf-8")
+    try:
+        own = set((yaml.safe_load(text) or {}).get("context") or {})
+    except (yaml.YAMLError, AttributeError):
+        own = set()
+    builtin = {"target_platform", "build_platform", "host_platform", "linux", "osx", "win", "unix", "hash",
+               "PYTHON", "PREFIX", "RECIPE_DIR", "SRC_DIR", "BUILD_PREFIX", "environ", "true", "false", "none"}
+    names = {m.group(1) for m in _BARE.finditer(text)}
+    return sorted(n for n in names if n not in context and n not in own and n not in builtin)
+
+
+def _check_staged_sources(variants, staged: Sequence[Path], package: str, recipe_file: Path) -> None:
+    """A staged tree given to rattler-build must keep every file: by default a ``path:`` source
+    honours the tree's own ``.gitignore`` and silently drops the files it lists (measured with
+    py-rattler-build 0.73), which would build something other than the pinned, patched tree."""
+    staged_s = {str(p) for p in staged}
+    for v in variants:
+        for src in v.recipe.sources:
+            d = src.to_dict()
+            if str(d.get("path", "")) in staged_s and d.get("use_gitignore", True) is not False:
+                raise UserError(
+                    f"package {package}: the path source {d.get('path')} must set `use_gitignore: false` "
+                    "(rattler-build would drop files the source's own .gitignore lists)", file=recipe_file)
+
+
+def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_dir: Path,
+        channels: Sequence[str], log_path: Path, staged: Sequence[Path] = (), test: bool = True) -> DriverResult:
+    """Render and build every output of ``recipe_file`` into ``output_dir``; keep the log at
+    ``log_path``. Raises :class:`UserError` (one line, naming the log) on failure."""
+    from rattler_build import ToolConfiguration
+
+    if not channels:
+        raise ValueError("channels must be explicit (None means conda-forge)")
+    started = time.monotonic()
+    variants = render(recipe_file, context, package=package)
+    _check_staged_sources(variants, staged, package, recipe_file)
+    tool = ToolConfiguration(test_strategy="native" if test else "skip")
+    log: list[str] = []
+    packages: list[Path] = []
+    output_dir.mkdir(parents=True, exist_ok=True)
+    for v in variants:
+        try:
+            res = v.run_build(tool_config=tool, output_dir=output_dir, channels=list(channels))
+        except Exception as exc:  # noqa: BLE001
+            log += list(getattr(exc, "log", None) or [])
+            log.append(f"ERROR: {exc}")
+            write_text(log_path, "\n".join(log) + "\n")
+            stage = "recipe test failed" if "Test failed" in str(exc) else "build failed"
+            msg = _first_line(exc)
+            if _GENERIC.search(msg) and len(log) > 1:  # "Script failed": the cause is in the log
+                msg = _failure_hint(log[:-1])
+            raise UserError(f"package {package}: {stage}: {msg}; log: {log_path}") from None
+        log += list(res.log)
+        packages += [Path(p) for p in res.packages]
+    write_text(log_path, "\n".join(log) + "\n")
+    return DriverResult(packages, time.monotonic() - started, log)

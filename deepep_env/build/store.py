@@ -1,0 +1,152 @@
+"""The build store: one immutable entry per build id (Nix's /nix/store, keyed by inputs).
+
+Layout::
+
+    <store>/<10 hex of the id>-<package>/
+        entry.json                     {"format": "deepep-env/store-entry/v1", "id", "package",
+                                        "preimage", "outputs": [...], "seconds", "built_at"}
+        <subdir>/<name>-<version>-<build>.conda   every output of the recipe
+
+An entry is assembled in a temporary sibling and renamed into place (``atomic.staged_dir``): it
+either exists complete or not at all, so a build killed midway leaves nothing a later lookup could
+mistake for a result. An entry whose ``entry.json`` is unreadable or whose files are gone is treated
+as absent (and rebuilt), never trusted.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from deepep_env.atomic import staged_dir, write_text
+from deepep_env.hashing import file_sha256, short_id
+
+ENTRY_FORMAT = "deepep-env/store-entry/v1"
+ENTRY_FORMATS = (ENTRY_FORMAT,)
+
+
+@dataclass(frozen=True)
+class Output:
+    """One package file of an entry. ``file`` is relative to the entry (and to a channel root)."""
+
+    file: str          # "linux-64/foo-1.0-h0123456789_0.conda"
+    name: str
+    version: str
+    build: str
+    subdir: str
+    sha256: str        # "sha256:<hex>"
+
+    def to_json(self) -> dict[str, str]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class StoreEntry:
+    path: Path
+    id: str
+    package: str
+    preimage: dict[str, Any]
+    outputs: tuple[Output, ...]
+    seconds: float
+    built_at: str
+
+    def file(self, out: Output) -> Path:
+        return self.path / out.file
+
+
+def _entry_name(build_id: str, package: str) -> str:
+    return f"{short_id(build_id, 10)}-{package}"
+
+
+def _read_conda_meta(path: Path) -> tuple[str, str, str, str]:
+    """(name, version, build, subdir) of a .conda/.tar.bz2, read from the file itself."""
+    from rattler_build import Package
+
+    pkg = Package.from_file(path)
+    return pkg.name, pkg.version, pkg.build_string, pkg.subdir or "noarch"
+
+
+@dataclass(frozen=True)
+class Store:
+    root: Path
+
+    def entry_path(self, build_id: str, package: str) -> Path:
+        return self.root / _entry_name(build_id, package)
+
+    def lookup(self, build_id: str, package: str) -> Optional[StoreEntry]:
+        path = self.entry_path(build_id, package)
+        try:
+            data = json.loads((path / "entry.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if data.get("format") not in ENTRY_FORMATS or data.get("id") != build_id:
+            return None
+        outs = tuple(Output(**o) for o in data.get("outputs", []))
+        if not outs or not all((path / o.file).is_file() for o in outs):
+            return None
+        return StoreEntry(path, data["id"], data["package"], data.get("preimage") or {}, outs,
+                          float(data.get("seconds", 0.0)), data.get("built_at", ""))
+
+    def add(self, build_id: str, package: str, preimage: dict[str, Any], files: Sequence[Path],
+            seconds: float) -> StoreEntry:
+        """Move a finished build's package files in, atomically. Existing entries win (immutable)."""
+        final = self.entry_path(build_id, package)
+        existing = self.lookup(build_id, package)
+        if existing is not None:
+            return existing
+        if final.exists():  # unreadable leftover (e.g. hand-edited): replace it, it was never valid
+            shutil.rmtree(final)
+        outputs = []
+        with staged_dir(final) as tmp:
+            for f in files:
+                name, version, build, subdir = _read_conda_meta(f)
+                rel = f"{subdir}/{f.name}"
+                (tmp / subdir).mkdir(exist_ok=True)
+                shutil.copy2(f, tmp / rel)
+                outputs.append(Output(rel, name, version, build, subdir, file_sha256(tmp / rel)))
+            outputs.sort(key=lambda o: o.file)
+            entry = {
+                "format": ENTRY_FORMAT, "id": build_id, "package": package, "preimage": preimage,
+                "outputs": [o.to_json() for o in outputs], "seconds": round(seconds, 3),
+                "built_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            write_text(tmp / "entry.json", json.dumps(entry, indent=2, sort_keys=True) + "\n")
+        found = self.lookup(build_id, package)
+        assert found is not None
+        return found
+
+    def entries(self) -> list[StoreEntry]:
+        out = []
+        if not self.root.is_dir():
+            return out
+        for p in sorted(self.root.iterdir()):
+            if p.name.startswith(".") or not (p / "entry.json").is_file():
+                continue
+            try:
+                data = json.loads((p / "entry.json").read_text(encoding="utf-8"))
+                e = self.lookup(data["id"], data["package"])
+            except (OSError, ValueError, KeyError):
+                continue
+            if e is not None:
+                out.append(e)
+        return out
+
+    def clean_partials(self, older_than_s: float = 3600.0) -> list[Path]:
+        """Remove temporary entries left by killed builds (``.<name>.*.partial``). Only old ones: a
+        young one may belong to a build running right now in another process."""
+        removed = []
+        if not self.root.is_dir():
+            return removed
+        now = time.time()
+        for p in self.root.glob(".*.partial"):
+            try:
+                if now - p.stat().st_mtime > older_than_s:
+                    shutil.rmtree(p, ignore_errors=True)
+                    removed.append(p)
+            except OSError:
+                continue
+        return removed

@@ -1,0 +1,86 @@
+"""``deepep-env build``: build an env's packages (or every recipe under a folder) into the store
+and the local channel, in dependency order, rebuilding only what changed."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json
+
+
+def _progress(console):
+    state = {"status": None}
+
+    def cb(event, node, result):
+        if event == "start":
+            state["status"] = console.status(f"[bold]{node.package}[/] {node.build_string}")
+            state["status"].start()
+        elif event == "done":
+            if state["status"] is not None:
+                state["status"].stop()
+            colour = "green" if result.status == "built" else "dim"
+            console.print(f"[{colour}]{result.status:6}[/] {node.package} {node.version} {node.build_string}"
+                          f"  {result.seconds:.1f}s")
+        elif event == "check":
+            console.print(f"[yellow]check [/] {node.package}: rebuilding to compare payloads")
+
+    return cb
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("build")
+    def build_cmd(
+        env: Optional[str] = typer.Argument(None, help="env spec name (env_specs/<ENV>.toml)"),
+        recipes: Optional[Path] = typer.Option(None, "--recipes", help="build every recipe folder under DIR instead"),
+        store: Optional[Path] = typer.Option(None, "--store", help="build store folder"),
+        channel: Optional[Path] = typer.Option(None, "--channel", help="local channel folder"),
+        source_cache: Optional[Path] = typer.Option(None, "--source-cache", help="source cache folder"),
+        offline: bool = typer.Option(False, "--offline", help="use only the source cache; never download"),
+        check: bool = typer.Option(False, "--check", help="rebuild every package and compare payloads"),
+        check_package: List[str] = typer.Option([], "--check-package", help="rebuild and compare only this package"),
+        jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="parallel jobs inside a build (make -j)"),
+        project: Optional[str] = ProjectOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Build packages keyed by build id: an id already in the store is not rebuilt."""
+        from rich.console import Console
+
+        from deepep_env.build import build_env, build_recipes
+        from deepep_env.errors import StaleError, UserError
+        from deepep_env.project import Project, find_project
+
+        console = Console(stderr=True)
+        progress = _progress(console)
+        check_arg = list(check_package) if check_package else check
+        if recipes is not None:
+            if env:
+                raise UserError("give an ENV or --recipes DIR, not both", field="ENV")
+            try:
+                proj = find_project(project)
+            except UserError:
+                proj = Project(Path.cwd())  # a bare folder of recipes needs no project
+            report = build_recipes(recipes, store=store or proj.store, channel=channel or proj.channel,
+                                   source_cache=source_cache or proj.source_cache,
+                                   state=None if store else proj.state, offline=offline, check=check_arg,
+                                   jobs=jobs, progress=progress)
+        else:
+            if not env:
+                raise UserError("name an env (or pass --recipes DIR)", field="ENV")
+            report = build_env(env, find_project(project), store=store, channel=channel, source_cache=source_cache,
+                               offline=offline, check=check_arg, jobs=jobs, progress=progress)
+        if as_json:
+            print_json(report.to_json())
+        else:
+            built = len(report.built)
+            typer.echo(f"{built} built, {len(report.nodes) - built} cached; channel {report.channel}")
+            for c in report.checks:
+                verdict = "reproducible" if c.identical else f"{len(c.differences)} difference(s)"
+                typer.echo(f"check {c.package}: {verdict}")
+                for d in c.differences:
+                    typer.echo(f"  {d}")
+        if not report.reproducible:
+            bad = [c for c in report.checks if not c.identical]
+            raise StaleError(f"--check: {', '.join(c.package for c in bad)} did not rebuild identically "
+                             f"({sum(len(c.differences) for c in bad)} differing files listed above)")

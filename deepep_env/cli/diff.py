@@ -1,0 +1,34 @@
+"""`deepep-env diff OLD NEW`: what changed between two locks (paths or REV:path)."""
+from __future__ import annotations
+
+import sys
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("diff")
+    def diff_cmd(
+        old: str = typer.Argument(..., help="old lock: a path or REV:path (git)"),
+        new: str = typer.Argument(..., help="new lock: a path or REV:path (git)"),
+        fmt: str = typer.Option("table", "--format", "-f", help="table, markdown or json"),
+        as_json: bool = typer.Option(False, "--json", help="same as --format json"),
+    ) -> None:
+        """Added, removed and changed packages (pinned components first) and changed build ids."""
+        from deepep_env.errors import UserError
+        from deepep_env.lock import diff_locks
+        from deepep_env.lock import render
+
+        if as_json:
+            fmt = "json"
+        if fmt not in ("table", "markdown", "json"):
+            raise UserError(f"unknown format {fmt!r}", field="--format", accepted="table, markdown, json")
+        d = diff_locks(old, new)
+        if fmt == "json":
+            sys.stdout.write(render.diff_json(d))
+        elif fmt == "markdown":
+            sys.stdout.write(render.diff_markdown(d))
+        else:
+            from deepep_env.cli._common import console
+
+            render.diff_table(d, console())

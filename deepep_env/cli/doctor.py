@@ -1,0 +1,88 @@
+"""`deepep-env doctor [ENV] [--root DIR] [--prefix DIR] [--platform P] [--json] [--strict] [--traffic -- CMD…]`.
+
+Exit status: 0 nothing wrong, 1 warnings only (with --strict), 2 errors (issue 7).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from typer.core import TyperCommand
+
+CMD_KEY = "deepep_env.doctor.cmd"
+
+
+class _DoctorCommand(TyperCommand):
+    """Everything after ``--`` is the --traffic command, never ENV (click would bind its first word)."""
+
+    def parse_args(self, ctx, args):  # type: ignore[override]
+        if "--" in args:
+            i = args.index("--")
+            ctx.meta[CMD_KEY] = list(args[i + 1 :])
+            args = list(args[:i])
+        return super().parse_args(ctx, args)
+
+
+def _read_env_file(path: str) -> dict[str, str]:
+    from deepep_env.errors import UserError
+
+    try:
+        text = open(path, encoding="utf-8", errors="replace").read()
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror or exc}", file=path, field="--env-file") from None
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[7:].lstrip()
+        k, sep, v = line.partition("=")
+        if sep and k.strip():
+            v = v.strip()
+            if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+                v = v[1:-1]
+            out[k.strip()] = v
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("doctor", cls=_DoctorCommand)
+    def doctor_cmd(
+        ctx: typer.Context,
+        env: Optional[str] = typer.Argument(None, metavar="[ENV]", help="installed env to check (env_specs/<ENV>.toml); omit for host-only checks"),
+        root: str = typer.Option("/", "--root", help="read the host under this directory instead of /"),
+        prefix: Optional[str] = typer.Option(None, "--prefix", help="the env's prefix (default: $DEEPEP_ENV_PREFIX, else the project's .deepep-env/envs/ENV)"),
+        platform: Optional[str] = typer.Option(None, "--platform", help="platform profile instead of the detected one"),
+        project_dir: Optional[str] = typer.Option(None, "--project", help="project folder (default: nearest parent with env_specs/)"),
+        env_file: Optional[str] = typer.Option(None, "--env-file", help="check this KEY=VALUE file as the current environment (e.g. a captured host's env.txt)"),
+        traffic: bool = typer.Option(False, "--traffic", help="run the command after `--` and report NICs whose port_xmit_data did not grow"),
+        as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+        strict: bool = typer.Option(False, "--strict", help="exit 1 on warnings"),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="print notes too"),
+    ) -> None:
+        """Find the failures the seeds record, before a test runs: each with its evidence and fix."""
+        from deepep_env.errors import UserError
+
+        cmd = ctx.meta.get(CMD_KEY)
+        if traffic and not cmd:
+            raise UserError("--traffic needs a command after `--`", field="--traffic", accepted="deepep-env doctor [ENV] --traffic -- CMD [ARGS…]")
+        if cmd and not traffic:
+            raise UserError("a command after `--` is only run with --traffic", field="CMD", accepted="deepep-env doctor [ENV] --traffic -- CMD [ARGS…]")
+        environ = _read_env_file(env_file) if env_file else None
+        from deepep_env.doctor import render_text, run_doctor
+
+        report = run_doctor(env, root=root, prefix=prefix, platform=platform, environ=environ,
+                            project=project_dir, traffic=cmd if traffic else None)
+        if as_json:
+            from deepep_env.cli._common import print_json
+
+            print_json(report.to_dict(strict=strict))
+        else:
+            import sys
+
+            sys.stdout.write(render_text(report, strict=strict, verbose=verbose))
+        code = report.exit_code(strict)
+        if code:
+            # SystemExit, not typer.Exit: cli/main.py returns SystemExit's code (typer.Exit's is lost there).
+            raise SystemExit(code)

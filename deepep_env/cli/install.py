@@ -1,0 +1,37 @@
+"""`deepep-env install ENV`: exactly the locked packages, sha256-verified, into a prefix."""
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("install")
+    def install_cmd(
+        env: str = typer.Argument(..., help="env name (env_specs/<name>.toml)"),
+        prefix: Optional[str] = typer.Option(None, "--prefix", help="target prefix (default <state>/envs/<ENV>)"),
+        lock: Optional[str] = typer.Option(None, "--lock", help="lock file (default lockfiles/<ENV>.pixi.lock)"),
+        mirror: Optional[List[str]] = typer.Option(None, "--mirror", help="URL=DIR: take packages the lock names under URL from DIR"),
+        force: bool = typer.Option(False, "--force", help="reinstall even when the prefix is up to date"),
+        project_dir: Optional[str] = ProjectOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Install ENV from its lock; a second run is a no-op."""
+        from deepep_env.install import install_env
+
+        res = install_env(env, project(project_dir), prefix=prefix, lock_path=lock, mirrors=mirror or (), force=force)
+        data = res.to_dict()
+        for w in data["warnings"]:
+            print(f"deepep-env: warning: {w}", file=sys.stderr)
+        if as_json:
+            print_json(data)
+            return
+        if res.status == "up-to-date":
+            print(f"{res.env}: {res.prefix} is up to date ({len(res.packages)} packages)")
+        else:
+            print(f"{res.env}: installed {len(res.packages)} packages into {res.prefix} "
+                  f"({res.verified} sha256-verified, {res.downloaded} downloaded, {res.seconds:.1f} s)")

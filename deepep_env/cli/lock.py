@@ -1,0 +1,55 @@
+"""`deepep-env lock ENV [--check]`: solve the spec into lockfiles/<ENV>.pixi.lock, or say why it is stale."""
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("lock")
+    def lock_cmd(
+        env: str = typer.Argument(..., help="env name (env_specs/<name>.toml)"),
+        channel: Optional[str] = typer.Option(None, "--channel", help="the local channel folder (default <state>/channel)"),
+        check: bool = typer.Option(False, "--check", help="do not solve: exit 1 when the lock no longer satisfies the spec"),
+        output: Optional[str] = typer.Option(None, "--output", "-o", help="lock path (default lockfiles/<ENV>.pixi.lock)"),
+        project_dir: Optional[str] = ProjectOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Solve ENV's packages with rattler and write a pixi.lock (v7); --check explains staleness."""
+        proj = project(project_dir)
+        if check:
+            from deepep_env.lock import check_lock
+            from deepep_env.lock.render import check_text
+
+            res = check_lock(env, proj, channel=channel, lock_path=output)
+            data = res.to_dict()
+            if as_json:
+                print_json(data)
+            else:
+                print(check_text(data))
+            if not res.fresh:
+                from deepep_env.errors import StaleError
+
+                raise StaleError(f"lock is stale ({len(res.reasons)} reason(s): "
+                                 f"{', '.join(sorted({r.kind for r in res.reasons}))})", file=res.path,
+                                 accepted=f"run `deepep-env lock {env}`")
+            return
+        from deepep_env.lock import lock_env
+
+        res = lock_env(env, proj, channel=channel, output=output)
+        data = res.to_dict()
+        for w in data["warnings"]:
+            print(f"deepep-env: warning: {w}", file=sys.stderr)
+        if as_json:
+            print_json(data)
+            return
+        n = sum(len(v) for v in res.packages.values())
+        state = "written" if res.changed else "unchanged"
+        print(f"{res.env}: {res.path} {state} ({n} packages, {', '.join(res.platforms)})")
+        for sub, pkgs in res.packages.items():
+            for p in pkgs:
+                print(f"  {sub}  {p['name']} {p['version']} {p['build']}")

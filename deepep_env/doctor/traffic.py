@@ -1,0 +1,124 @@
+"""``deepep-env doctor --traffic -- CMD``: which NICs carried traffic while CMD ran.
+
+Seed 000 §4 problem 1's check, automated: read every NIC's
+``/sys/class/infiniband/<hca>/ports/<p>/counters/port_xmit_data`` before and after CMD; a NIC that
+did not move while others did is the symptom of a missing GPU→NIC mapping (every GPU on mlx5_0).
+The counter counts 4-octet words (IB spec PortXmitData), so bytes = delta × 4.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from typing import Mapping, Optional, Sequence
+
+from deepep_env.doctor.model import Evidence, Finding, NicTraffic, TrafficResult
+from deepep_env.platform.rootfs import RootFS
+
+TRAFFIC_IDS = ("traffic.idle-nic", "traffic.no-traffic", "traffic.no-nics", "traffic.command-failed", "traffic.counter-unreadable")
+COUNTER = "port_xmit_data"
+
+
+def snapshot(root: str | os.PathLike[str]) -> dict[tuple[str, int], tuple[Optional[int], bool]]:
+    """{(hca, port): (port_xmit_data or None, port ACTIVE)} for every NIC port under ``root``."""
+    fs = RootFS(root)  # a fresh view: no cached directory state from before the command
+    out: dict[tuple[str, int], tuple[Optional[int], bool]] = {}
+    for hca in fs.listdir("sys/class/infiniband"):
+        base = f"sys/class/infiniband/{hca}/ports"
+        for port in fs.listdir(base):
+            try:
+                num = int(port)
+            except ValueError:
+                continue
+            raw = fs.read_attr(f"{base}/{port}/counters/{COUNTER}")
+            try:
+                value: Optional[int] = int(raw, 0) if raw is not None else None
+            except ValueError:
+                value = None
+            state = (fs.read_attr(f"{base}/{port}/state") or "").split(":", 1)[-1].strip().upper()
+            out[(hca, num)] = (value, state == "ACTIVE")
+    return out
+
+
+def _f(id: str, severity: str, title: str, evidence, fix: str) -> Finding:
+    return Finding(id=id, severity=severity, title=title, evidence=tuple(evidence), fix=fix, check="traffic")
+
+
+def run_traffic(
+    root: str | os.PathLike[str],
+    cmd: Sequence[str],
+    env: Optional[Mapping[str, str]] = None,
+    timeout: Optional[float] = None,
+) -> tuple[TrafficResult, list[Finding]]:
+    """Run ``cmd`` between two counter snapshots; findings for NICs that stayed idle."""
+    before = snapshot(root)
+    t0 = time.monotonic()
+    rc: Optional[int]
+    err = None
+    try:
+        rc = subprocess.run(list(cmd), env=dict(env) if env is not None else None, check=False, timeout=timeout).returncode
+    except FileNotFoundError:
+        rc, err = None, f"command not found: {cmd[0]}"
+    except PermissionError:
+        rc, err = None, f"command not executable: {cmd[0]}"
+    except subprocess.TimeoutExpired:
+        rc, err = None, f"timed out after {timeout}s"
+    except OSError as exc:
+        rc, err = None, f"cannot run: {exc.strerror or exc}"
+    secs = time.monotonic() - t0
+    after = snapshot(root)
+    ports = []
+    for key in sorted(set(before) | set(after)):
+        b, active_b = before.get(key, (None, False))
+        a, active_a = after.get(key, (None, False))
+        ports.append(NicTraffic(hca=key[0], port=key[1], before=b, after=a, active=active_a or active_b))
+    result = TrafficResult(command=tuple(cmd), returncode=rc, ports=tuple(ports), seconds=secs)
+    findings: list[Finding] = []
+    shown = " ".join(cmd)
+    if rc is None or rc != 0:
+        findings.append(_f(
+            "traffic.command-failed", "error",
+            f"the command {'could not run' if rc is None else f'exited with {rc}'}: {err or shown}",
+            [Evidence(value=shown, file="command")],
+            "make the command succeed on its own first; idle NICs after a failed run say little",
+        ))
+    if not ports:
+        findings.append(_f(
+            "traffic.no-nics", "warning", "no RDMA NIC port under /sys/class/infiniband: no traffic to measure",
+            [Evidence(value="absent or empty", file="/sys/class/infiniband")],
+            "run --traffic on a node with RDMA NICs, with an internode command",
+        ))
+        return result, findings
+    unreadable = [p for p in ports if p.delta is None]
+    if unreadable:
+        findings.append(_f(
+            "traffic.counter-unreadable", "warning",
+            "port_xmit_data unreadable on " + ", ".join(f"{p.hca}:{p.port}" for p in unreadable[:8]),
+            [Evidence(value="unreadable", file=f"/sys/class/infiniband/{p.hca}/ports/{p.port}/counters/{COUNTER}") for p in unreadable[:4]],
+            "run doctor with permission to read the counters",
+        ))
+    measured = [p for p in ports if p.delta is not None and p.active]
+    by_nic: dict[str, int] = {}
+    for p in measured:
+        by_nic[p.hca] = by_nic.get(p.hca, 0) + max(p.delta or 0, 0)
+    moved = sorted(h for h, d in by_nic.items() if d > 0)
+    idle = sorted(h for h, d in by_nic.items() if d <= 0)
+    ev = [Evidence(value=f"{p.before} → {p.after} (+{(p.delta or 0) * 4} bytes)",
+                   file=f"/sys/class/infiniband/{p.hca}/ports/{p.port}/counters/{COUNTER}") for p in measured[:16]]
+    if by_nic and not moved:
+        findings.append(_f(
+            "traffic.no-traffic", "warning",
+            f"no NIC carried traffic while `{shown}` ran: an intranode run, the remote transport is off, or every NIC is unused",
+            ev,
+            "run an internode command (e.g. DeepEP's test_internode.py across 2 nodes) to measure NIC use",
+        ))
+    elif idle:
+        findings.append(_f(
+            "traffic.idle-nic", "error",
+            f"{len(idle)} of {len(by_nic)} NICs carried no traffic ({', '.join(idle)}) while {', '.join(moved)} did: "
+            "the GPU→NIC mapping is missing or ignored (seed 000: every GPU on mlx5_0, RDMA ~6.5 GB/s)",
+            ev,
+            "check `deepep-env doctor ENV` for deepep.pr466-missing / deepep.shadowed and that "
+            "DEEP_EP_DEVICE_TO_HCA_MAPPING is set (`deepep-env run` sets it from topology)",
+        ))
+    return result, findings

@@ -1,0 +1,365 @@
+"""Lock → prefix, verified: ``deepep-env install ENV``.
+
+Exactly the locked packages are installed, and every archive is checked against the lock's
+sha256 *by us*, before rattler sees it: local files in place, remote ones after download into a
+content-addressed folder. A corrupt package in a channel or a lock edited by hand is refused with
+one line naming the package (rattler alone only notices damage that breaks decompression, and a
+failed install in py-rattler 0.28 can crash the interpreter on exit — seen here).
+
+Completion marker: ``<prefix>/conda-meta/deepep-env.json`` is removed first and written last,
+atomically, after the installed records have been compared with the lock: an interrupted install
+never leaves a prefix that claims to be complete. ``activate``, ``run`` and ``doctor`` read it.
+A second install of the same lock is a no-op decided from the marker alone (no lock parse, no
+hashing of packages).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as _dt
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Optional
+
+from deepep_env.atomic import write_text
+from deepep_env.errors import UserError
+from deepep_env.hashing import file_sha256
+
+MARKER_NAME = "deepep-env.json"
+MARKER_FORMAT = "deepep-env/prefix/v1"
+
+
+def marker_path(prefix: str | Path) -> Path:
+    return Path(prefix) / "conda-meta" / MARKER_NAME
+
+
+def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
+    """The completion marker of a prefix, or None when the prefix is not a complete install."""
+    p = marker_path(prefix)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == MARKER_FORMAT else None
+
+
+@dataclass
+class InstallResult:
+    env: str
+    prefix: Path
+    status: str                      # "installed" | "up-to-date"
+    lock: Path
+    lock_sha256: str
+    subdir: str
+    packages: list[dict[str, str]] = field(default_factory=list)
+    verified: int = 0
+    downloaded: int = 0
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        from deepep_env.lock.channels import redact
+
+        return {"env": self.env, "prefix": str(self.prefix), "status": self.status, "lock": str(self.lock),
+                "lock_sha256": self.lock_sha256, "subdir": self.subdir, "packages": self.packages,
+                "verified": self.verified, "downloaded": self.downloaded, "seconds": round(self.seconds, 3),
+                "warnings": [redact(w) for w in self.warnings]}
+
+
+def parse_mirrors(items: Iterable[str]) -> dict[str, Path]:
+    """``URL=DIR`` → {"URL/": DIR}: packages the lock names under URL are taken from DIR when there."""
+    out: dict[str, Path] = {}
+    for item in items:
+        url, sep, d = item.partition("=")
+        if not sep or "://" not in url or not d:
+            raise UserError(f"not a mirror: {item!r}", field="--mirror", accepted="URL=DIR, e.g. https://conda.example/h200=/srv/channel")
+        out[url if url.endswith("/") else url + "/"] = Path(d).expanduser()
+    return out
+
+
+def current_subdir() -> str:
+    from rattler import Subdir
+
+    return str(Subdir.current())
+
+
+def _cache_root() -> Path:
+    v = os.environ.get("DEEPEP_ENV_CACHE_DIR")
+    if v:
+        return Path(v)
+    v = os.environ.get("RATTLER_CACHE_DIR")
+    if v:
+        return Path(v)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rattler" / "cache"
+
+
+def _pkgs_dir() -> Optional[Path]:
+    v = os.environ.get("DEEPEP_ENV_CACHE_DIR")
+    return Path(v) / "pkgs" if v else None
+
+
+@contextlib.contextmanager
+def _prefix_lock(prefix: Path) -> Iterator[None]:
+    """One installer per prefix at a time (a second waits)."""
+    import fcntl
+
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    lock = prefix.parent / f".{prefix.name}.install-lock"
+    with open(lock, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _installed_records(prefix: Path) -> list:
+    from rattler import PrefixRecord
+
+    meta = prefix / "conda-meta"
+    out = []
+    if meta.is_dir():
+        for p in sorted(meta.glob("*.json")):
+            if p.name == MARKER_NAME:
+                continue
+            try:
+                out.append(PrefixRecord.from_path(p))
+            except Exception:  # noqa: BLE001 - a foreign or half-written record: let rattler replace it
+                continue
+    return out
+
+
+def _fast_up_to_date(prefix: Path, env: str, lock_sha: str, subdir: str) -> Optional[dict[str, Any]]:
+    m = read_marker(prefix)
+    if not m or m.get("env") != env or m.get("lock_sha256") != lock_sha or m.get("subdir") != subdir:
+        return None
+    meta = prefix / "conda-meta"
+    for p in m.get("packages", []):
+        if not (meta / f"{p['name']}-{p['version']}-{p['build']}.json").is_file():
+            return None
+    return m
+
+
+def _mismatch(pkg: str, where: str, actual: str, expected: str, lock_path: Path) -> UserError:
+    return UserError(
+        f"{pkg}: sha256 of {where} is {actual.split(':', 1)[-1][:16]}…, the lock says {expected[:16]}…: the package "
+        "is corrupt or the lock was altered; refusing to install", file=lock_path, field=pkg,
+        accepted="a lock written by `deepep-env lock` and the channel it names, unmodified")
+
+
+def _fetch_verified(recs: list, *, lock_path: Path, mirrors: dict[str, Path], client_obj) -> tuple[int, int]:
+    """Point every record at a local file whose sha256 is the lock's; returns (verified, downloaded)."""
+    from deepep_env.lock.channels import redact, url_to_path
+
+    downloads = _cache_root() / "deepep-env-verified"
+    verified = downloaded = 0
+    ordered_mirrors = sorted(mirrors.items(), key=lambda kv: len(kv[0]), reverse=True)
+    for rec in recs:
+        label = f"{rec.name.normalized} {rec.version} {rec.build}"
+        expected = rec.sha256.hex() if rec.sha256 else None
+        if not expected:
+            raise UserError(f"{label}: the lock has no sha256 for it, so it cannot be verified; refusing to install",
+                            file=lock_path, field=rec.name.normalized)
+        url = rec.url
+        path: Optional[Path] = None
+        if url.startswith("file://"):
+            path = url_to_path(url)
+            if not path.is_file():
+                raise UserError(f"{label}: package file {path} does not exist", file=lock_path,
+                                field=rec.name.normalized, accepted="the channel the lock was made from, or --mirror URL=DIR")
+        else:
+            for prefix, d in ordered_mirrors:
+                if url.startswith(prefix):
+                    cand = d / url[len(prefix):]
+                    if cand.is_file():
+                        path = cand
+                    break
+        if path is not None:
+            actual = file_sha256(path)
+            if actual != f"sha256:{expected}":
+                raise _mismatch(label, str(path), actual, expected, lock_path)
+        else:
+            path = downloads / f"{expected}-{rec.file_name}"
+            if not (path.is_file() and file_sha256(path) == f"sha256:{expected}"):
+                from rattler.package_streaming import download_to_path
+
+                downloads.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+                try:
+                    asyncio.run(download_to_path(client_obj, url, tmp))
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except BaseException as exc:  # noqa: BLE001
+                    with contextlib.suppress(OSError):
+                        tmp.unlink()
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    raise UserError(f"{label}: cannot download {redact(url)}: {redact(first)}", file=lock_path,
+                                    field=rec.name.normalized) from None
+                actual = file_sha256(tmp)
+                if actual != f"sha256:{expected}":
+                    tmp.unlink()
+                    raise _mismatch(label, redact(url), actual, expected, lock_path)
+                os.replace(tmp, path)
+                downloaded += 1
+        rec.url = path.resolve().as_uri()
+        verified += 1
+    return verified, downloaded
+
+
+def spec_marker(r) -> dict[str, Any]:
+    """The fields of the completion marker that come from the spec (the rest come from the lock)."""
+    return {
+        "spec_version": r.version,
+        "platforms": list(r.platforms),
+        "python": {"provider": r.python.provider, "version": r.python.version,
+                   "executable": r.python.executable or f"python{r.python.version}"},
+        "cuda": {"provider": r.cuda.provider, "version": r.cuda.version, "prefix": r.cuda.prefix},
+        "spec_env": dict(r.env),
+    }
+
+
+def install_env(env: str, project, *, prefix: Optional[str | Path] = None, lock_path: Optional[str | Path] = None,
+                mirrors: Iterable[str] = (), force: bool = False) -> InstallResult:
+    """``deepep-env install ENV``: the locked packages of ENV into ``prefix`` (default
+    ``<state>/envs/<ENV>``). The spec supplies the marker's fields and the default mirror (its
+    ``publish_url`` → this project's builder channel); a stale lock is installed with a warning."""
+    from deepep_env.lock.solve import default_lock_path
+    from deepep_env.spec.resolve import load_resolved
+
+    r = load_resolved(env, project)
+    lock = Path(lock_path) if lock_path else default_lock_path(project, r.name)
+    pfx = Path(prefix).expanduser() if prefix else project.prefix_for(r.name)
+    mirror_map = parse_mirrors(mirrors)
+    if r.publish_url:
+        # The team URL of the local channel maps to this machine's builder channel when it has the file.
+        mirror_map.setdefault(r.publish_url if r.publish_url.endswith("/") else r.publish_url + "/", project.channel)
+
+    def stale_warnings() -> list[str]:
+        try:
+            from deepep_env.lock.check import check_lock
+
+            return [f"lock is stale: {x.message()}" for x in check_lock(r.name, project, lock_path=lock).reasons]
+        except UserError as exc:
+            return [f"lock not checked against the spec: {exc}"]
+
+    return install_locked(lock, r.name, pfx, mirrors=mirror_map, force=force, marker=spec_marker(r),
+                          warnings_fn=stale_warnings)
+
+
+def install_locked(lock: str | Path, env: str, prefix: str | Path, *, mirrors: Optional[dict[str, Path]] = None,
+                   force: bool = False, marker: Optional[dict[str, Any]] = None,
+                   warnings_fn=None) -> InstallResult:
+    """Install environment ``env`` of the lock at ``lock`` into ``prefix``, verified; no spec needed
+    (``marker`` carries what the spec would add to the completion marker)."""
+    t0 = time.perf_counter()
+    lock = Path(lock)
+    if not lock.is_file():
+        raise UserError("no lock to install from", file=lock, accepted=f"run `deepep-env lock {env}` first")
+    pfx = Path(prefix).expanduser().resolve()
+    lock_sha = file_sha256(lock)
+    subdir = current_subdir()
+    with _prefix_lock(pfx):
+        if not force:
+            m = _fast_up_to_date(pfx, env, lock_sha, subdir)
+            if m is not None:
+                return InstallResult(env=env, prefix=pfx, status="up-to-date", lock=lock, lock_sha256=lock_sha,
+                                     subdir=subdir, packages=m.get("packages", []),
+                                     seconds=time.perf_counter() - t0)
+        warnings = list(warnings_fn()) if warnings_fn else []
+        res = _install(env, pfx, lock, lock_sha, subdir, dict(mirrors or {}), dict(marker or {}), t0)
+        res.warnings = warnings + res.warnings
+        return res
+
+
+def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror_map: dict[str, Path],
+             marker_base: dict[str, Any], t0: float) -> InstallResult:
+    import rattler
+
+    from deepep_env.lock.channels import client as make_client
+    from deepep_env.lock.channels import redact
+    from deepep_env.lock.lockfile import conda_records, read_lock
+
+    data = read_lock(lock)
+    le = data.env(env)
+    if le is None:
+        raise UserError(f"the lock has no environment {env!r}", file=lock, accepted=", ".join(data.envs) or "none")
+    plat = next((n for n, info in data.platforms.items() if info["subdir"] == subdir and n in le.packages), None)
+    if plat is None:
+        raise UserError(f"the lock has no {subdir} platform for {env}", file=lock,
+                        accepted=", ".join(sorted(le.packages)) or "none")
+    pypi = [p.name for p in le.packages[plat] if p.kind == "pypi"]
+    if pypi:
+        raise UserError(f"the lock has PyPI packages ({', '.join(pypi[:5])}); deepep-env installs conda packages only",
+                        file=lock)
+    recs = conda_records(lock, env, plat)
+
+    # Remove the marker before touching anything: from here until the last write, the prefix
+    # does not claim to be complete.
+    mp = marker_path(pfx)
+    with contextlib.suppress(FileNotFoundError):
+        mp.unlink()
+
+    cl = make_client([u for u in le.channels if u.startswith(("http://", "https://", "s3://"))])
+    verified, downloaded = _fetch_verified(recs, lock_path=lock, mirrors=mirror_map, client_obj=cl)
+    pfx.mkdir(parents=True, exist_ok=True)
+    kwargs: dict[str, Any] = {"show_progress": False, "client": cl,
+                              "installed_packages": _installed_records(pfx)}
+    pk = _pkgs_dir()
+    if pk is not None:
+        kwargs["cache_dir"] = pk
+    try:
+        asyncio.run(rattler.install(recs, pfx, **kwargs))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - rattler's errors, Rust panics
+        first = " ".join(str(exc).split()) or type(exc).__name__
+        raise UserError(f"install into {pfx} failed: {redact(first)[:400]}", file=lock) from None
+
+    # Trust, but verify: the prefix must hold exactly the locked packages, with the locked bytes.
+    installed = _installed_records(pfx)
+    want = {(p.name, p.version, p.build, p.sha256) for p in le.packages[plat]}
+    have = {(x.name.normalized, str(x.version), str(x.build), x.sha256.hex() if x.sha256 else None) for x in installed}
+    if want != have:
+        extra = sorted(f"{n} {v} {b}" for n, v, b, _ in have - want)
+        missing = sorted(f"{n} {v} {b}" for n, v, b, _ in want - have)
+        raise UserError(f"{pfx} does not match the lock after install (missing: {', '.join(missing) or '-'}; "
+                        f"extra: {', '.join(extra) or '-'})", file=lock)
+
+    packages = [{"name": p.name, "version": p.version, "build": p.build, "sha256": p.sha256 or "", "url": redact(p.url)}
+                for p in sorted(le.packages[plat], key=lambda p: p.name)]
+    python = dict(marker_base.get("python") or {})
+    if python.get("provider") == "conda" or (not python and any(x.name.normalized == "python" for x in installed)):
+        # The interpreter is the env's own: record the exact version the lock installed.
+        full = next((str(x.version) for x in installed if x.name.normalized == "python"), python.get("version") or "")
+        # "version" is major.minor (what activate/run read: lib/python3.X/site-packages); the exact
+        # version the lock installed is kept beside it.
+        python = {"provider": "conda", "version": ".".join(full.split(".")[:2]), "full_version": full,
+                  "executable": str(pfx / "bin" / "python")}
+    marker = {
+        "format": MARKER_FORMAT,
+        "env": env,
+        **{k: v for k, v in marker_base.items() if k != "python"},
+        "platforms": list(marker_base.get("platforms") or []),
+        "python": python,
+        "subdir": subdir,
+        "spec_env": dict(marker_base.get("spec_env") or {}),
+        "lock": str(lock.resolve()),
+        "lock_sha256": lock_sha,
+        "installed_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "packages": packages,
+    }
+    write_text(mp, json.dumps(marker, indent=2, sort_keys=False) + "\n")
+    return InstallResult(env=env, prefix=pfx, status="installed", lock=lock, lock_sha256=lock_sha, subdir=subdir,
+                         packages=packages, verified=verified, downloaded=downloaded,
+                         seconds=time.perf_counter() - t0)
+
+
+def uninstall(prefix: str | Path) -> None:  # used by tests and `install --force` users who want a clean slate
+    p = Path(prefix)
+    with contextlib.suppress(FileNotFoundError):
+        marker_path(p).unlink()
+    shutil.rmtree(p, ignore_errors=True)

@@ -1,0 +1,200 @@
+"""Channels as the lock sees them: where we *solve* from and what the lock *records*.
+
+A spec names channels as ``local`` (the builder's output channel, ``<state>/channel``), a short
+name (``conda-forge``) or a URL. Each becomes a :class:`ChannelRef` with two URLs:
+
+- ``source``: where packages are read from on this machine (for ``local``: the channel folder,
+  else the spec's ``publish_url`` when this machine has no local build);
+- ``lock_url``: what the committed lock names. For ``local`` that is the spec's ``publish_url``,
+  so a lock never names a path on one machine (field notes §5: "file channels are written as
+  absolute paths into locks"); without a ``publish_url`` the lock keeps the ``file://`` URL and
+  is marked machine-local.
+
+Unreachable channels fail fast: a TCP probe with a short timeout before the solver runs, so CI
+without a route to conda-forge says so in seconds instead of retrying for a minute.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+from urllib.parse import unquote, urlsplit
+
+from deepep_env.errors import UserError
+
+PROBE_TIMEOUT_S = float(os.environ.get("DEEPEP_ENV_CHANNEL_PROBE_TIMEOUT", "3"))
+REQUEST_TIMEOUT_S = 60
+
+
+def redact(text: object) -> str:
+    """Secrets never reach a lock, an error or a log line (issue 6); the auth module knows them."""
+    try:
+        from deepep_env.channels.auth import redact as _redact
+    except ImportError:  # pragma: no cover - the auth module ships with the package
+        return str(text)
+    return _redact(text)
+
+
+def client(channels: Iterable[str] = ()):
+    """An authenticated ``rattler.Client`` with few retries and a request timeout."""
+    try:
+        from deepep_env.channels.auth import authenticated_client
+    except ImportError:  # pragma: no cover
+        from rattler.networking import AuthenticationMiddleware, Client
+
+        return Client([AuthenticationMiddleware()], timeout=REQUEST_TIMEOUT_S)
+    return authenticated_client(list(channels), max_retries=1, timeout=REQUEST_TIMEOUT_S)
+
+
+def with_slash(url: str) -> str:
+    return url if url.endswith("/") else url + "/"
+
+
+def file_url(path: Path) -> str:
+    return with_slash(Path(path).resolve().as_uri())
+
+
+def url_to_path(url: str) -> Path:
+    return Path(unquote(urlsplit(url).path))
+
+
+def named_channel_url(name: str) -> str:
+    """``conda-forge`` → ``https://conda.anaconda.org/conda-forge/`` (rattler's own rule)."""
+    from rattler import Channel
+
+    return with_slash(Channel(name).base_url)
+
+
+@dataclass(frozen=True)
+class ChannelRef:
+    spec: str          # as written in the spec: "local", "conda-forge", a URL
+    source: str        # where this machine reads it (URL with trailing slash)
+    lock_url: str      # what the lock records (URL with trailing slash)
+    local: bool = False
+    local_dir: str = ""  # for "local": the folder that had no build when source fell back to the URL
+
+    @property
+    def machine_local(self) -> bool:
+        return self.lock_url.startswith("file://")
+
+    def to_dict(self) -> dict:
+        return {"spec": self.spec, "source": redact(self.source), "lock_url": redact(self.lock_url),
+                "local": self.local}
+
+
+def _has_repodata(root: Path) -> bool:
+    return any((root / sub / "repodata.json").is_file() for sub in ("noarch", "linux-64", "linux-aarch64"))
+
+
+def resolve_channels(channels: list[str], *, publish_url: Optional[str], local_dir: Path,
+                     explicit_dir: bool = False, for_check: bool = False) -> list[ChannelRef]:
+    """Turn a spec's channel list into :class:`ChannelRef` s, in priority order.
+
+    ``local_dir``: the local channel folder (``--channel`` or ``<state>/channel``). When it has
+    no repodata and the spec has a ``publish_url``, packages are read from that URL instead (a
+    teammate relocking without a local build). ``for_check`` never touches the disk or network.
+    """
+    try:
+        from deepep_env.channels.auth import check_url_has_no_secret
+    except ImportError:  # pragma: no cover
+        check_url_has_no_secret = None
+    if check_url_has_no_secret is not None:
+        # Whatever a lock names is committed: a URL with user:password@ or /t/<token>/ never is.
+        for u, f in [*((c, "channels") for c in channels if "://" in c), ((publish_url or ""), "publish_url")]:
+            if u:
+                check_url_has_no_secret(u, field=f)
+    out: list[ChannelRef] = []
+    for c in channels:
+        if c == "local":
+            here = file_url(local_dir)
+            if publish_url:
+                lock_url = with_slash(publish_url)
+                if for_check or explicit_dir or _has_repodata(local_dir):
+                    source = here
+                else:
+                    source = lock_url
+            else:
+                lock_url = source = here
+            out.append(ChannelRef("local", source, lock_url, local=True,
+                                  local_dir="" if source == here else str(local_dir)))
+        elif "://" in c:
+            u = with_slash(c)
+            out.append(ChannelRef(c, u, u))
+        else:
+            u = named_channel_url(c)
+            out.append(ChannelRef(c, u, u))
+    return out
+
+
+def probe(ref: ChannelRef, subdirs: Iterable[str]) -> None:
+    """Fail in seconds with one line naming the channel when it cannot be read."""
+    url = ref.source
+    scheme = urlsplit(url).scheme
+    label = redact(ref.spec if ref.spec == ref.source.rstrip("/") else f"{ref.spec} ({url})")
+    if ref.local_dir:
+        label = redact(f"local (no build in {ref.local_dir}, so its publish_url {url})")
+    if scheme == "file":
+        root = url_to_path(url)
+        if not root.is_dir():
+            hint = "run `deepep-env build ENV` first, or pass --channel DIR" if ref.local else "create it or fix the spec"
+            raise UserError(f"channel {label} does not exist; nothing written", field="channels", accepted=hint)
+        if not _has_repodata(root):
+            raise UserError(f"channel {label} has no repodata.json (not indexed); nothing written", field="channels",
+                            accepted="a channel folder written by `deepep-env build` (it indexes it)")
+        return
+    if scheme not in ("http", "https"):
+        return  # s3://, oci:// …: the client reports those itself
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        if isinstance(exc, socket.gaierror):
+            reason = "name does not resolve"
+        elif isinstance(exc, TimeoutError) or isinstance(exc, socket.timeout):
+            reason = f"no answer in {PROBE_TIMEOUT_S:g} s"
+        raise UserError(f"channel {label} cannot be reached ({reason}); nothing written", field="channels",
+                        accepted="a reachable channel: check the network/proxy, or lock where the channel is reachable") \
+            from None
+
+
+def read_index(ref: ChannelRef, subdirs: Iterable[str], client_obj=None) -> list[dict]:
+    """(name, version, build, subdir) of every package in a channel's plain repodata.json.
+
+    Used only to learn the *names* of our builds' outputs (recipes may have several outputs that
+    share one build string, e.g. ``deepep-nvshmem`` and ``deepep-nvshmem-devel``). Best effort:
+    a channel without plain repodata.json yields nothing."""
+    out: list[dict] = []
+    for sub in [*subdirs, "noarch"]:
+        url = ref.source + f"{sub}/repodata.json"
+        data: Optional[bytes] = None
+        if url.startswith("file://"):
+            p = url_to_path(url)
+            if p.is_file():
+                data = p.read_bytes()
+        elif client_obj is not None:
+            import asyncio
+
+            from rattler.package_streaming import download_bytes
+
+            try:
+                data = asyncio.run(download_bytes(client_obj, url))
+            except Exception:  # noqa: BLE001 - best effort; the solver reports real errors
+                data = None
+        if not data:
+            continue
+        try:
+            repo = json.loads(data)
+        except ValueError:
+            continue
+        for key in ("packages", "packages.conda"):
+            for fn, rec in (repo.get(key) or {}).items():
+                out.append({"name": rec.get("name"), "version": rec.get("version"), "build": rec.get("build"),
+                            "subdir": rec.get("subdir") or sub, "file": fn})
+    return out

@@ -1,0 +1,307 @@
+"""Is a lock still what the spec asks for? Answered with typed reasons (pixi's "lock file not
+satisfiable" habit): each reason is data with a kind, the facts, and a one-line message.
+
+The check is a *satisfiability* test of the lock against the request, not a hash of the spec: a
+spec edit that changes nothing the lock pins (a description, the spec version) keeps the lock
+fresh, and every real change names itself. It reads no channel and no network (CI runs it).
+
+Checks, in order: the environment exists; channels (lock URLs, in priority order); platforms and
+their virtual packages; each conda component matches its pin; each of our builds is present with
+the build id the plan computes now; every locked package is needed by a root (nothing extra) and
+every dependency of a locked package is locked (nothing missing).
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Optional
+
+from deepep_env.lock.lockfile import LockData, LockedPackage, read_lock
+from deepep_env.lock.request import LockRequest
+
+
+@dataclass(frozen=True)
+class Reason:
+    kind: ClassVar[str] = "reason"
+
+    def message(self) -> str:  # pragma: no cover - every subclass overrides
+        return self.kind
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **asdict(self), "message": self.message()}
+
+
+@dataclass(frozen=True)
+class LockMissing(Reason):
+    kind: ClassVar[str] = "lock-missing"
+    path: str
+
+    def message(self) -> str:
+        return f"no lock at {self.path}"
+
+
+@dataclass(frozen=True)
+class EnvironmentMissing(Reason):
+    kind: ClassVar[str] = "environment-missing"
+    env: str
+    found: tuple[str, ...]
+
+    def message(self) -> str:
+        return f"the lock has no environment {self.env!r} (it has: {', '.join(self.found) or 'none'})"
+
+
+@dataclass(frozen=True)
+class ChannelChanged(Reason):
+    kind: ClassVar[str] = "channel-changed"
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+
+    def message(self) -> str:
+        return f"channels changed: {', '.join(self.old) or '-'} -> {', '.join(self.new) or '-'}"
+
+
+@dataclass(frozen=True)
+class PlatformAdded(Reason):
+    kind: ClassVar[str] = "platform-added"
+    platform: str
+
+    def message(self) -> str:
+        return f"platform {self.platform} is in the spec but not in the lock"
+
+
+@dataclass(frozen=True)
+class PlatformRemoved(Reason):
+    kind: ClassVar[str] = "platform-removed"
+    platform: str
+
+    def message(self) -> str:
+        return f"platform {self.platform} is in the lock but no longer in the spec"
+
+
+@dataclass(frozen=True)
+class VirtualPackagesChanged(Reason):
+    kind: ClassVar[str] = "virtual-packages-changed"
+    platform: str
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+
+    def message(self) -> str:
+        gone = sorted(set(self.old) - set(self.new))
+        came = sorted(set(self.new) - set(self.old))
+        return f"{self.platform}: virtual packages changed: {', '.join(gone) or '-'} -> {', '.join(came) or '-'}"
+
+
+@dataclass(frozen=True)
+class PackageMissing(Reason):
+    kind: ClassVar[str] = "package-missing"
+    platform: str
+    package: str
+    spec: str
+
+    def message(self) -> str:
+        return f"{self.platform}: {self.package} ({self.spec}) is required but not in the lock"
+
+
+@dataclass(frozen=True)
+class PinChanged(Reason):
+    kind: ClassVar[str] = "pin-changed"
+    platform: str
+    component: str
+    package: str
+    old: str
+    new: str
+
+    def message(self) -> str:
+        return f"{self.platform}: {self.component} pin changed: locked {self.package} {self.old}, the spec asks {self.new}"
+
+
+@dataclass(frozen=True)
+class BuildIdChanged(Reason):
+    kind: ClassVar[str] = "build-id-changed"
+    platform: str
+    package: str
+    old: str
+    new: str
+
+    def message(self) -> str:
+        return f"{self.platform}: {self.package} build changed: locked {self.old}, the build plan gives {self.new}"
+
+
+@dataclass(frozen=True)
+class PackageNotRequired(Reason):
+    kind: ClassVar[str] = "package-not-required"
+    platform: str
+    package: str
+
+    def message(self) -> str:
+        return f"{self.platform}: {self.package} is locked but nothing in the spec needs it"
+
+
+@dataclass(frozen=True)
+class DependencyMissing(Reason):
+    kind: ClassVar[str] = "dependency-missing"
+    platform: str
+    package: str
+    dependency: str
+
+    def message(self) -> str:
+        return f"{self.platform}: {self.package} depends on {self.dependency}, which the lock does not have"
+
+
+REASON_TYPES = (LockMissing, EnvironmentMissing, ChannelChanged, PlatformAdded, PlatformRemoved,
+                VirtualPackagesChanged, PackageMissing, PinChanged, BuildIdChanged, PackageNotRequired,
+                DependencyMissing)
+
+
+@dataclass
+class LockCheck:
+    env: str
+    path: Path
+    reasons: list[Reason] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    made_from: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fresh(self) -> bool:
+        return not self.reasons
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"env": self.env, "path": str(self.path), "status": "fresh" if self.fresh else "stale",
+                "fresh": self.fresh, "reasons": [r.to_dict() for r in self.reasons], "warnings": self.warnings,
+                "made_from": self.made_from}
+
+
+_NAME = re.compile(r"^\s*([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
+
+
+def _dep_name(dep: str) -> str:
+    m = _NAME.match(dep)
+    return m.group(1).lower() if m else dep.strip().lower()
+
+
+def _matches(spec: str, pkg: LockedPackage) -> bool:
+    from rattler import MatchSpec, Version, VersionSpec
+
+    m = MatchSpec(spec)
+    if m.version is not None and not VersionSpec(m.version).matches(Version(pkg.version)):
+        return False
+    if m.build is not None and not fnmatch.fnmatchcase(pkg.build, m.build):
+        return False
+    return True
+
+
+def _spec_rest(spec: str) -> str:
+    return spec.split(None, 1)[1] if " " in spec.strip() else "*"
+
+
+def check_request(req: LockRequest, lock: Optional[LockData], path: Path) -> LockCheck:
+    res = LockCheck(env=req.env, path=path)
+    if lock is None:
+        res.reasons.append(LockMissing(str(path)))
+        return res
+    res.made_from = dict(lock.meta)
+    env = lock.env(req.env)
+    if env is None:
+        res.reasons.append(EnvironmentMissing(req.env, tuple(sorted(lock.envs))))
+        return res
+    want_channels = tuple(c.lock_url for c in req.channels)
+    have_channels = tuple(c if c.endswith("/") else c + "/" for c in env.channels)
+    if want_channels != have_channels:
+        res.reasons.append(ChannelChanged(have_channels, want_channels))
+    for c in req.channels:
+        if c.machine_local:
+            why = "the spec has no publish_url" if c.local else "the spec names a file:// channel"
+            res.warnings.append(f"the lock names {c.lock_url}: valid on this machine only ({why})")
+
+    plat_of = {name: info["subdir"] for name, info in lock.platforms.items() if name in env.packages}
+    by_subdir = {sub: name for name, sub in plat_of.items()}
+    for sub in req.subdirs:
+        if sub not in by_subdir:
+            res.reasons.append(PlatformAdded(sub))
+    for sub in sorted(by_subdir):
+        if sub not in req.subdirs:
+            res.reasons.append(PlatformRemoved(sub))
+
+    local_urls = tuple(c.lock_url for c in req.channels if c.local)
+    for sub in req.subdirs:
+        pname = by_subdir.get(sub)
+        if pname is None:
+            continue
+        want_vp = tuple(sorted(str(v) for v in req.virtual_packages.get(sub, [])))
+        have_vp = tuple(sorted(lock.platforms[pname].get("virtual_packages") or []))
+        if want_vp != have_vp:
+            res.reasons.append(VirtualPackagesChanged(sub, have_vp, want_vp))
+        pkgs = [p for p in env.packages.get(pname, []) if p.kind == "conda"]
+        by_name: dict[str, list[LockedPackage]] = {}
+        for p in pkgs:
+            by_name.setdefault(p.name, []).append(p)
+        roots: set[str] = set()
+
+        for r in req.requirements:
+            if r.kind == "built":
+                continue  # matched by build string below: output names need not be known
+            if not r.root:
+                continue
+            found = by_name.get(r.name, [])
+            roots.add(r.name)
+            if not found:
+                res.reasons.append(PackageMissing(sub, r.name, _spec_rest(r.spec)))
+            elif not any(_matches(r.spec, p) for p in found):
+                p = found[0]
+                res.reasons.append(PinChanged(sub, r.component, r.name, f"{p.version} {p.build}", _spec_rest(r.spec)))
+
+        for node in req.built:
+            ours = [p for p in pkgs if p.build == node.build_string and p.version == node.version]
+            if ours:
+                if node.top:
+                    roots.update(p.name for p in ours)
+                continue
+            stale = [p for p in pkgs if p.build_id and node.package in p.name
+                     and (not local_urls or p.url.startswith(local_urls))]
+            for p in stale:
+                old = p.build if p.version == node.version else f"{p.version} {p.build}"
+                new = node.build_string if p.version == node.version else f"{node.version} {node.build_string}"
+                res.reasons.append(BuildIdChanged(sub, p.name, old, new))
+                if node.top:
+                    roots.add(p.name)
+            if not stale and node.top:
+                res.reasons.append(PackageMissing(sub, node.package, f"=={node.version} {node.build_string}"))
+
+        # Nothing extra, nothing missing: walk the dependency graph from the roots.
+        seen: set[str] = set()
+        stack = [n for n in roots if n in by_name]
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            for p in by_name.get(n, []):
+                for dep in p.depends:
+                    d = _dep_name(dep)
+                    if d.startswith("__"):
+                        continue
+                    if d not in by_name:
+                        res.reasons.append(DependencyMissing(sub, p.name, dep))
+                    elif d not in seen:
+                        stack.append(d)
+        for name in sorted(by_name):
+            if name not in seen:
+                res.reasons.append(PackageNotRequired(sub, name))
+    return res
+
+
+def check_lock(env: str, project, *, channel: Optional[str | Path] = None,
+               lock_path: Optional[str | Path] = None, request: Optional[LockRequest] = None) -> LockCheck:
+    """``deepep-env lock ENV --check``: is ``lockfiles/<ENV>.pixi.lock`` still what the spec asks?"""
+    from deepep_env.lock.request import request_for_env
+    from deepep_env.lock.solve import default_lock_path
+    from deepep_env.spec.resolve import load_resolved
+
+    if request is None:
+        r = load_resolved(env, project)
+        request = request_for_env(r, project, channel_dir=Path(channel) if channel else None, for_check=True)
+    path = Path(lock_path) if lock_path else default_lock_path(project, request.env)
+    lock = read_lock(path) if path.exists() else None
+    return check_request(request, lock, path)

@@ -1,0 +1,263 @@
+"""The difference between two locks, as data (rendering lives in :mod:`deepep_env.lock.render`).
+
+A lock diff should read like a changelog: for each environment and platform, what was added,
+removed and changed (old → new version and build), the pinned components first — CUDA, NVSHMEM,
+NCCL, PyTorch, DeepEP, in the order a reviewer checks them — and which build ids changed
+(``h<id>_N`` build strings of the packages deepep-env builds).
+
+Either side may be a path or ``REV:path`` (``git show REV:path``), so a pull request can diff the
+committed lock against its base.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from deepep_env.errors import UserError
+from deepep_env.lock.lockfile import LockData, LockedPackage, read_lock
+
+# Review order of the pinned components (issue 5); every other package follows, by name.
+PINNED_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("cuda", ("cuda", "cuda-*", "cuda_*")),
+    ("nvshmem", ("nvshmem*", "libnvshmem*", "deepep-nvshmem*")),
+    ("nccl", ("nccl", "libnccl*")),
+    ("pytorch", ("pytorch", "pytorch-*", "libtorch", "torch")),
+    ("deepep", ("deep-ep", "deep_ep", "deepep", "deep-ep-*")),
+    ("gdrcopy", ("gdrcopy", "libgdrcopy*", "deepep-gdrcopy*")),
+    ("python", ("python",)),
+)
+
+
+def component_of(name: str) -> Optional[str]:
+    for comp, pats in PINNED_GROUPS:
+        if any(fnmatch.fnmatchcase(name, p) for p in pats):
+            return comp
+    return None
+
+
+def order_key(name: str) -> tuple[int, str]:
+    for i, (_, pats) in enumerate(PINNED_GROUPS):
+        if any(fnmatch.fnmatchcase(name, p) for p in pats):
+            return (i, name)
+    return (len(PINNED_GROUPS), name)
+
+
+@dataclass(frozen=True)
+class PackageEntry:
+    name: str
+    version: str
+    build: str
+    kind: str = "conda"
+    component: Optional[str] = None
+    channel: str = ""
+
+
+@dataclass(frozen=True)
+class PackageChange:
+    name: str
+    old_version: str
+    new_version: str
+    old_build: str
+    new_build: str
+    change: str                       # upgraded, downgraded, rebuilt, content, moved
+    kind: str = "conda"
+    component: Optional[str] = None
+    old_build_id: Optional[str] = None
+    new_build_id: Optional[str] = None
+    old_channel: str = ""
+    new_channel: str = ""
+
+    @property
+    def pinned(self) -> bool:
+        return self.component is not None
+
+
+@dataclass(frozen=True)
+class BuildIdChange:
+    env: str
+    platform: str
+    package: str
+    old: Optional[str]
+    new: Optional[str]
+
+
+@dataclass
+class PlatformDiff:
+    env: str
+    platform: str
+    added: list[PackageEntry] = field(default_factory=list)
+    removed: list[PackageEntry] = field(default_factory=list)
+    changed: list[PackageChange] = field(default_factory=list)
+    unchanged: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed)
+
+
+@dataclass
+class LockDiff:
+    old: str
+    new: str
+    envs_added: list[str] = field(default_factory=list)
+    envs_removed: list[str] = field(default_factory=list)
+    channels_changed: list[dict[str, Any]] = field(default_factory=list)
+    platforms_added: list[str] = field(default_factory=list)
+    platforms_removed: list[str] = field(default_factory=list)
+    sections: list[PlatformDiff] = field(default_factory=list)
+    build_ids: list[BuildIdChange] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.envs_added or self.envs_removed or self.channels_changed or self.platforms_added
+                    or self.platforms_removed or any(not s.empty for s in self.sections))
+
+    def summary(self) -> dict[str, int]:
+        return {"added": sum(len(s.added) for s in self.sections),
+                "removed": sum(len(s.removed) for s in self.sections),
+                "changed": sum(len(s.changed) for s in self.sections),
+                "build_ids_changed": len(self.build_ids)}
+
+    def to_dict(self) -> dict[str, Any]:
+        def sec(s: PlatformDiff) -> dict[str, Any]:
+            return {"env": s.env, "platform": s.platform,
+                    "added": [asdict(a) for a in s.added], "removed": [asdict(r) for r in s.removed],
+                    "changed": [{**asdict(c), "pinned": c.pinned} for c in s.changed], "unchanged": s.unchanged}
+
+        return {"format": "deepep-env/lock-diff/v1", "old": self.old, "new": self.new, "empty": self.empty,
+                "summary": self.summary(), "envs_added": self.envs_added, "envs_removed": self.envs_removed,
+                "channels_changed": self.channels_changed, "platforms_added": self.platforms_added,
+                "platforms_removed": self.platforms_removed, "sections": [sec(s) for s in self.sections],
+                "build_ids": [asdict(b) for b in self.build_ids]}
+
+
+def _channel_of(url: str, channels: list[str], kind: str = "conda") -> str:
+    if kind != "conda":
+        return ""  # PyPI packages come from an index, not a channel
+    best = ""
+    for c in channels:
+        cc = c if c.endswith("/") else c + "/"
+        if url.startswith(cc) and len(cc) > len(best):
+            best = cc
+    if best:
+        return best
+    # A package URL is <channel>/<subdir>/<file>
+    return url.rsplit("/", 2)[0] + "/" if url.count("/") >= 3 else url
+
+
+def _vkey(v: str):
+    from rattler import Version
+
+    try:
+        return Version(v)
+    except Exception:  # noqa: BLE001 - pypi versions rattler does not parse
+        return None
+
+
+def _change_kind(o: LockedPackage, n: LockedPackage, oc: str, nc: str) -> str:
+    if o.version != n.version:
+        ov, nv = _vkey(o.version), _vkey(n.version)
+        if ov is not None and nv is not None:
+            return "upgraded" if nv > ov else "downgraded"
+        return "changed"
+    if o.build != n.build:
+        return "rebuilt"
+    if o.sha256 and n.sha256 and o.sha256 != n.sha256:
+        return "content"      # same name-version-build, different bytes: not reproducible, review it
+    if oc != nc:
+        return "moved"
+    return ""
+
+
+def _index(pkgs: list[LockedPackage]) -> dict[tuple[str, str], LockedPackage]:
+    return {(p.kind, p.name): p for p in pkgs}
+
+
+def diff_data(old: LockData, new: LockData, *, old_label: str = "", new_label: str = "") -> LockDiff:
+    d = LockDiff(old=old_label or str(old.path), new=new_label or str(new.path))
+    pairs: list[tuple[str, Optional[str], Optional[str]]]
+    if len(old.envs) == 1 and len(new.envs) == 1 and set(old.envs) != set(new.envs):
+        # Two single-environment locks (e.g. two specs' locks): compare them with each other
+        # rather than reporting one environment removed and another added.
+        (on,), (nn,) = tuple(old.envs), tuple(new.envs)
+        pairs = [(f"{on} → {nn}", on, nn)]
+    else:
+        d.envs_added = sorted(set(new.envs) - set(old.envs))
+        d.envs_removed = sorted(set(old.envs) - set(new.envs))
+        pairs = [(n, n if n in old.envs else None, n if n in new.envs else None)
+                 for n in sorted(set(old.envs) | set(new.envs))]
+    d.platforms_added = sorted(set(new.platforms) - set(old.platforms))
+    d.platforms_removed = sorted(set(old.platforms) - set(new.platforms))
+    for env_name, o_name, n_name in pairs:
+        oe = old.envs.get(o_name) if o_name else None
+        ne = new.envs.get(n_name) if n_name else None
+        och = list(oe.channels) if oe else []
+        nch = list(ne.channels) if ne else []
+        if oe and ne and och != nch:
+            d.channels_changed.append({"env": env_name, "old": och, "new": nch})
+        plats = sorted(set(oe.packages if oe else {}) | set(ne.packages if ne else {}))
+        for plat in plats:
+            opk = _index(oe.packages.get(plat, []) if oe else [])
+            npk = _index(ne.packages.get(plat, []) if ne else [])
+            sec = PlatformDiff(env=env_name, platform=plat)
+            for key in sorted(set(opk) | set(npk), key=lambda k: (order_key(k[1]), k[0])):
+                o, n = opk.get(key), npk.get(key)
+                if o is None:
+                    sec.added.append(PackageEntry(n.name, n.version, n.build, n.kind, component_of(n.name),
+                                                  _channel_of(n.url, nch, n.kind)))
+                elif n is None:
+                    sec.removed.append(PackageEntry(o.name, o.version, o.build, o.kind, component_of(o.name),
+                                                    _channel_of(o.url, och, o.kind)))
+                else:
+                    oc, nc = _channel_of(o.url, och, o.kind), _channel_of(n.url, nch, n.kind)
+                    kind = _change_kind(o, n, oc, nc)
+                    if not kind:
+                        sec.unchanged += 1
+                        continue
+                    sec.changed.append(PackageChange(
+                        name=n.name, old_version=o.version, new_version=n.version, old_build=o.build,
+                        new_build=n.build, change=kind, kind=n.kind, component=component_of(n.name),
+                        old_build_id=o.build_id, new_build_id=n.build_id, old_channel=oc, new_channel=nc))
+                    if (o.build_id or n.build_id) and o.build_id != n.build_id:
+                        d.build_ids.append(BuildIdChange(env_name, plat, n.name, o.build_id, n.build_id))
+            d.sections.append(sec)
+    return d
+
+
+_REV_PATH = re.compile(r"^(?P<rev>[^:\s]+):(?P<path>.+)$")
+
+
+def load_lock_arg(arg: str, *, cwd: Optional[Path] = None) -> tuple[LockData, str]:
+    """A lock named by path, or by ``REV:path`` in the git repository at ``cwd``."""
+    p = Path(arg)
+    if p.exists():
+        return read_lock(p), arg
+    m = _REV_PATH.match(arg)
+    if not m:
+        raise UserError("lock file not found", file=arg, accepted="a path, or REV:path such as HEAD~1:lockfiles/x.pixi.lock")
+    rev, rel = m.group("rev"), m.group("path")
+    try:
+        out = subprocess.run(["git", "show", f"{rev}:{rel}"], cwd=cwd, capture_output=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"cannot run git: {exc}", file=arg) from None
+    if out.returncode != 0:
+        msg = (out.stderr.decode("utf-8", "replace").strip().splitlines() or ["git show failed"])[0]
+        raise UserError(f"cannot read {rel} at {rev}: {msg}", file=arg, accepted="REV:path of a committed lock")
+    with tempfile.TemporaryDirectory(prefix="deepep-env-diff-") as tmp:
+        f = Path(tmp) / Path(rel).name
+        f.write_bytes(out.stdout)
+        data = read_lock(f)
+    data.path = Path(arg)
+    return data, arg
+
+
+def diff_locks(old: str, new: str, *, cwd: Optional[Path] = None) -> LockDiff:
+    """``deepep-env diff OLD NEW``."""
+    o, ol = load_lock_arg(old, cwd=cwd)
+    n, nl = load_lock_arg(new, cwd=cwd)
+    return diff_data(o, n, old_label=ol, new_label=nl)

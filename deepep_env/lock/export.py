@@ -1,0 +1,105 @@
+"""pixi.lock → ``conda-lock.yml`` through conda-lock's own pydantic models (conda-lock 4.x,
+``conda_lock.lockfile.v2prelim.models``), for teams that review conda-lock files.
+
+conda-lock itself cannot solve here (it needs a conda executable; field notes §5), but its models
+and writer are pure: the export builds the models from the locked records and lets conda-lock
+serialise them, so the file is exactly what conda-lock would read back.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from deepep_env.errors import UserError
+from deepep_env.lock.lockfile import LockedPackage, read_lock
+
+_DEP = re.compile(r"^\s*([A-Za-z0-9_][A-Za-z0-9_.\-]*)\s*(.*)$")
+
+
+def _dependencies(depends: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for dep in depends:
+        m = _DEP.match(dep)
+        if not m:
+            continue
+        out[m.group(1)] = m.group(2).strip() or "*"
+    return out
+
+
+def _content_hash(pkgs: list[LockedPackage]) -> str:
+    h = hashlib.sha256()
+    for p in sorted(pkgs, key=lambda p: p.url):
+        h.update(f"{p.url}\0{p.sha256 or ''}\n".encode())
+    return h.hexdigest()
+
+
+@dataclass
+class ExportResult:
+    env: str
+    path: Path
+    packages: int
+    platforms: list[str]
+
+    def to_dict(self) -> dict:
+        return {"env": self.env, "path": str(self.path), "packages": self.packages, "platforms": self.platforms}
+
+
+def to_conda_lock(lock_path: Path, env: str, *, output: Optional[Path] = None):
+    """The conda-lock ``Lockfile`` model of one environment of a pixi lock."""
+    from conda_lock.lockfile.v2prelim.models import (
+        HashModel, LockedDependency, Lockfile, LockMeta,
+    )
+    from conda_lock.models.channel import Channel
+
+    data = read_lock(lock_path)
+    e = data.env(env)
+    if e is None:
+        raise UserError(f"the lock has no environment {env!r}", file=lock_path, accepted=", ".join(data.envs))
+    packages: list = []
+    content_hash: dict[str, str] = {}
+    subdirs: list[str] = []
+    for plat, pkgs in sorted(e.packages.items()):
+        subdir = data.platforms.get(plat, {}).get("subdir", plat)
+        subdirs.append(subdir)
+        conda = [p for p in pkgs if p.kind == "conda"]
+        content_hash[subdir] = _content_hash(conda)
+        for p in pkgs:
+            if p.kind == "pypi":
+                packages.append(LockedDependency(
+                    name=p.name, version=p.version, manager="pip", platform=subdir, dependencies={},
+                    url=p.url, hash=HashModel(), categories={"main"}))
+                continue
+            packages.append(LockedDependency(
+                name=p.name, version=p.version, manager="conda", platform=subdir,
+                dependencies=_dependencies(p.depends), url=p.url,
+                hash=HashModel(md5=p.md5, sha256=p.sha256), categories={"main"}, build=p.build))
+    # conda-lock: "paths to source files, relative to the parent directory of the lockfile".
+    rel = os.path.relpath(lock_path.resolve(), (output or lock_path).resolve().parent)
+    meta = LockMeta(content_hash=content_hash, channels=[Channel.from_string(c.rstrip("/")) for c in e.channels],
+                    platforms=subdirs, sources=[rel])
+    return Lockfile(package=packages, metadata=meta)
+
+
+def export_conda_lock(env: str, project, *, lock_path: Optional[str | Path] = None,
+                      output: Optional[str | Path] = None) -> ExportResult:
+    """``deepep-env export ENV --format conda-lock``: write ``conda-lock.yml`` beside the lock."""
+    from conda_lock.lockfile import write_conda_lock_file
+
+    from deepep_env.atomic import write_bytes
+    from deepep_env.lock.solve import default_lock_path
+
+    src = Path(lock_path) if lock_path else default_lock_path(project, env)
+    if not src.is_file():
+        raise UserError("no lock to export", file=src, accepted=f"run `deepep-env lock {env}` first")
+    out = Path(output) if output else project.lockfiles / f"{env}.conda-lock.yml"
+    model = to_conda_lock(src, env, output=out)
+    with tempfile.TemporaryDirectory(prefix="deepep-env-export-") as tmp:
+        f = Path(tmp) / out.name
+        write_conda_lock_file(model, f, metadata_choices=None)
+        write_bytes(out, f.read_bytes())
+    return ExportResult(env=env, path=out, packages=len(model.package), platforms=list(model.metadata.platforms))

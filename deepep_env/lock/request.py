@@ -1,0 +1,187 @@
+"""What a lock is made of, as data: channels, platforms with their virtual packages, and the specs.
+
+:class:`LockRequest` is the whole input of a solve and of a staleness check. :func:`request_for_env`
+derives it from a resolved spec and its build plan; tests and benchmarks build one by hand (a
+request is plain data), which is how a lock can be made for packages no recipe describes.
+
+Which specs are solved (docs/lockfiles.md §2):
+
+- the packages we build for the env, pinned to their build string ``h<build id>_0`` so the lock
+  names *our* build ids. The build at the top of the plan (DeepEP) is a root; the builds below it
+  (NVSHMEM, GDRCopy) enter as *constraints* on every output that carries their build string: the
+  solve takes whatever outputs DeepEP needs, and only from our build;
+- the components the spec says come from conda (``provider = "conda"``): python, cuda-version,
+  pytorch, nccl, libnvshmem3. ``host``/``pip`` components are the machine's: never solved.
+
+Virtual packages come from the spec, never from this machine: a lock made on a laptop must be the
+lock a B200 node gets.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from deepep_env.errors import UserError
+from deepep_env.lock.channels import ChannelRef, read_index, resolve_channels
+
+# pixi's defaults for a linux platform without system requirements (pixi docs "system
+# requirements"); conda-forge's current baseline is glibc 2.28 (alma8), and CUDA 12.x/13.x
+# packages need it.
+GLIBC = "2.28"
+LINUX = "4.18"
+ARCHSPEC = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
+
+# Build strings of packages deepep-env builds: "h" + 10 hex digits of the build id (buildplan.py).
+OUR_BUILD_RE = r"^h([0-9a-f]{10})_(\d+)$"
+
+
+@dataclass(frozen=True)
+class VirtualPkg:
+    name: str
+    version: str
+    build: str = "0"
+
+    def __str__(self) -> str:
+        # The lock's `virtual-packages` strings: name=version[=build], as rattler writes them.
+        return f"{self.name}={self.version}" + (f"={self.build}" if self.build != "0" else "")
+
+    def rattler(self):
+        from rattler import BuildString, GenericVirtualPackage, PackageName, Version
+
+        return GenericVirtualPackage(PackageName(self.name), Version(self.version), BuildString(self.build))
+
+
+def virtual_packages(cuda_version: Optional[str], subdir: str) -> list[VirtualPkg]:
+    vps = [VirtualPkg("__unix", "0"), VirtualPkg("__linux", LINUX), VirtualPkg("__glibc", GLIBC)]
+    if cuda_version:
+        vps.append(VirtualPkg("__cuda", cuda_version))
+    vps.append(VirtualPkg("__archspec", "1", ARCHSPEC.get(subdir, "0")))
+    return vps
+
+
+@dataclass(frozen=True)
+class Requirement:
+    name: str
+    spec: str                     # a conda MatchSpec
+    component: str                # python, cuda, pytorch, nccl, nvshmem, gdrcopy, deepep, or "extra"
+    kind: str = "conda"           # "built" (ours), "conda" (a spec component), "extra" (given as data)
+    root: bool = True             # False: a constraint — binds the package only if something needs it
+    build_id: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class BuiltNode:
+    """One package of the build plan, as the lock check needs it (matched by build string, so the
+    names of a recipe's outputs need not be known)."""
+
+    package: str
+    component: str
+    version: str
+    build_string: str
+    build_id: str
+    top: bool
+
+
+@dataclass
+class LockRequest:
+    env: str
+    subdirs: list[str]
+    channels: list[ChannelRef]
+    virtual_packages: dict[str, list[VirtualPkg]]
+    requirements: list[Requirement]
+    built: list[BuiltNode] = field(default_factory=list)
+    spec_version: str = ""
+    publish_url: Optional[str] = None
+
+    @property
+    def roots(self) -> list[Requirement]:
+        return [r for r in self.requirements if r.root]
+
+    @property
+    def constraints(self) -> list[Requirement]:
+        return [r for r in self.requirements if not r.root]
+
+    def to_dict(self) -> dict:
+        return {
+            "env": self.env, "subdirs": self.subdirs, "channels": [c.to_dict() for c in self.channels],
+            "virtual_packages": {k: [str(v) for v in vs] for k, vs in self.virtual_packages.items()},
+            "requirements": [asdict(r) for r in self.requirements],
+            "built": [asdict(b) for b in self.built], "spec_version": self.spec_version,
+        }
+
+
+COMPONENT_OF_PACKAGE = {"deep-ep": "deepep", "nvshmem": "nvshmem", "gdrcopy": "gdrcopy"}
+
+
+def component_requirements(r) -> list[Requirement]:
+    """The conda-provided components of a resolved spec (``provider = "conda"``)."""
+    reqs: list[Requirement] = []
+    if r.python.provider == "conda":
+        reqs.append(Requirement("python", f"python {r.python.version}.*", "python"))
+    if r.cuda.provider == "conda":
+        # cuda-version is conda-forge's CUDA metapackage: it pins every cuda-* package of the env
+        # to one toolkit release.
+        reqs.append(Requirement("cuda-version", f"cuda-version {r.cuda.version}.*", "cuda"))
+        if r.deepep.engine == "v2":
+            # EPv2 JIT-compiles kernels at run time: nvcc and cuobjdump must be in the env
+            # (field notes §2, DeepEP EPv2 release README).
+            reqs.append(Requirement("cuda-nvcc", f"cuda-nvcc {r.cuda.version}.*", "cuda"))
+            reqs.append(Requirement("cuda-cuobjdump", f"cuda-cuobjdump {r.cuda.version}.*", "cuda"))
+    if r.pytorch.provider == "conda":
+        build = r.pytorch.build or f"cuda{r.pytorch.cuda.replace('.', '')}*"
+        reqs.append(Requirement("pytorch", f"pytorch =={r.pytorch.version} {build}", "pytorch"))
+    if r.nccl.provider == "conda":
+        reqs.append(Requirement("nccl", f"nccl =={r.nccl.version}", "nccl"))
+    if r.nvshmem.provider == "conda":
+        # conda-forge repacks NVIDIA's binaries as libnvshmem3 (runtime) / libnvshmem-dev (field notes §4).
+        reqs.append(Requirement("libnvshmem3", f"libnvshmem3 =={r.nvshmem.version}", "nvshmem"))
+    return reqs
+
+
+def built_nodes(plan) -> list[BuiltNode]:
+    depended = {d for n in plan.nodes for d in n.deps}
+    out = []
+    for n in plan.nodes:
+        if n.id is None:
+            raise UserError(f"cannot lock: the build id of {n.package} is unknown ({', '.join(n.unpinned)} not pinned "
+                            "by content)", field=n.package,
+                            accepted=f"pin it first: `deepep-env fetch {plan.env}` on a machine with network")
+        out.append(BuiltNode(n.package, COMPONENT_OF_PACKAGE.get(n.package, n.package), n.version, n.build_string,
+                             n.id, top=n.package not in depended))
+    return out
+
+
+def built_requirements(nodes: list[BuiltNode], index: list[dict]) -> list[Requirement]:
+    """One requirement per output of each build. Output names come from the channel index (all
+    packages carrying the node's build string); without an index, the package is assumed to be
+    named after its recipe."""
+    reqs: list[Requirement] = []
+    for n in nodes:
+        names = sorted({p["name"] for p in index if p.get("build") == n.build_string and p.get("version") == n.version})
+        if not names:
+            names = [n.package]
+        for name in names:
+            reqs.append(Requirement(name, f"{name} =={n.version} {n.build_string}", n.component, kind="built",
+                                    root=n.top, build_id=n.build_id))
+    return reqs
+
+
+def request_for_env(r, project, *, channel_dir: Optional[Path] = None, for_check: bool = False,
+                    client_obj=None) -> LockRequest:
+    """The lock request a resolved spec implies (build plan included)."""
+    from deepep_env.buildplan import plan as build_plan
+
+    refs = resolve_channels(list(r.channels), publish_url=r.publish_url,
+                            local_dir=Path(channel_dir) if channel_dir else project.channel,
+                            explicit_dir=channel_dir is not None, for_check=for_check)
+    nodes = built_nodes(build_plan(r, project))
+    index: list[dict] = []
+    if not for_check:
+        for ref in refs:
+            if ref.local:
+                index += read_index(ref, r.subdirs, client_obj)
+    reqs = built_requirements(nodes, index) + component_requirements(r)
+    vps = {s: virtual_packages(r.cuda.version, s) for s in r.subdirs}
+    return LockRequest(env=r.name, subdirs=list(r.subdirs), channels=refs, virtual_packages=vps,
+                       requirements=reqs, built=nodes, spec_version=r.version, publish_url=r.publish_url)

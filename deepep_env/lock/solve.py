@@ -1,0 +1,143 @@
+"""Solve a :class:`LockRequest` with py-rattler and write ``lockfiles/<ENV>.pixi.lock``.
+
+Order of work, so that a failure writes nothing: probe every channel (seconds), solve every
+subdir, rewrite the local channel's URLs to the spec's ``publish_url``, then write the lock
+atomically (unchanged content is not rewritten).
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from deepep_env.errors import UserError
+from deepep_env.lock.channels import client as make_client
+from deepep_env.lock.channels import probe, redact
+from deepep_env.lock.lockfile import write_lock
+from deepep_env.lock.request import LockRequest, request_for_env
+
+SOLVE_TIMEOUT_S = 600
+
+
+def cache_dir() -> Optional[Path]:
+    """Repodata/package cache: ``$DEEPEP_ENV_CACHE_DIR``, else rattler's own (shared with pixi)."""
+    v = os.environ.get("DEEPEP_ENV_CACHE_DIR")
+    return Path(v) if v else None
+
+
+def default_lock_path(project, env: str) -> Path:
+    return project.lockfiles / f"{env}.pixi.lock"
+
+
+@dataclass
+class LockResult:
+    env: str
+    path: Path
+    changed: bool
+    channels: list[str]
+    platforms: dict[str, list[str]]
+    packages: dict[str, list[dict[str, str]]]
+    machine_local: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"env": self.env, "path": str(self.path), "changed": self.changed,
+                "channels": [redact(c) for c in self.channels], "platforms": self.platforms,
+                "packages": self.packages, "machine_local": self.machine_local,
+                "warnings": [redact(w) for w in self.warnings]}
+
+
+def _first_lines(exc: BaseException, limit: int = 600) -> str:
+    text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def solve_request(req: LockRequest, *, client_obj=None) -> dict[str, list]:
+    """subdir → solved RepoDataRecords (URLs still as read). Raises UserError, never a traceback."""
+    import rattler
+    from rattler import Channel, ChannelPriority, Gateway
+
+    for ref in req.channels:
+        probe(ref, req.subdirs)
+    if client_obj is None:
+        client_obj = make_client([c.source for c in req.channels])
+    cd = cache_dir()
+    gw = Gateway(cache_dir=cd, client=client_obj) if cd else Gateway(client=client_obj)
+    sources = [Channel(ref.source) for ref in req.channels]
+    roots = [r.spec for r in req.roots]
+    if not roots:
+        raise UserError(f"nothing to lock for {req.env}: no package comes from a conda channel",
+                        accepted="a spec that builds packages or has provider = \"conda\" components")
+    constraints = [r.spec for r in req.constraints] or None
+    out: dict[str, list] = {}
+    for subdir in req.subdirs:
+        try:
+            recs = asyncio.run(rattler.solve(
+                sources, roots, gateway=gw, platforms=[subdir, "noarch"],
+                virtual_packages=[v.rattler() for v in req.virtual_packages.get(subdir, [])],
+                constraints=constraints, channel_priority=ChannelPriority.Strict,
+                timeout=_dt.timedelta(seconds=SOLVE_TIMEOUT_S),
+            ))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - rattler's own error types, Rust panics
+            raise UserError(f"cannot solve {req.env} for {subdir}: {redact(_first_lines(exc))}; nothing written",
+                            field="channels",
+                            accepted="packages present in the spec's channels (run `deepep-env build ENV` for ours)") \
+                from None
+        out[subdir] = recs
+    return out
+
+
+def rewrite_urls(req: LockRequest, records: dict[str, list]) -> None:
+    """Name each package by its channel's lock URL (the local channel → the spec's publish_url)."""
+    refs = sorted(req.channels, key=lambda r: len(r.source), reverse=True)
+    for recs in records.values():
+        for rec in recs:
+            for ref in refs:
+                if rec.url.startswith(ref.source):
+                    if ref.source != ref.lock_url:
+                        rec.url = ref.lock_url + rec.url[len(ref.source):]
+                        rec.channel = ref.lock_url
+                    break
+
+
+def lock_request(req: LockRequest, path: Path, *, client_obj=None) -> LockResult:
+    records = solve_request(req, client_obj=client_obj)
+    rewrite_urls(req, records)
+    warnings: list[str] = []
+    machine_local = any(c.machine_local for c in req.channels)
+    if machine_local:
+        local = [c.lock_url for c in req.channels if c.machine_local]
+        warnings.append(f"the lock names {', '.join(local)}: it is valid on this machine only "
+                        "(give the spec a publish_url so committed locks name a URL)")
+    for node in req.built:
+        for subdir, recs in records.items():
+            if not any(str(r.build) == node.build_string for r in recs):
+                warnings.append(f"{node.package} {node.version} {node.build_string} is not in the {subdir} solution "
+                                "(nothing depends on it)")
+    platforms = {s: [str(v) for v in req.virtual_packages.get(s, [])] for s in req.subdirs}
+    channels = [c.lock_url for c in req.channels]
+    meta = {"env": req.env, "spec_version": req.spec_version, "channels": channels, "machine_local": machine_local,
+            "builds": {n.package: {"version": n.version, "build": n.build_string, "id": n.build_id}
+                       for n in req.built}}
+    _, changed = write_lock(path, env=req.env, channels=channels, platforms=platforms, records=records, meta=meta)
+    packages = {s: [{"name": r.name.normalized, "version": str(r.version), "build": str(r.build)}
+                    for r in sorted(recs, key=lambda r: r.name.normalized)] for s, recs in records.items()}
+    return LockResult(env=req.env, path=path, changed=changed, channels=channels, platforms=platforms,
+                      packages=packages, machine_local=machine_local, warnings=warnings)
+
+
+def lock_env(env: str, project, *, channel: Optional[str | Path] = None,
+             output: Optional[str | Path] = None) -> LockResult:
+    """``deepep-env lock ENV``: solve the spec's packages and write ``lockfiles/<ENV>.pixi.lock``."""
+    from deepep_env.spec.resolve import load_resolved
+
+    r = load_resolved(env, project)
+    cl = make_client([c for c in r.channels if "://" in c] + ([r.publish_url] if r.publish_url else []))
+    req = request_for_env(r, project, channel_dir=Path(channel) if channel else None, client_obj=cl)
+    path = Path(output) if output else default_lock_path(project, r.name)
+    return lock_request(req, path, client_obj=cl)

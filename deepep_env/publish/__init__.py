@@ -1,0 +1,136 @@
+"""Publish built packages to a team's conda channel and leave it indexed.
+
+``publish(env, to)`` takes the packages the builder recorded for ``env`` (or explicit files) to
+one of these targets:
+
+================================  ============  ==========================================
+``--to``                          kind          index
+================================  ============  ==========================================
+``file:///dir`` or ``/dir``       file          ``rattler.index.index_fs`` in place
+``http(s)://host/path``           webdav        merged ``repodata.json`` PUT last
+``artifactory+https://host/…``    artifactory   server-side (packages PUT only)
+``s3://bucket/prefix``            s3            ``rattler.index.index_s3``
+``quetz+http(s)://host/CHANNEL``  quetz         server-side
+``prefix://CHANNEL``              prefix        server-side
+================================  ============  ==========================================
+
+Rules shared by all targets (``deepep_env.publish.common``): idempotent (same file again →
+``already-present``, nothing sent); a different file under a published name is refused before
+anything is uploaded; the index never lists a package that is not fully there. Credentials come
+from ``deepep_env.channels.auth`` and never appear in the report, an error or a log line.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterable
+
+from deepep_env.channels.auth import check_url_has_no_secret, credentials_for, redact
+from deepep_env.errors import UserError
+from deepep_env.publish.common import ConflictError
+from deepep_env.publish.http import PublishError
+from deepep_env.publish.inputs import collect, inspect_package, read_manifest
+from deepep_env.publish.model import ALREADY_PRESENT, UPLOADED, LocalPackage, PackageOutcome, PublishReport
+
+__all__ = [
+    "ALREADY_PRESENT",
+    "UPLOADED",
+    "ConflictError",
+    "LocalPackage",
+    "PackageOutcome",
+    "PublishError",
+    "PublishReport",
+    "inspect_package",
+    "publish",
+    "read_manifest",
+    "target_kind",
+]
+
+log = logging.getLogger("deepep_env.publish")
+
+KINDS = ("file", "webdav", "artifactory", "s3", "quetz", "prefix")
+
+
+def target_kind(to: str) -> str:
+    scheme = to.split("://", 1)[0].lower() if "://" in to else ""
+    if not scheme or scheme == "file":
+        return "file"
+    if scheme in ("http", "https"):
+        return "webdav"
+    if scheme in ("artifactory+http", "artifactory+https"):
+        return "artifactory"
+    if scheme == "s3":
+        return "s3"
+    if scheme.startswith("quetz+"):
+        return "quetz"
+    if scheme == "prefix" or scheme.startswith("prefix+"):
+        return "prefix"
+    raise UserError(f"unsupported channel URL scheme {scheme!r}", field="--to",
+                    accepted="file:///dir, https://host/channel (WebDAV/PUT), artifactory+https://…, "
+                    "s3://bucket/prefix, quetz+https://host/CHANNEL, prefix://CHANNEL")
+
+
+def consumer_url(to: str, kind: str) -> str:
+    """The URL a spec or pixi.toml names to read what was published."""
+    if kind == "file":
+        from deepep_env.publish.local import channel_path
+
+        return channel_path(to).as_uri()
+    if kind == "artifactory":
+        return to.split("+", 1)[1]
+    if kind in ("quetz", "prefix"):
+        from deepep_env.publish.servers import parse_server_url
+
+        return parse_server_url(to).read_url
+    return to.rstrip("/")
+
+
+def default_target(env: str | None, project: str | Path | None = None) -> str:
+    """The spec's ``publish_url``: where ``deepep-env publish ENV`` goes without ``--to``."""
+    if not env:
+        raise UserError("no target channel", field="--to", accepted="a channel URL or directory")
+    from deepep_env.project import find_project
+    from deepep_env.spec.load import load_spec_file
+
+    proj = find_project(project)
+    spec = load_spec_file(proj.spec_path(env))
+    if not spec.publish_url:
+        raise UserError("no --to given and the spec has no publish_url", file=proj.spec_path(env),
+                        field="publish_url", accepted="publish_url = \"https://conda.team.example/ENV\", or --to URL")
+    return spec.publish_url
+
+
+def publish(
+    env: str | None,
+    to: str | None,
+    *,
+    packages: Iterable[str | Path] = (),
+    state: str | Path | None = None,
+    project: str | Path | None = None,
+) -> PublishReport:
+    """Upload ``env``'s built packages (or ``packages``) to ``to`` (default: the spec's
+    ``publish_url``) and leave the channel indexed."""
+    if not to:
+        to = default_target(env, project)
+    check_url_has_no_secret(to, field="--to")
+    kind = target_kind(to)
+    pkgs = collect(env, packages, state, project)
+    report = PublishReport(env=env, target=redact(to), kind=kind, channel_url=redact(consumer_url(to, kind)))
+    log.info("publishing %d package(s) to %s (%s)", len(pkgs), to, kind)
+    if kind == "file":
+        from deepep_env.publish.local import channel_path, publish_dir
+
+        return publish_dir(channel_path(to), pkgs, report)
+    if kind in ("webdav", "artifactory"):
+        from deepep_env.publish.webdav import publish_http
+
+        base = consumer_url(to, kind)
+        creds = credentials_for(base, [base])
+        return publish_http(base, pkgs, creds, report, write_index=(kind == "webdav"))
+    if kind == "s3":
+        from deepep_env.publish.s3 import publish_s3
+
+        return publish_s3(to, pkgs, report)
+    from deepep_env.publish.servers import publish_server
+
+    return publish_server(to, pkgs, report)

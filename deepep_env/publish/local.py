@@ -1,0 +1,60 @@
+"""``file://`` target: a channel directory on a shared filesystem (NFS, Lustre) or local disk.
+
+Files are copied in atomically (temp sibling + rename, ``deepep_env.atomic``), so a reader never
+sees half a package; the touched subdirs are then indexed with rattler's ``index_fs`` in place.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from deepep_env import atomic
+from deepep_env.errors import UserError
+from deepep_env.hashing import file_sha256
+from deepep_env.publish import repodata
+from deepep_env.publish.common import classify, uploaded
+from deepep_env.publish.model import LocalPackage, PublishReport
+
+
+def _read_index(channel: Path, subdir: str) -> dict[str, Any] | None:
+    path = channel / subdir / "repodata.json"
+    if not path.is_file():
+        return None
+    return repodata.parse(path.read_bytes(), str(path))
+
+
+def publish_dir(channel: Path, packages: list[LocalPackage], report: PublishReport) -> PublishReport:
+    channel.mkdir(parents=True, exist_ok=True)
+    indexes = {sd: _read_index(channel, sd) for sd in {p.subdir for p in packages}}
+    todo, present = classify(packages, lambda p: repodata.listed(indexes[p.subdir], p.filename),
+                             str(channel))
+    for p in todo:
+        dest = channel / p.subdir / p.filename
+        if not (dest.is_file() and dest.stat().st_size == p.size
+                and file_sha256(dest) == p.sha256):
+            # Packages are tens to hundreds of MB: fine to hold in memory on a build host, and
+            # atomic.write_bytes gives the temp-then-rename guarantee readers rely on.
+            atomic.write_bytes(dest, p.path.read_bytes())
+    touched = sorted({p.subdir for p in todo})
+    if not (channel / "noarch" / "repodata.json").is_file():
+        touched = sorted(set(touched) | {"noarch"})
+    if touched:
+        repodata.index_dir(channel, touched)
+        # What rattler wrote must list what we uploaded: a silent skip would publish nothing.
+        for p in todo:
+            if repodata.listed(_read_index(channel, p.subdir), p.filename) is None:
+                raise UserError("indexing did not list the uploaded package", file=channel / p.key)
+    report.packages = sorted(present + uploaded(todo), key=lambda o: o.key)
+    report.indexed = touched
+    return report
+
+
+def channel_path(url: str) -> Path:
+    if url.startswith("file:"):
+        parts = urlsplit(url)
+        if parts.netloc not in ("", "localhost"):
+            raise UserError(f"file URL with a host ({parts.netloc}) is not supported", field="--to",
+                            accepted="file:///absolute/path")
+        return Path(unquote(parts.path))
+    return Path(url).expanduser().resolve()

@@ -1,0 +1,144 @@
+"""The source cache: content-addressed, so a source is found by *what it is*, never where it came from.
+
+Layout (docs/build-id.md §3)::
+
+    <cache>/trees/<hex of tree_sha256>/...   an unpacked source tree (no VCS metadata)
+    <cache>/patches/<hex of sha256>          a patch file, byte for byte
+    <cache>/.tmp/                            scratch for downloads and unpacking (same filesystem)
+
+An entry appears only after its content was hashed and matched the pin: it is unpacked into
+``.tmp/``, hashed there, then renamed into place (one ``rename``, so a reader never sees half a
+tree and a killed fetch leaves only scratch behind). Entries are immutable; if two fetchers race,
+the first rename wins and the second copy is dropped (same rule as ``atomic.staged_dir``).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from deepep_env.atomic import write_bytes
+from deepep_env.hashing import file_sha256, tree_sha256
+
+
+def _hex(digest: str) -> str:
+    return digest.split(":", 1)[-1]
+
+
+@dataclass(frozen=True)
+class SourceCache:
+    root: Path
+
+    @property
+    def trees(self) -> Path:
+        return self.root / "trees"
+
+    @property
+    def patches(self) -> Path:
+        return self.root / "patches"
+
+    def scratch(self, prefix: str = "tmp-") -> Path:
+        """A fresh scratch directory on the cache's filesystem (so moving in is one rename)."""
+        base = self.root / ".tmp"
+        base.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+
+    def tree(self, digest: str) -> Optional[Path]:
+        p = self.trees / _hex(digest)
+        return p if p.is_dir() else None
+
+    def patch(self, digest: str) -> Optional[Path]:
+        p = self.patches / _hex(digest)
+        return p if p.is_file() else None
+
+    def add_tree(self, tree: Path, *, digest: Optional[str] = None, move: bool = False) -> tuple[str, Path]:
+        """Put an (already verified) tree into the cache under its hash; returns (digest, path).
+
+        ``tree`` must live under :meth:`scratch` when ``move`` is true (then it is renamed, not
+        copied). ``digest`` is recomputed when not given.
+        """
+        digest = digest or tree_sha256(tree)
+        final = self.trees / _hex(digest)
+        if final.is_dir():
+            if move:
+                shutil.rmtree(tree, ignore_errors=True)
+            return digest, final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if not move:
+            tmp = self.scratch("copy-")
+            dst = tmp / "tree"
+            shutil.copytree(tree, dst, symlinks=True, ignore=shutil.ignore_patterns(".git", ".hg", ".svn"))
+            tree = dst
+        try:
+            os.rename(tree, final)
+        except OSError:
+            if not final.is_dir():
+                raise
+            shutil.rmtree(tree, ignore_errors=True)  # another fetcher won the race; entries are immutable
+        return digest, final
+
+    def add_patch(self, data: bytes, digest: str) -> Path:
+        final = self.patches / _hex(digest)
+        if not final.is_file():
+            write_bytes(final, data)
+        return final
+
+
+# --- archives -----------------------------------------------------------------------------------
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".tar.zst", ".tar", ".zip")
+
+
+def is_archive(path: Path) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        return tarfile.is_tarfile(path) or zipfile.is_zipfile(path)
+    except OSError:
+        return False
+
+
+def _extract_zip(path: Path, dest: Path) -> None:
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            target = (dest / info.filename).resolve()
+            if not str(target).startswith(str(dest.resolve())):
+                raise ValueError(f"archive member escapes the destination: {info.filename}")
+            mode = (info.external_attr >> 16) & 0o177777
+            if mode and (mode & 0o170000) == 0o120000:  # symlink stored by Info-ZIP
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(zf.read(info).decode(), target)
+                continue
+            zf.extract(info, dest)
+            if mode & 0o111 and not info.is_dir():
+                os.chmod(target, 0o755)
+
+
+def unpack(archive: Path, dest: Path) -> Path:
+    """Unpack ``archive`` into ``dest`` and return the source root: the single top-level directory
+    when the archive has exactly one (GitHub/NVIDIA tarballs), else ``dest`` itself (``git archive``
+    without ``--prefix``). Same rule as Nix's ``fetchzip``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if zipfile.is_zipfile(archive):
+        _extract_zip(archive, dest)
+    else:
+        with tarfile.open(archive) as tf:
+            try:
+                # "tar" filter: refuses absolute paths and members outside dest, keeps exec bits
+                # (which tree_sha256 counts).
+                tf.extractall(dest, filter="tar")
+            except TypeError:  # pragma: no cover - Python without extraction filters
+                tf.extractall(dest)
+    entries = [e for e in dest.iterdir() if e.name not in ("pax_global_header",)]
+    if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
+        return entries[0]
+    return dest
+
+
+def patch_digest(path: Path) -> str:
+    return file_sha256(path)

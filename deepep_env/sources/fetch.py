@@ -1,0 +1,340 @@
+"""Fill the source cache: download (archive URLs, then git), or import local copies (``--from DIR``).
+
+Every source and patch is verified by content before it enters the cache: a source by
+``tree_sha256`` of the unpacked tree, a patch by ``sha256`` of its bytes. URLs, mirrors and file
+names are only where to look; they never enter a build id (docs/build-id.md §3), which is why a
+tarball from GitHub, a ``git archive`` of the same revision and a mirror's copy all land in the
+same cache entry.
+
+A source without a recorded ``tree_sha256`` is *unpinned*: fetching it computes the hash and
+reports it for review (``nix flake lock``'s habit, field notes §5 "never invent a hash"); the build
+refuses it until the hash is written into ``recipes/<package>/sources.toml``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Literal, Optional, Sequence
+
+from deepep_env.errors import UserError
+from deepep_env.hashing import file_sha256, tree_sha256
+from deepep_env.sources.cache import SourceCache, is_archive, unpack
+
+Kind = Literal["source", "patch"]
+Status = Literal["cached", "fetched", "imported", "recorded", "missing"]
+
+DOWNLOAD_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class Want:
+    """One thing a build needs from the cache. ``digest`` None = not pinned by content yet."""
+
+    package: str
+    kind: Kind
+    name: str
+    digest: Optional[str]
+    urls: tuple[str, ...] = ()
+    git: Optional[str] = None
+    rev: Optional[str] = None
+    tag: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.package}: {self.kind} {self.name}"
+
+
+@dataclass
+class FetchItem:
+    want: Want
+    status: Status
+    digest: Optional[str] = None
+    path: Optional[Path] = None
+    origin: Optional[str] = None    # URL, git remote or local file it came from (metadata only)
+
+    def to_json(self) -> dict:
+        return {
+            "package": self.want.package, "kind": self.want.kind, "name": self.want.name,
+            "status": self.status, "digest": self.digest, "pinned": self.want.digest is not None,
+            "path": str(self.path) if self.path else None, "origin": self.origin,
+        }
+
+
+@dataclass
+class FetchReport:
+    cache: Path
+    items: list[FetchItem] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)   # --from entries that matched nothing
+
+    @property
+    def recorded(self) -> list[FetchItem]:
+        return [i for i in self.items if i.status == "recorded"]
+
+    @property
+    def missing(self) -> list[FetchItem]:
+        return [i for i in self.items if i.status == "missing"]
+
+    def to_json(self) -> dict:
+        return {"format": "deepep-env/fetch-report/v1", "cache": str(self.cache),
+                "items": [i.to_json() for i in self.items], "ignored": self.ignored}
+
+
+# --- wants from build nodes ---------------------------------------------------------------------
+
+def wants_for_nodes(nodes: Iterable) -> list[Want]:
+    """What a list of :class:`deepep_env.buildplan.BuildNode` needs from the source cache.
+
+    Sources a recipe carries itself (``meta["own_sources"]``: its own ``source:`` entries, used as
+    written) are rattler-build's business, not the cache's.
+    """
+    out: list[Want] = []
+    seen: set[tuple] = set()
+    for n in nodes:
+        own = set(n.meta.get("own_sources", ()))
+        for name, pin in n.sources.items():
+            if name in own:
+                continue
+            w = Want(n.package, "source", name, pin.tree_sha256, tuple(pin.urls), pin.git, pin.rev, pin.tag)
+            key = (w.kind, w.digest or (w.package, w.name))
+            if key not in seen:
+                seen.add(key)
+                out.append(w)
+        for p in n.patches:
+            w = Want(n.package, "patch", p.name, p.pin.sha256, (p.pin.url,))
+            key = (w.kind, w.digest or (w.package, w.name))
+            if key not in seen:
+                seen.add(key)
+                out.append(w)
+    return out
+
+
+# --- verification -------------------------------------------------------------------------------
+
+def _mismatch(want: Want, got: str, origin: str) -> UserError:
+    return UserError(
+        f"{want.kind} {want.name} of package {want.package}: content hash mismatch from {origin}: "
+        f"expected {want.digest}, got {got}; nothing was written to the source cache",
+        accepted="a copy of the pinned upstream revision, or a reviewed new pin in "
+                 f"recipes/{want.package}/sources.toml",
+    )
+
+
+def _accept_tree(want: Want, root: Path, cache: SourceCache, origin: str) -> FetchItem:
+    """Hash an unpacked tree (in cache scratch), verify it against the pin, move it in."""
+    got = tree_sha256(root)
+    if want.digest is not None and got != want.digest:
+        raise _mismatch(want, got, origin)
+    digest, path = cache.add_tree(root, digest=got, move=True)
+    return FetchItem(want, "fetched" if want.digest else "recorded", digest, path, origin)
+
+
+def _accept_patch(want: Want, data: bytes, cache: SourceCache, origin: str, got: str) -> FetchItem:
+    if want.digest is not None and got != want.digest:
+        raise _mismatch(want, got, origin)
+    path = cache.add_patch(data, got)
+    return FetchItem(want, "fetched" if want.digest else "recorded", got, path, origin)
+
+
+# --- network ------------------------------------------------------------------------------------
+
+def _download(url: str, dest: Path) -> None:
+    req = urllib.request.Request(url, headers={"User-Agent": "deepep-env"})
+    with urllib.request.urlopen(req, timeout=DOWNLOAD_TIMEOUT_S) as resp, open(dest, "wb") as fh:
+        shutil.copyfileobj(resp, fh, 1 << 20)
+
+
+def _strip_vcs(root: Path) -> None:
+    # Submodules leave a ``.git`` *file* in each checkout; none of it is source content.
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (".git",):
+            if name in dirnames:
+                shutil.rmtree(Path(dirpath) / name)
+                dirnames.remove(name)
+            if name in filenames:
+                os.unlink(Path(dirpath) / name)
+
+
+def _git_checkout(want: Want, dest: Path) -> None:
+    ref = want.rev or want.tag
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+
+    def git(*args: str, cwd: Optional[Path] = None) -> None:
+        subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True)
+
+    git("clone", "--quiet", "--no-checkout", str(want.git), str(dest))
+    git("-c", "advice.detachedHead=false", "checkout", "--quiet", str(ref), cwd=dest)
+    # DeepEP 2.x has the fmt submodule, which archives leave out (recipes/deep-ep/sources.toml).
+    git("submodule", "update", "--init", "--recursive", "--quiet", cwd=dest)
+    _strip_vcs(dest)
+
+
+def _fetch_one(want: Want, cache: SourceCache) -> FetchItem:
+    errors: list[str] = []
+    for url in want.urls:
+        scratch = cache.scratch("dl-")
+        try:
+            blob = scratch / "download"
+            try:
+                _download(url, blob)
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                errors.append(f"{url}: {getattr(exc, 'reason', exc)}")
+                continue
+            if want.kind == "patch":
+                data = blob.read_bytes()
+                return _accept_patch(want, data, cache, url, file_sha256(blob))
+            if not is_archive(blob):
+                errors.append(f"{url}: not a tar or zip archive")
+                continue
+            root = unpack(blob, scratch / "unpacked")
+            return _accept_tree(want, root, cache, url)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if want.kind == "source" and want.git and (want.rev or want.tag):
+        scratch = cache.scratch("git-")
+        try:
+            dest = scratch / "checkout"
+            try:
+                _git_checkout(want, dest)
+            except (subprocess.CalledProcessError, OSError) as exc:
+                detail = (getattr(exc, "stderr", "") or str(exc)).strip().splitlines()
+                errors.append(f"git {want.git} {want.rev or want.tag}: {detail[-1] if detail else exc}")
+            else:
+                return _accept_tree(want, dest, cache, f"git+{want.git}@{want.rev or want.tag}")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    where = "; ".join(errors) if errors else "no URL or git revision is catalogued"
+    raise UserError(f"{want.kind} {want.name} of package {want.package}: could not fetch: {where}",
+                    accepted=f"a reachable URL in recipes/{want.package}/sources.toml, or "
+                             "`deepep-env fetch ENV --from DIR` with a local copy")
+
+
+# --- import from a local folder ----------------------------------------------------------------
+
+def _name_matches(want: Want, filename: str) -> bool:
+    """Only for *unpinned* sources, which have no hash to match: a file named after the revision
+    or tag (``nvshmem-<rev>.tar.gz``, ``nvshmem-v3.5.19-1.tar.gz``)."""
+    keys = [k for k in (want.rev, want.rev[:7] if want.rev else None, want.tag) if k]
+    return any(k in filename for k in keys)
+
+
+def import_dir(from_dir: Path, wants: Sequence[Want], cache: SourceCache) -> tuple[list[FetchItem], list[str]]:
+    """Hash every entry of ``from_dir`` (archives, unpacked trees, patch files); store each one
+    that matches a wanted digest. Returns (imported items, names of entries that matched nothing)."""
+    from_dir = Path(from_dir)
+    if not from_dir.is_dir():
+        raise UserError("not a folder", file=from_dir, field="--from",
+                        accepted="a folder of source tarballs, unpacked trees and patch files")
+    open_src = {w.digest: w for w in wants if w.kind == "source" and w.digest and not cache.tree(w.digest)}
+    open_patch = {w.digest: w for w in wants if w.kind == "patch" and w.digest and not cache.patch(w.digest)}
+    unpinned = [w for w in wants if w.digest is None]
+    got: list[FetchItem] = []
+    ignored: list[str] = []
+    for entry in sorted(from_dir.iterdir()):
+        if not (open_src or open_patch or unpinned):
+            break
+        if entry.name.startswith("."):
+            continue
+        origin = str(entry)
+        if entry.is_dir():
+            digest = tree_sha256(entry)
+            w = open_src.pop(digest, None)
+            if w is None:
+                ignored.append(entry.name)
+                continue
+            d, path = cache.add_tree(entry, digest=digest)
+            got.append(FetchItem(w, "imported", d, path, origin))
+            continue
+        if not entry.is_file():
+            continue
+        if not is_archive(entry):
+            digest = file_sha256(entry)
+            w = open_patch.pop(digest, None)
+            status: Status = "imported"
+            if w is None:
+                w = next((u for u in unpinned if u.kind == "patch" and _name_matches(u, entry.name)), None)
+                status = "recorded"
+                if w is not None:
+                    unpinned.remove(w)
+            if w is None:
+                ignored.append(entry.name)
+                continue
+            got.append(FetchItem(w, status, digest, cache.add_patch(entry.read_bytes(), digest), origin))
+            continue
+        scratch = cache.scratch("imp-")
+        try:
+            root = unpack(entry, scratch / "unpacked")
+            digest = tree_sha256(root)
+            w = open_src.pop(digest, None)
+            if w is None:
+                u = next((u for u in unpinned if u.kind == "source" and _name_matches(u, entry.name)), None)
+                if u is None:
+                    ignored.append(entry.name)
+                    continue
+                unpinned.remove(u)
+                d, path = cache.add_tree(root, digest=digest, move=True)
+                got.append(FetchItem(u, "recorded", d, path, origin))
+                continue
+            d, path = cache.add_tree(root, digest=digest, move=True)
+            got.append(FetchItem(w, "imported", d, path, origin))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return got, ignored
+
+
+# --- the entry point ----------------------------------------------------------------------------
+
+def fetch(wants: Sequence[Want], cache: SourceCache | Path, *, offline: bool = False,
+          from_dir: Optional[Path] = None) -> FetchReport:
+    """Make every wanted source and patch present and verified in ``cache``.
+
+    Order: what the cache already has; then ``from_dir`` (local upstream copies, matched by
+    content); then, unless ``offline``, each catalogued URL in turn and finally ``git`` at the
+    pinned revision. Offline, anything still absent is reported ``missing`` (the caller decides
+    whether that is an error). A content mismatch is always an error and writes nothing.
+    """
+    cache = cache if isinstance(cache, SourceCache) else SourceCache(Path(cache))
+    report = FetchReport(cache.root)
+    done: dict[int, FetchItem] = {}
+    if from_dir is not None:
+        imported, report.ignored = import_dir(from_dir, wants, cache)
+        by_want = {id(i.want): i for i in imported}
+        for i, w in enumerate(wants):
+            if id(w) in by_want:
+                done[i] = by_want[id(w)]
+    for i, w in enumerate(wants):
+        if i in done:
+            report.items.append(done[i])
+            continue
+        have = (cache.tree(w.digest) if w.kind == "source" else cache.patch(w.digest)) if w.digest else None
+        if have is not None:
+            report.items.append(FetchItem(w, "cached", w.digest, have))
+        elif offline:
+            report.items.append(FetchItem(w, "missing", w.digest))
+        else:
+            report.items.append(_fetch_one(w, cache))
+    return report
+
+
+def require_present(wants: Sequence[Want], cache: SourceCache, *, offline: bool, env: str | None = None) -> None:
+    """Raise one clear line for the first source a build cannot use: unpinned, or absent offline."""
+    hint = f"deepep-env fetch {env}" if env else "deepep-env fetch"
+    for w in wants:
+        if w.digest is None:
+            raise UserError(
+                f"package {w.package}: {w.kind} {w.name} is not pinned by content, so it cannot be built",
+                file=f"recipes/{w.package}/sources.toml",
+                accepted=f"run `{hint}` on a machine with network and record the printed hash "
+                         f"in recipes/{w.package}/sources.toml")
+    missing = [w for w in wants if not (cache.tree(w.digest) if w.kind == "source" else cache.patch(w.digest))]
+    if missing and offline:
+        w = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise UserError(
+            f"package {w.package}: {w.kind} {w.name} ({w.digest}) is not in the source cache "
+            f"{cache.root} and --offline is set{more}",
+            accepted=f"`{hint}` with network, or `{hint} --from DIR` with local upstream copies")

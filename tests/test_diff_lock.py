@@ -1,0 +1,165 @@
+"""`deepep-env diff`: two real locks (a NCCL pin change and a DeepEP rebuild), as data and rendered."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+import lock_fixtures as lf
+
+
+@pytest.fixture(scope="session")
+def lt_world(tmp_path_factory):
+    return lf.world(tmp_path_factory)
+
+
+@pytest.fixture
+def two_locks(lt_world, tmp_path, monkeypatch):
+    """lt-conda locked, then NCCL downgraded in the spec and DeepEP's recipe changed (rebuilt for
+    real into the channel at its new build id), then locked again."""
+    from deepep_env.lock import lock_env
+
+    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
+    proj = lf.project_copy(lt_world, tmp_path / "proj")
+    lock_env("lt-conda", proj)
+    old = tmp_path / "old.pixi.lock"
+    shutil.copy(proj.lockfiles / "lt-conda.pixi.lock", old)
+    lf.set_spec_value(proj, "lt-conda", '[nccl]\nversion = "2.28.9"', '[nccl]\nversion = "2.27.7"')
+    recipe = proj.recipes / "deep-ep" / "recipe.yaml"
+    recipe.write_text(recipe.read_text() + "# rebuilt\n")
+    builds = lf.build_env(proj.root, "lt-conda", proj.channel, tmp_path / "work")
+    lock_env("lt-conda", proj)
+    return proj, old, proj.lockfiles / "lt-conda.pixi.lock", builds
+
+
+def test_diff_is_data_with_pinned_first_and_build_ids(two_locks, lt_world):
+    from deepep_env.lock import diff_locks
+
+    proj, old, new, builds = two_locks
+    d = diff_locks(str(old), str(new))
+    assert not d.empty
+    (sec,) = d.sections
+    assert sec.env == "lt-conda" and sec.platform == "linux-64"
+    changed = {c.name: c for c in sec.changed}
+    assert set(changed) == {"nccl", "deep-ep"}
+    assert changed["nccl"].change == "downgraded"
+    assert (changed["nccl"].old_version, changed["nccl"].new_version) == ("2.28.9", "2.27.7")
+    assert changed["nccl"].component == "nccl" and changed["nccl"].pinned
+    assert changed["deep-ep"].change == "rebuilt"
+    assert changed["deep-ep"].old_build == lt_world.builds["lt-conda"]["deep-ep"]
+    assert changed["deep-ep"].new_build == builds["deep-ep"]
+    # Review order: CUDA, NVSHMEM, NCCL, PyTorch, DeepEP first.
+    assert [c.name for c in sec.changed] == ["nccl", "deep-ep"]
+    assert sec.unchanged == 6 and not sec.added and not sec.removed
+    (bid,) = d.build_ids
+    assert bid.package == "deep-ep"
+    assert bid.old == lt_world.builds["lt-conda"]["deep-ep"][1:11] and bid.new == builds["deep-ep"][1:11]
+    assert d.summary() == {"added": 0, "removed": 0, "changed": 2, "build_ids_changed": 1}
+
+
+def test_diff_cli_formats(two_locks, capsys):
+    proj, old, new, builds = two_locks
+    rc, out, err = lf.run_cli(capsys, "diff", old, new, "--format", "json")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["format"] == "deepep-env/lock-diff/v1"
+    assert [c["name"] for c in data["sections"][0]["changed"]] == ["nccl", "deep-ep"]
+    assert data["build_ids"][0]["package"] == "deep-ep"
+    rc, out, _ = lf.run_cli(capsys, "diff", old, new, "--json")
+    assert json.loads(out) == data
+
+    rc, md, _ = lf.run_cli(capsys, "diff", old, new, "--format", "markdown")
+    assert rc == 0
+    assert "| package | old | new | change |" in md and "|---|---|---|---|" in md
+    assert "| **nccl** | `2.28.9 h4d09622_0` | `2.27.7 h4d09622_0` | downgraded |" in md
+    assert md.index("**nccl**") < md.index("**deep-ep**")
+    assert "**Build ids changed**" in md and builds["deep-ep"][1:11] in md
+
+    rc, table, _ = lf.run_cli(capsys, "diff", old, new)
+    assert rc == 0 and "nccl" in table and "downgraded" in table and "build ids changed" in table
+
+
+def test_identical_locks(two_locks, capsys):
+    proj, old, new, _ = two_locks
+    rc, md, _ = lf.run_cli(capsys, "diff", old, old, "-f", "markdown")
+    assert rc == 0 and "No changes." in md
+    rc, out, _ = lf.run_cli(capsys, "diff", old, old, "--json")
+    assert json.loads(out)["empty"] is True
+
+
+def test_diff_git_revisions(two_locks, capsys, monkeypatch):
+    proj, old, new, _ = two_locks
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q", str(proj.root)], check=True)
+    shutil.copy(old, proj.lockfiles / "lt-conda.pixi.lock.new")
+    shutil.move(str(proj.lockfiles / "lt-conda.pixi.lock"), proj.root / "new.lock")
+    shutil.move(str(proj.lockfiles / "lt-conda.pixi.lock.new"), proj.lockfiles / "lt-conda.pixi.lock")
+    subprocess.run([*git, "-C", str(proj.root), "add", "lockfiles"], check=True)
+    subprocess.run([*git, "-C", str(proj.root), "commit", "-qm", "old lock"], check=True)
+    shutil.move(str(proj.root / "new.lock"), proj.lockfiles / "lt-conda.pixi.lock")
+    monkeypatch.chdir(proj.root)
+    rc, out, err = lf.run_cli(capsys, "diff", "HEAD:lockfiles/lt-conda.pixi.lock", "lockfiles/lt-conda.pixi.lock", "--json")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["old"] == "HEAD:lockfiles/lt-conda.pixi.lock"
+    assert {c["name"] for c in data["sections"][0]["changed"]} == {"nccl", "deep-ep"}
+    rc, _, err = lf.run_cli(capsys, "diff", "HEAD:lockfiles/nope.pixi.lock", "lockfiles/lt-conda.pixi.lock")
+    assert rc == 2 and "cannot read lockfiles/nope.pixi.lock at HEAD" in err
+
+
+def test_diff_reads_pixi_v6_locks_with_pypi_packages(tmp_path, capsys):
+    """Locks written by pixi itself (format v6, PyPI entries) diff too."""
+    def lock_text(nccl: str, np2: str) -> str:
+        return f"""version: 6
+environments:
+  default:
+    channels:
+    - url: https://conda.anaconda.org/conda-forge/
+    indexes:
+    - https://pypi.org/simple
+    packages:
+      linux-64:
+      - conda: https://conda.anaconda.org/conda-forge/linux-64/nccl-{nccl}-h4d09622_0.conda
+      - conda: https://conda.anaconda.org/conda-forge/noarch/tzdata-2025c-hc9c84f9_1.conda
+      - pypi: https://files.pythonhosted.org/packages/aa/bb/np2typing-{np2}-py3-none-any.whl
+packages:
+- conda: https://conda.anaconda.org/conda-forge/linux-64/nccl-{nccl}-h4d09622_0.conda
+  sha256: a111111111111111111111111111111111111111111111111111111111111111
+  md5: 1a111111111111111111111111111111
+  depends:
+  - __glibc >=2.17,<3.0.a0
+  license: BSD-3-Clause
+  size: 100
+  timestamp: 1700000000000
+- conda: https://conda.anaconda.org/conda-forge/noarch/tzdata-2025c-hc9c84f9_1.conda
+  sha256: b222222222222222222222222222222222222222222222222222222222222222
+  md5: 2a222222222222222222222222222222
+  license: LicenseRef-Public-Domain
+  size: 100
+  timestamp: 1700000000000
+- pypi: https://files.pythonhosted.org/packages/aa/bb/np2typing-{np2}-py3-none-any.whl
+  name: np2typing
+  version: {np2}
+  sha256: c333333333333333333333333333333333333333333333333333333333333333
+  requires_python: '>=3.7'
+"""
+    a, b = tmp_path / "a.lock", tmp_path / "b.lock"
+    a.write_text(lock_text("2.27.7.1", "2.6.3"))
+    b.write_text(lock_text("2.28.9.1", "2.7.0"))
+    rc, out, err = lf.run_cli(capsys, "diff", a, b, "--json")
+    assert rc == 0, err
+    (sec,) = json.loads(out)["sections"]
+    ch = {c["name"]: c for c in sec["changed"]}
+    assert ch["nccl"]["change"] == "upgraded" and ch["np2typing"]["kind"] == "pypi"
+    assert ch["np2typing"]["old_version"] == "2.6.3" and sec["unchanged"] == 1
+
+
+def test_bad_arguments(tmp_path, capsys):
+    rc, _, err = lf.run_cli(capsys, "diff", tmp_path / "nope.lock", tmp_path / "nope2.lock")
+    assert rc == 2 and "lock file not found" in err
+    bad = tmp_path / "bad.lock"
+    bad.write_text("not: [a, lock")
+    rc, _, err = lf.run_cli(capsys, "diff", bad, bad)
+    assert rc == 2 and "not a readable pixi.lock" in err and "Traceback" not in err

@@ -1,0 +1,185 @@
+"""`deepep-env lock`: real solves with py-rattler against a channel built by rattler-build, offline."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+import lock_fixtures as lf
+
+
+@pytest.fixture(scope="session")
+def lt_world(tmp_path_factory):
+    return lf.world(tmp_path_factory)
+
+
+@pytest.fixture
+def proj(lt_world, tmp_path, monkeypatch):
+    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
+    return lf.project_copy(lt_world, tmp_path / "proj")
+
+
+def test_lock_pins_our_build_ids_and_names_channels_by_url(proj, lt_world, capsys):
+    from deepep_env.lock import read_lock
+
+    rc, out, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
+    assert rc == 0, err
+    path = proj.lockfiles / "lt-host.pixi.lock"
+    text = path.read_text()
+    assert "\nversion: 7\n" in text
+    # No machine path anywhere: the local channel is named by the spec's publish_url.
+    assert str(proj.state) not in text and "file://" not in text
+    data = read_lock(path)
+    env = data.env("lt-host")
+    assert env.channels == ["https://conda.deepep-env.invalid/lt-host/"]
+    pkgs = {p.name: p for p in env.packages["linux-64"]}
+    assert set(pkgs) == {"deep-ep", "deepep-nvshmem", "deepep-testdep"}
+    builds = lt_world.builds["lt-host"]
+    assert pkgs["deep-ep"].build == builds["deep-ep"]
+    assert pkgs["deepep-nvshmem"].build == builds["nvshmem"]
+    assert pkgs["deep-ep"].url == f"https://conda.deepep-env.invalid/lt-host/linux-64/deep-ep-1.2.1-{builds['deep-ep']}.conda"
+    assert all(p.sha256 and len(p.sha256) == 64 for p in pkgs.values())
+    # Virtual packages come from the spec (CUDA 12.9), not from this machine (which has no GPU).
+    assert data.platforms["linux-64"]["virtual_packages"] == [
+        "__unix=0", "__linux=4.18", "__glibc=2.28", "__cuda=12.9", "__archspec=1=x86_64"]
+    # Provenance line: which spec version and build ids the lock was made from.
+    assert data.meta["format"] == "deepep-env/lock-meta/v1"
+    assert data.meta["spec_version"] == "2026.1.0"
+    assert data.meta["builds"]["deep-ep"]["build"] == builds["deep-ep"]
+
+
+def test_lock_is_readable_by_rattler_and_relock_is_byte_identical(proj, capsys):
+    from rattler import LockFile
+
+    assert lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)[0] == 0
+    path = proj.lockfiles / "lt-host.pixi.lock"
+    first = path.read_bytes()
+    mtime = path.stat().st_mtime_ns
+    lock = LockFile.from_path(path)
+    assert [n for n, _ in lock.environments()] == ["lt-host"]
+    rc, out, _ = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root, "--json")
+    assert rc == 0
+    import json
+
+    assert json.loads(out)["changed"] is False
+    assert path.read_bytes() == first and path.stat().st_mtime_ns == mtime
+
+
+def test_conda_components_are_solved_with_their_pins(proj, capsys):
+    from deepep_env.lock import read_lock
+
+    rc, _, err = lf.run_cli(capsys, "lock", "lt-conda", "--project", proj.root)
+    assert rc == 0
+    assert "valid on this machine only" in err  # the stand-in conda-forge is a file:// channel
+    pkgs = {p.name: p for p in read_lock(proj.lockfiles / "lt-conda.pixi.lock").env("lt-conda").packages["linux-64"]}
+    assert pkgs["pytorch"].version == "2.10.0" and pkgs["pytorch"].build.startswith("cuda129")
+    assert pkgs["nccl"].version == "2.28.9"
+    assert pkgs["python"].version.startswith("3.12.")
+    assert pkgs["cuda-version"].version == "12.9"
+    assert "deep-ep" in pkgs and "deepep-nvshmem" in pkgs
+
+
+def test_host_and_pip_components_are_not_solved(proj, capsys):
+    from deepep_env.lock import read_lock
+
+    assert lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)[0] == 0
+    names = {p.name for p in read_lock(proj.lockfiles / "lt-host.pixi.lock").env("lt-host").packages["linux-64"]}
+    assert not names & {"python", "pytorch", "nccl", "cuda-version"}
+
+
+def test_no_publish_url_gives_a_machine_local_lock_with_a_warning(proj, capsys):
+    lf.set_spec_value(proj, "lt-host", 'publish_url = "https://conda.deepep-env.invalid/lt-host"\n', "")
+    rc, out, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root, "--json")
+    assert rc == 0
+    assert "valid on this machine only" in err
+    text = (proj.lockfiles / "lt-host.pixi.lock").read_text()
+    assert proj.channel.resolve().as_uri() in text
+    assert '"machine_local":true' in text
+
+
+def _closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:{port}/conda-forge", "https://conda.deepep-env.invalid/forge"])
+def test_unreachable_channel_fails_fast_naming_it_and_writes_nothing(proj, capsys, url):
+    url = url.format(port=_closed_port())
+    lf.set_spec_value(proj, "lt-conda", 'channels = ["local", ', f'channels = ["local", "{url}", ')
+    t0 = time.monotonic()
+    rc, out, err = lf.run_cli(capsys, "lock", "lt-conda", "--project", proj.root)
+    elapsed = time.monotonic() - t0
+    assert rc == 2
+    assert url in err and "cannot be reached" in err and "nothing written" in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
+    assert elapsed < 20  # seconds, not rattler's minute of retries (a loose bound; not a benchmark)
+    assert not (proj.lockfiles / "lt-conda.pixi.lock").exists()
+
+
+def test_missing_local_build_fails_naming_the_package(proj, capsys):
+    # The channel holds no build for the id the plan computes after a recipe edit.
+    recipe = proj.recipes / "deep-ep" / "recipe.yaml"
+    recipe.write_text(recipe.read_text() + "# changed\n")
+    rc, _, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
+    assert rc == 2
+    assert "cannot solve lt-host for linux-64" in err and "deep-ep" in err and "nothing written" in err
+    assert not (proj.lockfiles / "lt-host.pixi.lock").exists()
+
+
+def test_no_local_channel_and_unreachable_publish_url(proj, capsys):
+    import shutil
+
+    shutil.rmtree(proj.channel)
+    rc, _, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
+    assert rc == 2
+    assert "no build in" in err and "conda.deepep-env.invalid/lt-host" in err and "cannot be reached" in err
+
+
+def test_unpinned_source_cannot_be_locked(proj, capsys):
+    lf.set_spec_value(proj, "lt-host", 'version = "3.4.5"', 'version = "3.5.19"')
+    rc, _, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
+    assert rc == 2 and "build id of nvshmem is unknown" in err
+
+
+def test_explicit_channel_dir(proj, capsys, tmp_path):
+    import shutil
+
+    other = tmp_path / "elsewhere"
+    shutil.move(str(proj.channel), other)
+    rc, _, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root, "--channel", other)
+    assert rc == 0, err
+    assert "https://conda.deepep-env.invalid/lt-host/linux-64/deep-ep" in (proj.lockfiles / "lt-host.pixi.lock").read_text()
+
+
+def test_lock_a_request_given_as_data(proj, tmp_path):
+    """Specs to solve can be given as data (no build plan): here, the noarch dependency alone on two
+    platforms."""
+    from deepep_env.lock import lock_request, read_lock
+
+    req = lf.data_request(proj, "lt-host", ["deepep-testdep >=1"], ["linux-64", "linux-aarch64"])
+    res = lock_request(req, tmp_path / "x.pixi.lock")
+    assert res.changed
+    data = read_lock(tmp_path / "x.pixi.lock")
+    env = data.env("lt-host")
+    assert sorted(env.packages) == ["linux-64", "linux-aarch64"]
+    assert [p.name for p in env.packages["linux-aarch64"]] == ["deepep-testdep"]
+    assert data.platforms["linux-aarch64"]["virtual_packages"][-1] == "__archspec=1=aarch64"
+
+
+def test_unknown_env_is_a_clear_error(proj, capsys):
+    rc, _, err = lf.run_cli(capsys, "lock", "nope", "--project", proj.root)
+    assert rc == 2 and "unknown env 'nope'" in err and "lt-host" in err
+
+
+def test_a_publish_url_with_credentials_is_refused(proj, capsys):
+    lf.set_spec_value(proj, "lt-host", 'publish_url = "https://conda.deepep-env.invalid/lt-host"',
+                      'publish_url = "https://alice:s3cret-token@conda.deepep-env.invalid/lt-host"')
+    rc, out, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
+    assert rc == 2 and "carries credentials" in err
+    assert "s3cret-token" not in err + out
+    assert not (proj.lockfiles / "lt-host.pixi.lock").exists()

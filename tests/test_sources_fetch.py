@@ -1,0 +1,219 @@
+"""Source cache: fetch by URL (real HTTP server on 127.0.0.1), git, or a local folder; verify by
+content; stage and patch. No mocks: real archives, real git, real ``patch``."""
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import tarfile
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from build_fixtures import sandbox, tar_gz
+from deepep_env.errors import UserError
+from deepep_env.hashing import file_sha256, tree_sha256
+from deepep_env.sources import SourceCache, Want, fetch, import_dir, require_present, stage, unpack
+
+
+@pytest.fixture()
+def upstream(tmp_path):
+    sb = sandbox(tmp_path)
+    return sb
+
+
+def _want(tree: Path, digest: str | None = "auto", **kw) -> Want:
+    d = tree_sha256(tree) if digest == "auto" else digest
+    return Want("libgreet", "source", "libgreet", d, **kw)
+
+
+@pytest.fixture()
+def http_root(tmp_path):
+    """A real HTTP server on 127.0.0.1 serving tmp_path/www (404 for anything else)."""
+    www = tmp_path / "www"
+    www.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
+    handler.log_message = lambda *a, **k: None
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield www, f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_unpack_strips_single_top_dir_and_keeps_exec_bits(tmp_path, upstream):
+    src = upstream.upstream / "libgreet-1.0"
+    (src / "configure").write_text("#!/bin/sh\n")
+    os.chmod(src / "configure", 0o755)
+    expected = tree_sha256(src)
+    gh = tar_gz(src, tmp_path / "gh.tar.gz", top="libgreet-abc123")  # GitHub style: one top dir
+    flat = tmp_path / "flat.tar.xz"                                  # git archive style: no top dir
+    with tarfile.open(flat, "w:xz") as tf:
+        for p in sorted(src.iterdir()):
+            tf.add(p, arcname=p.name)
+    zp = tmp_path / "src.zip"
+    with zipfile.ZipFile(zp, "w") as zf:
+        for p in sorted(src.iterdir()):
+            info = zipfile.ZipInfo(f"libgreet-1.0/{p.name}")
+            info.external_attr = (p.stat().st_mode & 0xFFFF) << 16
+            zf.writestr(info, p.read_bytes())
+    for i, archive in enumerate((gh, flat, zp)):
+        root = unpack(archive, tmp_path / f"u{i}")
+        assert tree_sha256(root) == expected, archive.name
+
+
+def test_download_verifies_and_mirror_falls_through(tmp_path, upstream, http_root):
+    www, base = http_root
+    src = upstream.upstream / "libgreet-1.0"
+    tar_gz(src, www / "libgreet-1.0.tar.gz")
+    cache = SourceCache(tmp_path / "cache")
+    w = _want(src, urls=(f"{base}/missing.tar.gz", f"{base}/libgreet-1.0.tar.gz"))
+    rep = fetch([w], cache)
+    assert [i.status for i in rep.items] == ["fetched"]
+    assert rep.items[0].origin.endswith("/libgreet-1.0.tar.gz")
+    assert tree_sha256(cache.tree(w.digest)) == w.digest
+    # second time: from the cache, no network needed
+    assert [i.status for i in fetch([w], cache, offline=True).items] == ["cached"]
+
+
+def test_hash_mismatch_names_package_expected_and_got_and_writes_nothing(tmp_path, upstream, http_root):
+    www, base = http_root
+    src = upstream.upstream / "libgreet-1.0"
+    pinned = tree_sha256(src)
+    (src / "greet.c").write_text("/* tampered */\n")
+    tar_gz(src, www / "libgreet-1.0.tar.gz")
+    cache = SourceCache(tmp_path / "cache")
+    with pytest.raises(UserError) as err:
+        fetch([Want("libgreet", "source", "libgreet", pinned, (f"{base}/libgreet-1.0.tar.gz",))], cache)
+    msg = str(err.value)
+    assert "libgreet" in msg and pinned in msg and tree_sha256(src) in msg and "\n" not in msg
+    assert not cache.trees.exists() or not any(cache.trees.iterdir())
+
+
+def test_patch_download_verified_by_sha256(tmp_path, upstream, http_root):
+    www, base = http_root
+    patch = upstream.upstream / "greet-loud.patch"
+    shutil.copy(patch, www / "p.patch")
+    cache = SourceCache(tmp_path / "cache")
+    good = Want("libgreet", "patch", "greet-loud", file_sha256(patch), (f"{base}/p.patch",))
+    assert fetch([good], cache).items[0].status == "fetched"
+    assert cache.patch(good.digest).read_bytes() == patch.read_bytes()
+    bad = Want("libgreet", "patch", "greet-loud", "sha256:" + "1" * 64, (f"{base}/p.patch",))
+    with pytest.raises(UserError, match="patch greet-loud of package libgreet: content hash mismatch"):
+        fetch([bad], SourceCache(tmp_path / "cache2"))
+
+
+def test_git_checkout_at_revision_hashes_like_the_archive(tmp_path, upstream):
+    src = upstream.upstream / "libgreet-1.0"
+    repo = tmp_path / "repo"
+    shutil.copytree(src, repo)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e"}
+    for cmd in (["git", "init", "-q"], ["git", "add", "."], ["git", "commit", "-qm", "v1"]):
+        subprocess.run(cmd, cwd=repo, env=env, check=True)
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    (repo / "greet.c").write_text("/* later commit */\n")
+    subprocess.run(["git", "commit", "-qam", "v2"], cwd=repo, env=env, check=True)
+    w = Want("libgreet", "source", "libgreet", tree_sha256(src), (), git=repo.as_uri(), rev=rev)
+    cache = SourceCache(tmp_path / "cache")
+    item = fetch([w], cache).items[0]
+    assert item.status == "fetched" and item.origin.startswith("git+")
+    assert not (cache.tree(w.digest) / ".git").exists()
+
+
+def test_unpinned_source_is_recorded_not_invented_and_build_refuses_it(tmp_path, upstream, http_root):
+    www, base = http_root
+    src = upstream.upstream / "libgreet-1.0"
+    tar_gz(src, www / "x.tar.gz")
+    cache = SourceCache(tmp_path / "cache")
+    w = Want("libgreet", "source", "libgreet", None, (f"{base}/x.tar.gz",))
+    rep = fetch([w], cache)
+    assert rep.recorded and rep.recorded[0].digest == tree_sha256(src)
+    assert cache.tree(tree_sha256(src)) is not None  # cached under its hash, for review
+    with pytest.raises(UserError, match="not pinned by content"):
+        require_present([w], cache, offline=True)
+
+
+def test_offline_missing_source_is_one_clear_line(tmp_path, upstream):
+    cache = SourceCache(tmp_path / "cache")
+    w = _want(upstream.upstream / "libgreet-1.0", urls=("https://example.invalid/x.tar.gz",))
+    rep = fetch([w], cache, offline=True)
+    assert rep.missing
+    with pytest.raises(UserError) as err:
+        require_present([w], cache, offline=True, env="h200-nvlink")
+    assert "libgreet" in str(err.value) and "--offline" in str(err.value) and "fetch h200-nvlink --from" in str(err.value)
+
+
+def test_fetch_from_dir_matches_by_content_not_name(tmp_path, upstream):
+    src = upstream.upstream / "libgreet-1.0"
+    d = tmp_path / "carry"
+    d.mkdir()
+    tar_gz(src, d / "whatever-name.tar.gz", top="odd-top")
+    shutil.copy(upstream.upstream / "greet-loud.patch", d / "renamed.diff")
+    (d / "unrelated.txt").write_text("nothing to see\n")
+    wants = [_want(src), Want("libgreet", "patch", "greet-loud", file_sha256(upstream.upstream / "greet-loud.patch"))]
+    cache = SourceCache(tmp_path / "cache")
+    rep = fetch(wants, cache, offline=True, from_dir=d)
+    assert [i.status for i in rep.items] == ["imported", "imported"]
+    assert rep.ignored == ["unrelated.txt"]
+    # an unpacked tree works too, and a second cache path holds the same content-addressed entry
+    rep2 = fetch(wants[:1], tmp_path / "other-cache", offline=True, from_dir=upstream.upstream)
+    assert rep2.items[0].status == "imported"
+
+
+def test_from_dir_records_unpinned_source_by_revision_in_file_name(tmp_path, upstream):
+    src = upstream.upstream / "libgreet-1.0"
+    d = tmp_path / "carry"
+    d.mkdir()
+    rev = "131da55f643ac87c810ba0bc51d359258bf433a1"
+    tar_gz(src, d / f"nvshmem-{rev}.tar.gz")
+    w = Want("nvshmem", "source", "nvshmem", None, (), rev=rev)
+    got, ignored = import_dir(d, [w], SourceCache(tmp_path / "cache"))
+    assert got[0].status == "recorded" and got[0].digest == tree_sha256(src)
+
+
+def test_stage_applies_patches_in_order_and_refuses_bad_ones(tmp_path, upstream):
+    sb = upstream
+    rep = sb.fill_cache()
+    assert {i.status for i in rep.items} == {"imported"}
+    cache = SourceCache(sb.cache)
+    tree = tree_sha256(sb.upstream / "libgreet-1.0")
+    patch = file_sha256(sb.upstream / "greet-loud.patch")
+    out = stage("libgreet", {"libgreet": tree}, [("greet-loud", patch, 1)], cache, tmp_path / "w")
+    assert "HELLO from patched libgreet" in (out["libgreet"] / "greet.c").read_text()
+    assert tree_sha256(cache.tree(tree)) == tree  # the cache entry itself is untouched
+    # applying the same patch twice: --forward refuses instead of reversing it
+    with pytest.raises(UserError, match="package libgreet: patch again does not apply"):
+        cache.add_patch((sb.upstream / "greet-loud.patch").read_bytes(), patch)
+        stage("libgreet", {"libgreet": tree}, [("greet-loud", patch, 1), ("again", patch, 1)], cache, tmp_path / "w")
+
+
+def test_stage_detects_a_modified_cache_entry(tmp_path, upstream):
+    sb = upstream
+    sb.fill_cache()
+    cache = SourceCache(sb.cache)
+    tree = tree_sha256(sb.upstream / "libgreet-1.0")
+    (cache.tree(tree) / "greet.c").write_text("corrupt\n")
+    with pytest.raises(UserError, match="corrupt"):
+        stage("libgreet", {"libgreet": tree}, [], cache, tmp_path / "w")
+
+
+def test_fetch_cli_from_dir_and_json(tmp_path, upstream):
+    from build_fixtures import cli
+
+    sb = upstream
+    code, out, err = cli("fetch", "--recipes", str(sb.graph), "--source-cache", str(tmp_path / "c"),
+                         "--from", str(sb.upstream), "--offline", "--json")
+    assert code == 0, err
+    import json
+
+    data = json.loads(out)
+    assert data["format"] == "deepep-env/fetch-report/v1"
+    assert sorted(i["status"] for i in data["items"]) == ["imported", "imported"]
+    code, out, err = cli("fetch", "--recipes", str(sb.graph), "--source-cache", str(tmp_path / "empty"), "--offline")
+    assert code == 2 and err.count("\n") == 1 and "libgreet" in err and "Traceback" not in err

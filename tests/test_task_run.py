@@ -1,0 +1,119 @@
+"""`deepep-env task`: the pixi.toml tasks, run without pixi — same names, same env, same command.
+
+Local channel (real rattler-build) → lock → check → install (as the task's dependency) → activate →
+run DeepEP's (stand-in) intranode test with the overlay applied."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import lock_fixtures as lf
+
+REPO = Path(__file__).resolve().parents[1]
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@pytest.fixture(scope="session")
+def lt_world(tmp_path_factory):
+    return lf.world(tmp_path_factory)
+
+
+@pytest.fixture
+def proj(lt_world, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
+    p = lf.project_copy(lt_world, tmp_path / "proj")
+    assert lf.run_cli(capsys, "pixi", "sync", "--project", p.root)[0] == 0
+    assert lf.run_cli(capsys, "lock", "lt-host", "--project", p.root)[0] == 0
+    assert lf.run_cli(capsys, "lock", "lt-host", "--check", "--project", p.root)[0] == 0
+    return p
+
+
+def deepep_env(proj, *args: str) -> subprocess.CompletedProcess:
+    """`deepep-env …` as a new process (the task runs commands in subprocesses anyway)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return subprocess.run([sys.executable, "-m", "deepep_env.cli.main", *args, "--project", str(proj.root)]
+                          if "--" not in args else
+                          [sys.executable, "-m", "deepep_env.cli.main", *args[:args.index("--")],
+                           "--project", str(proj.root), *args[args.index("--"):]],
+                          capture_output=True, text=True, env=env, cwd=proj.root, timeout=300)
+
+
+def _last_json(stdout: str) -> dict:
+    return json.loads([ln for ln in stdout.splitlines() if ln.startswith("{")][-1])
+
+
+def test_task_installs_then_runs_the_test_with_the_overlay(proj):
+    from deepep_env.install import read_marker
+
+    r = deepep_env(proj, "task", "deepep-test-intranode", "-e", "lt-host", "--", "--num-processes", "2")
+    assert r.returncode == 0, r.stderr
+    out = _last_json(r.stdout)
+    prefix = proj.prefix_for("lt-host")
+    assert out["test"] == "intranode"
+    assert out["argv"] == ["--num-processes", "2"]               # pixi-style extra arguments
+    assert out["conda_prefix"] == str(prefix)                    # the test ran from the installed prefix
+    assert out["pixi_environment_name"] == "lt-host"
+    assert out["spec_env"]["NCCL_NVLS_ENABLE"] == "0"            # the spec's [env], applied by the overlay
+    assert read_marker(prefix)["env"] == "lt-host"               # installed by the deepep-install dependency
+    # Steps are the pixi.toml definitions, in dependency order.
+    assert "deepep-install (lt-host): deepep-env install lt-host" in r.stderr
+    # A second run re-uses the install (no-op) and runs the low-latency test.
+    r = deepep_env(proj, "task", "deepep-test-low-latency", "-e", "lt-host")
+    assert r.returncode == 0, r.stderr
+    assert "up to date" in r.stdout and _last_json(r.stdout)["test"] == "low_latency"
+
+
+def test_activate_uses_the_installed_prefix(proj):
+    r = deepep_env(proj, "install", "lt-host")
+    assert r.returncode == 0, r.stderr
+    prefix = proj.prefix_for("lt-host")
+    env = dict(os.environ, PYTHONPATH=str(REPO), DEEPEP_ENV_PREFIX=str(prefix))
+    a = subprocess.run([sys.executable, "-m", "deepep_env.cli.main", "activate", "lt-host", "--shell", "bash"],
+                       capture_output=True, text=True, env=env, cwd=proj.root, timeout=120)
+    assert a.returncode == 0, a.stderr
+    assert str(prefix) in a.stdout and "CONDA_PREFIX" in a.stdout
+
+
+def test_plan_is_the_manifest_definition(proj, capsys):
+    rc, out, err = lf.run_cli(capsys, "task", "deepep-test-intranode", "-e", "lt-host", "--json",
+                              "--project", proj.root)
+    assert rc == 0, err
+    plan = json.loads(out)
+    m = tomllib.loads(proj.pixi_toml.read_text())
+    tasks = m["feature"]["lt-host"]["tasks"]
+    assert [s["name"] for s in plan["steps"]] == ["deepep-install", "deepep-test-intranode"]
+    assert [s["cmd"] for s in plan["steps"]] == [tasks["deepep-install"]["cmd"], tasks["deepep-test-intranode"]["cmd"]]
+    assert plan["prefix"] == str(proj.prefix_for("lt-host")) and plan["environment"] == "lt-host"
+
+
+def test_listing_and_errors(proj, capsys):
+    rc, out, _ = lf.run_cli(capsys, "task", "--project", proj.root, "--json")
+    assert rc == 0 and "deepep-test-internode" in json.loads(out)["lt-conda"]
+    assert "deepep-test-internode" not in json.loads(out)["lt-host"]
+    rc, _, err = lf.run_cli(capsys, "task", "deepep-test-intranode", "--project", proj.root)
+    assert rc == 2 and "several environments" in err and "lt-conda, lt-host" in err
+    rc, _, err = lf.run_cli(capsys, "task", "deepep-test-internode", "--dry-run", "--project", proj.root)
+    assert rc == 0  # only lt-conda has it: chosen without -e
+    rc, _, err = lf.run_cli(capsys, "task", "nope", "-e", "lt-host", "--project", proj.root)
+    assert rc == 2 and "has no task 'nope'" in err
+    rc, _, err = lf.run_cli(capsys, "task", "deepep-install", "-e", "nope", "--project", proj.root)
+    assert rc == 2 and "unknown pixi environment 'nope'" in err
+
+
+def test_failing_task_propagates_its_exit_status(proj, capsys):
+    text = proj.pixi_toml.read_text()
+    text += '\n[feature.lt-host.tasks.fails]\ncmd = "echo $GREETING && exit 3"\nenv = { GREETING = "hi-$PIXI_ENVIRONMENT_NAME" }\n'
+    proj.pixi_toml.write_text(text)
+    r = deepep_env(proj, "task", "fails", "-e", "lt-host")
+    assert r.returncode == 3
+    assert "hi-lt-host" in r.stdout and "failed (exit 3)" in r.stderr
