@@ -41,6 +41,7 @@ after a DNS timeout — field notes §5).
 from __future__ import annotations
 
 import re
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,13 +204,18 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
     started = time.monotonic()
     variants = render(recipe_file, context, package=package)
     _check_staged_sources(variants, staged, package, recipe_file)
-    tool = ToolConfiguration(test_strategy="native" if test else "skip")
+    # Packaging, not compiling, dominated NVSHMEM's first build on the GPU machine (large static
+    # device library): compress with every core at a fast zstd level. The payload, and so the build
+    # id, does not depend on it; DEEPEP_ENV_PACKAGE_FORMAT overrides (e.g. "conda:19" for a release).
+    tool = ToolConfiguration(test_strategy="native" if test else "skip", compression_threads=os.cpu_count() or 1)
+    package_format = os.environ.get("DEEPEP_ENV_PACKAGE_FORMAT", "conda:3")
     log: list[str] = []
     packages: list[Path] = []
     output_dir.mkdir(parents=True, exist_ok=True)
     for v in variants:
         try:
-            res = v.run_build(tool_config=tool, output_dir=output_dir, channels=list(channels))
+            res = v.run_build(tool_config=tool, output_dir=output_dir, channels=list(channels),
+                              package_format=package_format)
         except Exception as exc:  # noqa: BLE001
             log += list(getattr(exc, "log", None) or [])
             log.append(f"ERROR: {exc}")

@@ -7,6 +7,7 @@ fast path that imports neither typer nor pydantic: shells run it on every new te
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 # Order is the order of `deepep-env --help`.
@@ -97,5 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     return rv if isinstance(rv, int) else 0
 
 
+def entry() -> None:
+    """Console-script entry. py-rattler 0.28's runtime can abort at interpreter shutdown after any of
+    its async calls ran (PyGILState_Release, exit 134): flush, then leave without the shutdown dance."""
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
