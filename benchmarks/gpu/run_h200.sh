@@ -136,7 +136,7 @@ ptx() {
   build
   lock
   install_env
-  run_test ptx_intranode test_intranode.py
+  run_test ptx_intranode test_intranode.py ${INTRANODE_ARGS:-}
   ENV_NAME=$save
 }
 
@@ -152,7 +152,7 @@ baseline() {
       CPATH=/tmp/deepep-rdma/usr/include:/usr/local/cuda/targets/x86_64-linux/include/cccl \
       $PY -m pip install . --no-deps --no-build-isolation --no-index --target /tmp/hand-site > "$OUT/hand-build.log" 2>&1 )
   fig hand_build_deepep_s "$(since "$t")"
-  ( cd /tmp/hand/tests && PYTHONPATH=/tmp/hand-site $PY test_intranode.py ) > "$OUT/hand_intranode.log" 2>&1
+  ( cd /tmp/hand/tests && PYTHONPATH=/tmp/hand-site $PY test_intranode.py ${INTRANODE_ARGS:-} ) > "$OUT/hand_intranode.log" 2>&1
   fig hand_intranode_exit $?
   $PY benchmarks/gpu/parse_deepep.py "$OUT/hand_intranode.log" "hand_intranode_" | tee -a "$FIG"
 }
@@ -162,7 +162,7 @@ has build && build
 has lock && lock
 has install && install_env
 has doctor && doctor
-has intranode && run_test intranode test_intranode.py
+has intranode && run_test intranode test_intranode.py ${INTRANODE_ARGS:-}
 has lowlatency && run_test lowlatency test_low_latency.py
 has noop && noop
 has verified && verified

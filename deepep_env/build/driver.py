@@ -193,6 +193,36 @@ def _check_staged_sources(variants, staged: Sequence[Path], package: str, recipe
                     "(rattler-build would drop files the source's own .gitignore lists)", file=recipe_file)
 
 
+class _LiveLog:
+    """rattler-build progress callback that appends each log line, timestamped, to ``<log>.live`` as
+    it happens: a build killed midway (a time limit, a lost machine) still leaves its story."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(path, "a", buffering=1, encoding="utf-8", errors="replace")
+
+    def _w(self, text: str) -> None:
+        self._fh.write(f"[{time.strftime('%H:%M:%S')}] {text}\n")
+
+    def on_download_start(self, event: Any) -> None:  # noqa: D102 - protocol methods
+        pass
+
+    def on_download_progress(self, event: Any) -> None:  # noqa: D102
+        pass
+
+    def on_download_complete(self, event: Any) -> None:  # noqa: D102
+        pass
+
+    def on_build_step(self, event: Any) -> None:  # noqa: D102
+        self._w(f"step: {getattr(event, 'step_name', None) or getattr(event, 'message', None) or event}")
+
+    def on_log(self, event: Any) -> None:  # noqa: D102
+        self._w(str(getattr(event, "message", event)))
+
+    def close(self) -> None:
+        self._fh.close()
+
+
 def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_dir: Path,
         channels: Sequence[str], log_path: Path, staged: Sequence[Path] = (), test: bool = True) -> DriverResult:
     """Render and build every output of ``recipe_file`` into ``output_dir``; keep the log at
@@ -212,10 +242,11 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
     log: list[str] = []
     packages: list[Path] = []
     output_dir.mkdir(parents=True, exist_ok=True)
+    live = _LiveLog(log_path.with_name(log_path.name + ".live"))
     for v in variants:
         try:
             res = v.run_build(tool_config=tool, output_dir=output_dir, channels=list(channels),
-                              package_format=package_format)
+                              package_format=package_format, progress_callback=live)
         except Exception as exc:  # noqa: BLE001
             log += list(getattr(exc, "log", None) or [])
             log.append(f"ERROR: {exc}")
@@ -227,5 +258,6 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
             raise UserError(f"package {package}: {stage}: {msg}; log: {log_path}") from None
         log += list(res.log)
         packages += [Path(p) for p in res.packages]
+    live.close()
     write_text(log_path, "\n".join(log) + "\n")
     return DriverResult(packages, time.monotonic() - started, log)

@@ -59,7 +59,6 @@ fi
 jobs="${CPU_COUNT:-$(nproc)}"
 echo "deepep-env: NVSHMEM archs=${NVSHMEM_ARCHS} IBGDA=$IBGDA GDRCopy=$GDR CUDA_HOME=$CUDA_HOME rdma-core=$RDMA jobs=$jobs"
 
-t0=$(date +%s)
 cmake -S . -B _build -G Ninja \
   -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_INSTALL_PREFIX="$PREFIX" \
@@ -82,9 +81,7 @@ cmake -S . -B _build -G Ninja \
 
 # CPATH/LIBRARY_PATH stay exported: the device library is an ExternalProject configured during the
 # build step and sees only a fixed list of -D arguments.
-echo "deepep-env: configured in $(( $(date +%s) - t0 )) s"
 cmake --build _build -j "$jobs"
-echo "deepep-env: compiled in $(( $(date +%s) - t0 )) s"
 cmake --install _build
 # Upstream installs sources and notes at the prefix root; keep the license, drop the rest.
 mkdir -p "$PREFIX/share/doc/nvshmem"
