@@ -153,6 +153,10 @@ def check_deepep(ctx: DoctorContext, emit: Emitter) -> None:
                 "reinstall the env (`deepep-env install`); the installed module is damaged",
             )
             continue
+        if symbol in names:
+            # Say what was verified, not only what is wrong (issue 9: doctor confirms PR #466).
+            ctx.notes.append(f"deepep: {feat} present in the module Python imports ({symbol} defined in {path})")
+            continue
         if symbol not in names:
             emit(
                 finding_id(feat),
