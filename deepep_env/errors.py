@@ -12,6 +12,11 @@ if TYPE_CHECKING:  # pathlib costs milliseconds on the activate fast path
     from pathlib import Path
 
 
+import re
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
 class UserError(Exception):
     """Bad input or an unmet precondition, rendered as one line."""
 
@@ -45,8 +50,10 @@ class UserError(Exception):
         text = f"{where}: {self.message}" if where else self.message
         if self.accepted:
             text += f" (accepted: {self.accepted})"
-        # Always one line: a hostile value with a newline must not forge a second line.
-        return " ".join(text.split("\n"))
+        # Always one line, and no raw terminal control: a hostile value with a newline must not forge
+        # a second line, an ANSI or bidi sequence must not repaint the terminal.
+        text = " ".join(text.split("\n"))
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
 class StaleError(UserError):

@@ -103,8 +103,9 @@ def _host_sections(name: str, project: Project, r: ResolvedSpec, root: Optional[
     if demo_host:
         from deepep_env.platform.demo import materialize_demo_host
 
-        tmp = tempfile.mkdtemp(prefix="deepep-env-demo-host-")
-        root = str(materialize_demo_host(demo_host, Path(tmp)))
+        with tempfile.TemporaryDirectory(prefix="deepep-env-demo-host-") as tmp:
+            demo_root = str(materialize_demo_host(demo_host, Path(tmp)))
+            return host_view(r, project, root=demo_root, platform=platform, demo_host=demo_host)
     return host_view(r, project, root=root or "/", platform=platform, demo_host=demo_host)
 
 

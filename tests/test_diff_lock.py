@@ -56,7 +56,8 @@ def test_diff_is_data_with_pinned_first_and_build_ids(two_locks, lt_world):
     (bid,) = d.build_ids
     assert bid.package == "deep-ep"
     assert bid.old == lt_world.builds["lt-conda"]["deep-ep"][1:11] and bid.new == builds["deep-ep"][1:11]
-    assert d.summary() == {"added": 0, "removed": 0, "changed": 2, "build_ids_changed": 1}
+    assert d.summary() == {"added": 0, "removed": 0, "changed": 2, "build_ids_changed": 1,
+                           "virtual_packages_changed": 0}
 
 
 def test_diff_cli_formats(two_locks, capsys):

@@ -155,11 +155,22 @@ def test_pip_nvshmem_loads_first_without_preload(tmp_path):
     root = build_host(tmp_path / "h", "gcp-b200")
     venv = make_torch_venv(tmp_path / "venv")
     pfx = make_prefix(tmp_path / "pfx", python="host", python_executable=str(venv / "bin/python3"))
+    # a hand-written launcher (seed 000's env script) on a host holding both: the env's deep_ep and
+    # the venv on PYTHONPATH (host-only doctor knows no interpreter), no preload
+    make_torch_venv(root / "opt/venv")
+    make_prefix(root / "opt/env", python="host", python_executable="/opt/venv/bin/python3")
+    r = doctor(root, environ={"PYTHONPATH": "/opt/env/lib/python3.12/site-packages:/opt/venv/lib/python3.12/site-packages"})
+    f = find(r, "nvshmem.host-mismatch")
+    assert "/opt/venv/lib/python3.12/site-packages/nvidia/nvshmem/lib/libnvshmem_host.so.3" in f.title and f.severity == "error"
+    assert "LD_PRELOAD=/opt/env/lib/libnvshmem_host.so.3" in f.fix
+    # `deepep-env run` sees the venv's pip NVSHMEM and preloads the env's copy (the overlay reads
+    # the env's Python on this machine, as doctor does): only processes outside it are at risk
     r = doctor(root, "gcp-b200", prefix=pfx)
     f = find(r, "nvshmem.host-mismatch")
-    assert "nvidia/nvshmem/lib/libnvshmem_host.so.3" in f.title and f.severity == "error"
-    assert str(pfx / "lib/libnvshmem_host.so.3") in f.fix
-    # LD_PRELOAD of the env's copy (what the overlay sets on a live host) wins
+    assert f.severity == "info" and f.title.startswith("outside deepep-env only") and str(pfx / "lib/libnvshmem_host.so.3") in f.fix
+    assert r.context["nvshmem_host"]["loads"] == str(pfx / "lib/libnvshmem_host.so.3")
+    assert "prepended by overlay rule nvshmem-preload" in r.context["environment"]["LD_PRELOAD"]["source"]
+    # LD_PRELOAD of the env's copy wins everywhere
     r = doctor(root, "gcp-b200", prefix=pfx, environ={"LD_PRELOAD": str(pfx / "lib/libnvshmem_host.so.3")})
     quiet(r, "nvshmem.host-mismatch")
     assert r.context["nvshmem_host"]["loads"] == str(pfx / "lib/libnvshmem_host.so.3")

@@ -20,6 +20,7 @@ rattler-build scratch, removed after a successful build), ``locks/``, ``builds/<
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -124,6 +125,28 @@ def _require_ids(nodes: Sequence[BuildNode], env: Optional[str]) -> None:
                             accepted=f"run `{hint}` on a machine with network and record the printed hash there")
 
 
+def _built_version(entry: StoreEntry, node: BuildNode) -> str:
+    """Version of the output named like the node (else of the first output)."""
+    for o in entry.outputs:
+        if o.name == node.package:
+            return o.version
+    return entry.outputs[0].version if entry.outputs else node.version
+
+
+def _check_outside(nodes: Sequence[BuildNode], extra_channels: Sequence[str], recipes_dir: Path) -> None:
+    """With no channel to solve from, a requirement no recipe produces can never be met: say so
+    before building anything rather than after a solver failure midway through the graph."""
+    if extra_channels:
+        return
+    for n in nodes:
+        outside = list(n.meta.get("outside_requirements") or ())
+        if outside:
+            raise UserError(f"package {n.package}: requires {', '.join(outside)}, which no recipe under "
+                            f"{recipes_dir} produces, and no channel to solve it from was given",
+                            file=n.recipe_dir / "recipe.yaml",
+                            accepted="a recipe for it in the graph, or --extra-channel URL (extra_channels=)")
+
+
 def _closure(node: BuildNode, by: dict[str, BuildNode]) -> list[BuildNode]:
     seen: dict[str, BuildNode] = {}
     stack = list(node.deps)
@@ -139,10 +162,12 @@ def _closure(node: BuildNode, by: dict[str, BuildNode]) -> list[BuildNode]:
 class _Builder:
     def __init__(self, *, store: Path, channel: Path, source_cache: Path, state: Path, offline: bool,
                  jobs: Optional[int], progress: Optional[Progress], extra_channels: Sequence[str], env: Optional[str]):
-        self.store = Store(Path(store))
-        self.channel = Channel(Path(channel))
-        self.cache = SourceCache(Path(source_cache))
-        self.state = Path(state)
+        # Absolute: staged source paths are handed to rattler-build, which resolves a relative
+        # path against the recipe folder, not the cwd (`--store s/store` once failed that way).
+        self.store = Store(Path(store).resolve())
+        self.channel = Channel(Path(channel).resolve())
+        self.cache = SourceCache(Path(source_cache).resolve())  # staged paths must not depend on the cwd
+        self.state = Path(state).resolve()
         self.offline = offline
         self.jobs = jobs or os.cpu_count() or 1
         self.progress = progress or (lambda *a: None)
@@ -177,8 +202,19 @@ class _Builder:
         channels = [build_chan.url(), *self.extra_channels]
         ctx = recipe_context(node, source_dirs=staged, deps=[by[d] for d in node.deps if d in by], jobs=self.jobs,
                              primary=primary_source(node.package, list(staged)))
-        res = run_rattler_build(node.recipe_dir / "recipe.yaml", ctx, package=node.package, output_dir=out_dir,
-                                channels=channels, log_path=self._log(node), staged=list(staged.values()))
+        try:
+            res = run_rattler_build(node.recipe_dir / "recipe.yaml", ctx, package=node.package, output_dir=out_dir,
+                                    channels=channels, log_path=self._log(node), staged=list(staged.values()))
+        except UserError as exc:
+            outside = list(node.meta.get("outside_requirements") or ())
+            if "Failed to resolve dependencies" in exc.message and outside:
+                # rattler-build does not say which spec failed; name the requirements that no
+                # recipe of the graph produces (channel URLs are not printed: they may hold tokens)
+                where = "the given channels" if self.extra_channels else "any channel (none given)"
+                raise UserError(f"{exc.message}; not built by this graph and not found in {where}: "
+                                f"{', '.join(outside)}", accepted="a recipe for it in the graph, or a channel "
+                                "that has it (--extra-channel / extra_channels=)") from None
+            raise
         return res.packages, time.monotonic() - started
 
     def publish(self, entry: StoreEntry) -> bool:
@@ -213,14 +249,21 @@ class _Builder:
                         shutil.rmtree(work, ignore_errors=True)
                         status = "built"
             self.entries[node.package] = entry
+            # The version a dependent pins (dep_<pkg>, <pkg>_version) is the one actually built: a
+            # recipe may compute it with an expression graph.py does not evaluate.
+            version = _built_version(entry, node)
+            if version != node.version:
+                node = dataclasses.replace(node, version=version)
+                by[node.package] = node
             if self.publish(entry):
                 index(self.channel.root)
-            result = NodeResult(node.package, node.id, node.version, status, seconds,
+            result = NodeResult(node.package, node.id, version, status, seconds,
                                 [o.file for o in entry.outputs],
                                 str(self._log(node)) if self._log(node).is_file() else None)
             report.nodes.append(result)
             self.progress("done", node, result)
         if check:
+            nodes = [by[n.package] for n in nodes]
             wanted = set(check) if not isinstance(check, bool) else set(by)
             unknown = wanted - set(by)
             if unknown:
@@ -299,11 +342,17 @@ def build_env(env_name: str, project, *, store: Optional[Path] = None, channel: 
 def build_recipes(recipes_dir: Path, *, store: Path, channel: Path, source_cache: Path,
                   state: Optional[Path] = None, offline: bool = False, check: bool | Sequence[str] = False,
                   jobs: Optional[int] = None, progress: Optional[Progress] = None,
-                  variant: Optional[dict[str, Any]] = None) -> BuildReport:
-    """Build every recipe folder under ``recipes_dir`` (``deepep-env build --recipes DIR``)."""
+                  variant: Optional[dict[str, Any]] = None, extra_channels: Sequence[str] = ()) -> BuildReport:
+    """Build every recipe folder under ``recipes_dir`` (``deepep-env build --recipes DIR``).
+
+    Requirements that no recipe under ``recipes_dir`` produces are solved from ``extra_channels``
+    (after the graph's own outputs, which win by strict channel priority); with none given they are
+    refused up front, one line naming the package and the requirement."""
     nodes = nodes_from_recipe_dirs(recipe_dirs_under(Path(recipes_dir)), variant=variant)
+    _check_outside(nodes, extra_channels, Path(recipes_dir))
     return build_graph(nodes, store=store, channel=channel, source_cache=source_cache, state=state,
-                       offline=offline, check=check, jobs=jobs, progress=progress, name=Path(recipes_dir).name)
+                       offline=offline, check=check, jobs=jobs, progress=progress, name=Path(recipes_dir).name,
+                       extra_channels=extra_channels)
 
 
 __all__ = [

@@ -79,7 +79,8 @@ def recipe_context(node, *, source_dirs: Mapping[str, Path], deps: Sequence, job
                    primary: Optional[str]) -> dict[str, Any]:
     """The render context of ``node`` (a :class:`deepep_env.buildplan.BuildNode`)."""
     ctx: dict[str, Any] = {k: _value(v) for k, v in node.variant.items()}
-    ctx.setdefault("version", node.version)
+    if node.version:  # "" = the recipe computes its own version (recipe graphs)
+        ctx.setdefault("version", node.version)
     ctx["build_string"] = node.build_string
     ctx["build_id"] = node.id or ""
     ctx["jobs"] = int(jobs)

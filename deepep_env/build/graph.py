@@ -44,6 +44,7 @@ class RecipeInfo:
     version: Optional[str]
     outputs: list[str]                 # conda package names it produces
     requirements: set[str] = field(default_factory=set)   # raw names, resolved where possible
+    unconditional: set[str] = field(default_factory=set)  # those not under an if: (always needed)
     dep_refs: set[str] = field(default_factory=set)       # idents used as ${{ dep_<x> }}
     path_sources: list[str] = field(default_factory=list)  # own path: sources as written
 
@@ -59,25 +60,26 @@ def _subst(text: Any, ctx: Mapping[str, Any]) -> Any:
     return text
 
 
-def _items(value: Any) -> Iterable[Any]:
-    """Flatten a requirements list, taking both branches of rattler's ``if/then/else``."""
+def _items(value: Any, _cond: bool = False, *, with_cond: bool = False) -> Iterable[Any]:
+    """Flatten a requirements list, taking both branches of rattler's ``if/then/else``
+    (``with_cond``: yield ``(item, under_a_condition)``)."""
     if value is None:
         return
     if isinstance(value, list):
         for v in value:
-            yield from _items(v)
+            yield from _items(v, _cond, with_cond=with_cond)
     elif isinstance(value, dict) and "if" in value:
-        yield from _items(value.get("then"))
-        yield from _items(value.get("else"))
+        yield from _items(value.get("then"), True, with_cond=with_cond)
+        yield from _items(value.get("else"), True, with_cond=with_cond)
     else:
-        yield value
+        yield (value, _cond) if with_cond else value
 
 
-def _req_sections(doc: Mapping[str, Any]) -> Iterable[Any]:
+def _req_sections(doc: Mapping[str, Any]) -> Iterable[tuple[Any, bool]]:
     reqs = doc.get("requirements") or {}
     if isinstance(reqs, dict):
         for key in ("build", "host", "run"):
-            yield from _items(reqs.get(key))
+            yield from _items(reqs.get(key), with_cond=True)
 
 
 def _sources(doc: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
@@ -123,21 +125,19 @@ def read_recipe(recipe_dir: Path) -> RecipeInfo:
         docs = [doc]
     info = RecipeInfo(recipe_dir, name, version, outputs)
     for d in docs:
-        for req in _req_sections(d):
+        for req, cond in _req_sections(d):
             if not isinstance(req, str):
                 continue
             for m in re.finditer(r"\bdep_([A-Za-z0-9_]+?)(?:_version|_build_string)?\s*\}\}", req):
                 info.dep_refs.add(m.group(1))
             pin = _PIN.search(req)
-            if pin:
-                info.requirements.add(pin.group(1))
-                continue
             s = _subst(req, ctx)
-            if s.lstrip().startswith("${{"):
-                continue
-            m = _NAME.match(s)
-            if m:
-                info.requirements.add(m.group(1))
+            m = None if pin or s.lstrip().startswith("${{") else _NAME.match(s)
+            name = pin.group(1) if pin else (m.group(1) if m else None)
+            if name:
+                info.requirements.add(name)
+                if not cond:
+                    info.unconditional.add(name)
         for s in _sources(d):
             p = s.get("path")
             if isinstance(p, str) and "${{" not in _subst(p, ctx):
@@ -208,6 +208,7 @@ def toposort(nodes: Sequence[BuildNode]) -> list[BuildNode]:
     if len(out) != len(nodes):
         left = {p for p, k in indeg.items() if k > 0}
         # walk one cycle to name it
+        # every node left has a dep left (indegree > 0), so this walk always closes a cycle
         start = sorted(left)[0]
         path, cur = [start], start
         while True:
@@ -235,6 +236,15 @@ def recipe_dirs_under(root: Path) -> list[Path]:
 def nodes_from_recipe_dirs(dirs: Iterable[Path], variant: Optional[Mapping[str, Any]] = None) -> list[BuildNode]:
     """Build nodes (with ids) for every recipe folder in ``dirs``, in dependency order."""
     infos = [read_recipe(Path(d)) for d in dirs]
+    first: dict[str, RecipeInfo] = {}
+    for i in infos:
+        # Nodes, store entries and channel files are keyed by package name: two folders giving the
+        # same name would silently collapse into one node (and once crashed the cycle walk).
+        if i.package in first:
+            raise UserError(f"package {i.package!r} is defined by two recipe folders: {first[i.package].dir} "
+                            f"and {i.dir}", file=i.dir / "recipe.yaml",
+                            accepted="one recipe folder per package name (rename one package)")
+        first[i.package] = i
     owner: dict[str, str] = {}
     for i in infos:
         for o in {*i.outputs, i.package}:
@@ -247,6 +257,9 @@ def nodes_from_recipe_dirs(dirs: Iterable[Path], variant: Optional[Mapping[str, 
     for i in infos:
         deps = {owner[r] for r in i.requirements if r in owner} | {by_ident[r] for r in i.dep_refs if r in by_ident}
         deps.discard(i.package)
+        # Requirements no recipe of the graph produces: they must come from the channels the build
+        # is given (build_recipes(extra_channels=…), `--extra-channel`); named when they cannot.
+        outside = sorted(r for r in i.unconditional if r not in owner and not r.startswith("__"))
         pin, patches, version = _catalog_source(i)
         sources = {}
         own = _own_path_sources(i)
@@ -255,9 +268,11 @@ def nodes_from_recipe_dirs(dirs: Iterable[Path], variant: Optional[Mapping[str, 
         if pin is not None:
             sources[i.package] = pin
         nodes.append(BuildNode(
-            package=i.package, recipe_dir=i.dir, version=version or "0", variant=dict(variant or {}),
+            # "" when the version is a Jinja expression we do not evaluate (``${{ a ~ "." ~ b }}``):
+            # the builder then takes it from the built package (it is not part of the id).
+            package=i.package, recipe_dir=i.dir, version=version or "", variant=dict(variant or {}),
             sources=sources, patches=patches, externals={}, deps=tuple(sorted(deps)),
-            meta={"own_sources": sorted(own)},
+            meta={"own_sources": sorted(own), "outside_requirements": outside},
         ))
     done = []
     ids: dict[str, Optional[str]] = {}

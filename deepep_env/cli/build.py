@@ -21,12 +21,18 @@ def _progress(console):
             if state["status"] is not None:
                 state["status"].stop()
             colour = "green" if result.status == "built" else "dim"
-            console.print(f"[{colour}]{result.status:6}[/] {node.package} {node.version} {node.build_string}"
+            console.print(f"[{colour}]{result.status:6}[/] {node.package} {result.version} {node.build_string}"
                           f"  {result.seconds:.1f}s")
         elif event == "check":
             console.print(f"[yellow]check [/] {node.package}: rebuilding to compare payloads")
 
     return cb
+
+
+def _channel_url(c: str) -> str:
+    # a folder given on the command line becomes a file:// URL; URLs and channel names pass as given
+    p = Path(c)
+    return p.resolve().as_uri() if "://" not in c and (p.is_dir() or c.startswith((".", "/"))) else c
 
 
 def register(app: typer.Typer) -> None:
@@ -41,6 +47,8 @@ def register(app: typer.Typer) -> None:
         check: bool = typer.Option(False, "--check", help="rebuild every package and compare payloads"),
         check_package: List[str] = typer.Option([], "--check-package", help="rebuild and compare only this package"),
         jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="parallel jobs inside a build (make -j)"),
+        extra_channel: List[str] = typer.Option([], "--extra-channel", help="with --recipes: a channel (URL or "
+                                                "folder) for requirements no recipe of DIR builds; repeatable"),
         project: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -64,8 +72,12 @@ def register(app: typer.Typer) -> None:
             report = build_recipes(recipes, store=store or proj.store, channel=channel or proj.channel,
                                    source_cache=source_cache or proj.source_cache,
                                    state=None if store else proj.state, offline=offline, check=check_arg,
-                                   jobs=jobs, progress=progress)
+                                   jobs=jobs, progress=progress,
+                                   extra_channels=[_channel_url(c) for c in extra_channel])
         else:
+            if extra_channel:
+                raise UserError("--extra-channel goes with --recipes DIR (an env's channels come from its spec)",
+                                field="--extra-channel")
             if not env:
                 raise UserError("name an env (or pass --recipes DIR)", field="ENV")
             report = build_env(env, find_project(project), store=store, channel=channel, source_cache=source_cache,

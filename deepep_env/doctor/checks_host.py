@@ -289,10 +289,14 @@ def ports_in_use(ctx: DoctorContext) -> list[tuple[Nic, Port]]:
     if hl:
         exclude, items = parse_hca_list(hl)
         names = {n for n, _ in items}
-        nics = [n for n in nics if (n.hca in names) != exclude]
+        chosen = [n for n in nics if (n.hca in names) != exclude]
     else:
         prefix = ctx.env.get("NVSHMEM_HCA_PREFIX") or NVSHMEM_DEFAULT_HCA_PREFIX
-        nics = [n for n in nics if n.hca.startswith(prefix)]
+        chosen = [n for n in nics if n.hca.startswith(prefix)]
+    # A prefix/list that selects nothing is its own finding (host.hca-prefix / host.hca-list);
+    # it must not hide a bad GID index behind it: once the prefix is fixed (mlx5 → rocep, field
+    # notes §1) those very ports are the ones in use, and NCCL ignores NVSHMEM's prefix anyway.
+    nics = chosen or nics
     return [(n, p) for n in nics for p in n.usable_ports()]
 
 

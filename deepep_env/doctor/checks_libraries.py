@@ -95,7 +95,36 @@ def _system_provider_dirs(ctx: DoctorContext) -> list[str]:
             if ctx.paths.is_dir(f"{d}/libibverbs")]
 
 
-@check("libraries", IDS)
+SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
+
+
+def _own_mlx5_abis(ctx: DoctorContext, d: str) -> set[int]:
+    """Provider ABIs shipped beside a non-system libibverbs (``<d>/libibverbs/libmlx5-rdmav<N>.so``):
+    the ABI that copy asks for. A system copy's own dir is the shared provider dir: unknown."""
+    if d in SYSTEM_LIB_DIRS or not ctx.paths.is_dir(f"{d}/libibverbs"):
+        return set()
+    return {abi for _, name, abi in providers_in(ctx, f"{d}/libibverbs") if name == "mlx5"}
+
+
+def seed002_fix_applied(ctx: DoctorContext, copy_dirs: list[str], system_abis: set[int]) -> bool:
+    """Seed 002's fix: every non-system libibverbs (GKE's /usr/local/nvidia/lib64, rdmav57) has its
+    mlx5 provider ABI in the system provider directory, where libibverbs looks by default — so
+    whichever copy a process loads (only one per process: one soname), it finds its own driver and
+    no RDMAV_DRIVERS is needed. Two copies are then no fault. A copy whose ABI cannot be told (no
+    provider beside it) is not proven fixed."""
+    others = [d for d in copy_dirs if d not in SYSTEM_LIB_DIRS]
+    if not others:
+        return False
+    for d in others:
+        want = _own_mlx5_abis(ctx, d)
+        if not want or not (want & system_abis):
+            return False
+    return True
+
+
+# current_env_too: the overlay repairs RDMAV_DRIVERS/LD_LIBRARY_PATH for `deepep-env run`; a
+# spawned child or hand launcher keeps the job YAML's values (seed 002) — reported as info.
+@check("libraries", IDS, current_env_too=True)
 def check_libraries(ctx: DoctorContext, emit: Emitter) -> None:
     """One libibverbs and one provider ABI reachable; RDMAV_DRIVERS, LD_PRELOAD, *_HOME lead somewhere (seed 002)."""
     paths = ctx.paths
@@ -122,6 +151,15 @@ def check_libraries(ctx: DoctorContext, emit: Emitter) -> None:
     mlx5_abis = sorted({abi for _, name, abi in providers if name == "mlx5"})
     ctx.info["libibverbs"] = [{"file": f, "why": why} for _, f, why in order]
     conflict = len(copies) > 1
+    system_abis = {abi for pd in _system_provider_dirs(ctx) for _, name, abi in providers_in(ctx, pd) if name == "mlx5"}
+    if conflict and seed002_fix_applied(ctx, [d for d, _, _ in order], system_abis):
+        ctx.notes.append("libibverbs: " + ", ".join(f"{f} ({i})" for i, fs in copies.items() for f, _ in fs[:1])
+                         + " are reachable, and each finds its mlx5 provider ABI in the system provider directory "
+                         f"(rdmav{', rdmav'.join(map(str, sorted(system_abis)))}): seed 002's fix is in place")
+        conflict = False
+        resolved = True
+    else:
+        resolved = False
     # A copy only in the env prefix (conda-forge rdma-core) brings its own providers and, loaded
     # first through RPATH, is reused by soname: a hazard worth a warning, not seed 002's error.
     host_only = {i for i, fs in copies.items() if any(why != "the env prefix (RPATH $ORIGIN)" for _, why in fs)}
@@ -145,6 +183,7 @@ def check_libraries(ctx: DoctorContext, emit: Emitter) -> None:
         )
     else:
         installed: dict[str, list[str]] = {}
+        installed_dirs: list[str] = []
         from deepep_env.platform.probes import LIBRARY_DIRS
 
         seen_dirs: set[str] = set()
@@ -156,7 +195,16 @@ def check_libraries(ctx: DoctorContext, emit: Emitter) -> None:
             c = ibverbs_copy(ctx, d)
             if c is not None:
                 installed.setdefault(c[1], []).append(c[0])
-        if len(installed) > 1:
+                installed_dirs.append(d)
+        if len(installed) > 1 and not resolved:
+            resolved = seed002_fix_applied(ctx, installed_dirs, system_abis)
+        # Both ABIs in the system provider dir is the fix itself when each belongs to an installed
+        # copy (one is the system copy's own): libibverbs opens only lib<drv>-rdmav<its ABI>.so.
+        shipped = {a for d in installed_dirs for a in _own_mlx5_abis(ctx, d)}
+        mix_is_fix = resolved and len(set(mlx5_abis) - shipped) <= 1
+        # A hazard of the installed files, not of an environment: never an "outside deepep-env
+        # only" info (the overlay fixes nothing about it; the effective run says what applies).
+        if len(installed) > 1 and not resolved and not (ctx.overlay_applied and ctx.env.label == "current"):
             emit(
                 "lib.ibverbs-multiple-installed",
                 "warning",
@@ -167,7 +215,7 @@ def check_libraries(ctx: DoctorContext, emit: Emitter) -> None:
                 [Evidence(value=v, file=fs[0]) for v, fs in installed.items()] + [lp_ev],
                 "remove the copy you do not use, or keep its directory off LD_LIBRARY_PATH everywhere",
             )
-        if len(mlx5_abis) > 1:
+        if len(mlx5_abis) > 1 and not mix_is_fix:
             emit(
                 "lib.provider-mix",
                 "warning",

@@ -150,21 +150,29 @@ def check_nic_handler(ctx: DoctorContext, emit: Emitter) -> None:
             handler_keys, why = dict(IBGDA_KEYS), f"{name}=gpu"
         elif "driver-keys" in ctx.profile_rules and handler != "cpu":
             handler_keys, why = dict(IBGDA_KEYS), f"IBGDA on {plat} (seed 003)"
-        elif handler in ("", "auto") and "nic-handler-gpu" in ctx.profile_rules:
-            handler_keys, why = dict(IBGDA_KEYS), f"the GPU NIC handler {plat} needs ({name} {'unset' if not handler else 'auto'})"
+        elif handler in ("", "auto", "cpu") and "nic-handler-gpu" in ctx.profile_rules:
+            # cpu included: it hangs here, so its fix is gpu, which needs the keys — reporting them
+            # only after the handler is fixed would cost a second round trip (seed 000 + seed 003).
+            state = {"": "unset", "auto": "auto", "cpu": "cpu hangs here"}[handler]
+            handler_keys, why = dict(IBGDA_KEYS), f"the GPU NIC handler {plat} needs ({name} {state})"
     host = ctx.spec_host()
     spec_keys = dict(getattr(host, "driver_params", {}) or {})
     if handler_keys or spec_keys:
         _driver_keys(ctx, emit, name, handler_keys, spec_keys, why)
 
     # -- GDRCopy preloaded with the GPU handler -----------------------------------------------------
-    if handler == "gpu":
+    # Also where the platform needs the GPU handler but another is set or left to auto: the fix
+    # there is gpu, which does not use GDRCopy (seed 000 §4 problem 2 removed it). On platforms
+    # where the CPU handler is fine (H20), a GDRCopy preload for it is legitimate: quiet.
+    gpu_only = rdma and "nic-handler-gpu" in ctx.profile_rules
+    if handler == "gpu" or (gpu_only and handler in ("", "auto", "cpu")):
         gdr = [p for p in preload_entries(ctx) if p.rsplit("/", 1)[-1].startswith("libgdrapi")]
         if gdr:
+            how = f"{name}=gpu" if handler == "gpu" else f"{name}={handler or 'unset'} on {plat}, where only the GPU handler works"
             emit(
                 "nic-handler.gdrcopy-preload",
                 "warning",
-                f"GDRCopy ({gdr[0]}) is preloaded while {name}=gpu: the GPU handler does not use it "
+                f"GDRCopy ({gdr[0]}) is preloaded while {how}: the GPU handler does not use it "
                 "(a leftover of the cpu-handler setup, seed 000 §4 problem 2)",
                 [ctx.env.evidence("LD_PRELOAD"), ctx.env.evidence(name)],
                 f"remove {gdr[0]} from LD_PRELOAD",

@@ -47,12 +47,23 @@ def same_file(ctx: DoctorContext, a: str, b: str) -> bool:
         return False
 
 
-@check("nvshmem", IDS)
+# current_env_too: when `deepep-env run` preloads the env's copy, a launcher that bypasses it still
+# loads pip torch's NVSHMEM first (seed 000's hand-written env script) — reported as info.
+@check("nvshmem", IDS, current_env_too=True)
 def check_nvshmem(ctx: DoctorContext, emit: Emitter) -> None:
     """The libnvshmem_host that loads is the one deep_ep_cpp was built against (field notes §3)."""
     if ctx.prefix and ctx.meta is None:
         return
     found = locate_deep_ep(ctx)
+    if (found is None or found.kind != "package") and ctx.env.label == "current" and ctx.overlay_applied and ctx.meta is not None:
+        # Outside `deepep-env run` a host python does not search the prefix; a launcher that puts
+        # the env's site-packages on PYTHONPATH by hand (seed 000's unified-env.sh) still imports
+        # this copy, without the LD_PRELOAD the overlay adds: check that process.
+        from deepep_env.doctor.context import local_site_dirs
+        from deepep_env.doctor.pythonpath import PathEntry, find_module
+
+        found = find_module(ctx.paths, [PathEntry(sp, "the env's site-packages (on PYTHONPATH by hand)", True)
+                                        for sp in local_site_dirs(ctx.meta.prefix)], "deep_ep")
     if found is None or found.kind != "package":
         return
     site = os.path.dirname(found.dir)

@@ -151,7 +151,8 @@ def run_doctor(
 
             pch, pnotes = prefix_changes(meta, shell_scripts=True)
             ov = build_overlay(det.facts, det.platform, prefix=meta.prefix, spec_env=meta.spec_env,
-                               python_executable=meta.python_executable, environ=environ)
+                               python_executable=meta.python_executable, environ=environ,
+                               site_dirs=_overlay_site_dirs(fs, live, meta, environ, cwd))
             overlay = Overlay(ov.platform, tuple(pch) + ov.changes, tuple(pnotes) + ov.notes)
             applied = True
         elif env:
@@ -185,9 +186,9 @@ def run_doctor(
             effective = EnvView(scripted, origins, "effective")
     current = effective_environment(environ, None)
     local_roots = [pfx] if pfx else []
-    exe = getattr(meta, "python_executable", None)
-    if exe and os.path.isabs(exe) and os.path.exists(exe):
-        local_roots.append(os.path.dirname(os.path.dirname(exe)))
+    py_root = _local_python_root(getattr(meta, "python_executable", None))
+    if py_root:
+        local_roots.append(py_root)
     paths = PathView(fs, live, local_roots, cwd)
     if not paths.captures_software:
         notes.append(f"{fs.root} holds no installed software (no /usr, /opt, /home): paths the environment names are not checked")
@@ -253,6 +254,41 @@ def run_doctor(
         traffic=traffic_result,
         context=context,
     )
+
+
+# A system interpreter's root is the host's own /usr: reading it "on this machine" under --root
+# would check this machine's /usr/local/nvidia, /usr/local/gib, /usr/lib… instead of the tree's
+# (false alarms and missed seed-002 conflicts when a host-python env is checked against a tree).
+SYSTEM_PYTHON_ROOTS = ("/", "/usr", "/usr/local")
+
+
+def _local_python_root(exe: Optional[str]) -> Optional[str]:
+    """The env's own Python install (a venv), read on this machine; None for a system python."""
+    if not exe or not os.path.isabs(exe) or not os.path.exists(exe):
+        return None
+    base = os.path.normpath(os.path.dirname(os.path.dirname(exe)))
+    return None if base in SYSTEM_PYTHON_ROOTS else base
+
+
+def _overlay_site_dirs(fs, live: bool, meta, environ: Mapping[str, str], cwd: str) -> list[str]:
+    """The site dirs the overlay's nvshmem-preload rule searches, as `deepep-env run` would on the
+    machine that holds the prefix. Under --root the overlay alone looks only inside the tree, but
+    doctor reads the env's Python (a pip-torch venv) on this machine: without it here, pip's
+    nvidia-nvshmem would be seen by the nvshmem check and not by the overlay, and doctor would
+    call an error what `deepep-env run` already fixes with LD_PRELOAD (field notes §3)."""
+    from deepep_env.overlay.rules import default_site_dirs
+
+    dirs = default_site_dirs(fs.root, meta.prefix, meta.python_executable, environ)
+    py_root = _local_python_root(meta.python_executable)
+    if not live and py_root:
+        from deepep_env.doctor.context import site_dirs_of_python
+
+        view = PathView(fs, live, [py_root], cwd)
+        for sp in site_dirs_of_python(view, meta.python_executable):
+            local = view.open_local(sp)
+            if local and os.path.isdir(local) and local not in dirs:
+                dirs.append(local)
+    return dirs
 
 
 def _run_one(c, ctx: DoctorContext) -> list[Finding]:

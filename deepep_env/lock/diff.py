@@ -22,10 +22,12 @@ from deepep_env.errors import UserError
 from deepep_env.lock.lockfile import LockData, LockedPackage, read_lock
 
 # Review order of the pinned components (issue 5); every other package follows, by name.
+# Names are conda's (normalised, lower case) and PyPI's (`torch`, NVIDIA's `nvidia-*-cu12` wheels, which
+# pixi locks carry as `pypi:` entries next to the conda ones).
 PINNED_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("cuda", ("cuda", "cuda-*", "cuda_*")),
-    ("nvshmem", ("nvshmem*", "libnvshmem*", "deepep-nvshmem*")),
-    ("nccl", ("nccl", "libnccl*")),
+    ("cuda", ("cuda*", "nvidia-cuda-*")),
+    ("nvshmem", ("nvshmem*", "libnvshmem*", "deepep-nvshmem*", "nvidia-nvshmem-*")),
+    ("nccl", ("nccl", "libnccl*", "nvidia-nccl-*")),
     ("pytorch", ("pytorch", "pytorch-*", "libtorch", "torch")),
     ("deepep", ("deep-ep", "deep_ep", "deepep", "deep-ep-*")),
     ("gdrcopy", ("gdrcopy", "libgdrcopy*", "deepep-gdrcopy*")),
@@ -77,6 +79,29 @@ class PackageChange:
         return self.component is not None
 
 
+# A conda build string's trailing hash: ``h<hex>_<n>`` (deepep-env writes 10 hex digits, conda-forge 7-8),
+# possibly behind variant tags (``cuda129_py312_h1a2b3c4_300``).
+_BUILD_HASH = re.compile(r"(?:^|_)h([0-9a-f]{7,64})_\d+$")
+# Components whose rebuild is a reviewable event even when the build string is not ours (issue 5:
+# a DeepEP or NVSHMEM rebuild with an unchanged version must show up as a changed build id).
+_BUILD_ID_COMPONENTS = frozenset({"cuda", "nvshmem", "nccl", "pytorch", "deepep", "gdrcopy"})
+
+
+def _build_id(p: LockedPackage) -> Optional[str]:
+    if p.build_id:
+        return p.build_id
+    m = _BUILD_HASH.search(p.build or "")
+    return m.group(1) if m else (p.build or None)
+
+
+@dataclass(frozen=True)
+class VirtualPackageChange:
+    platform: str
+    name: str                  # e.g. __cuda
+    old: Optional[str]         # the whole spec, e.g. __cuda=12.9; None when added
+    new: Optional[str]
+
+
 @dataclass(frozen=True)
 class BuildIdChange:
     env: str
@@ -109,19 +134,23 @@ class LockDiff:
     channels_changed: list[dict[str, Any]] = field(default_factory=list)
     platforms_added: list[str] = field(default_factory=list)
     platforms_removed: list[str] = field(default_factory=list)
+    platforms_changed: list[dict[str, Any]] = field(default_factory=list)   # subdir of a named platform
+    virtual_packages: list[VirtualPackageChange] = field(default_factory=list)
     sections: list[PlatformDiff] = field(default_factory=list)
     build_ids: list[BuildIdChange] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
         return not (self.envs_added or self.envs_removed or self.channels_changed or self.platforms_added
-                    or self.platforms_removed or any(not s.empty for s in self.sections))
+                    or self.platforms_removed or self.platforms_changed or self.virtual_packages
+                    or any(not s.empty for s in self.sections))
 
     def summary(self) -> dict[str, int]:
         return {"added": sum(len(s.added) for s in self.sections),
                 "removed": sum(len(s.removed) for s in self.sections),
                 "changed": sum(len(s.changed) for s in self.sections),
-                "build_ids_changed": len(self.build_ids)}
+                "build_ids_changed": len(self.build_ids),
+                "virtual_packages_changed": len(self.virtual_packages)}
 
     def to_dict(self) -> dict[str, Any]:
         def sec(s: PlatformDiff) -> dict[str, Any]:
@@ -132,7 +161,9 @@ class LockDiff:
         return {"format": "deepep-env/lock-diff/v1", "old": self.old, "new": self.new, "empty": self.empty,
                 "summary": self.summary(), "envs_added": self.envs_added, "envs_removed": self.envs_removed,
                 "channels_changed": self.channels_changed, "platforms_added": self.platforms_added,
-                "platforms_removed": self.platforms_removed, "sections": [sec(s) for s in self.sections],
+                "platforms_removed": self.platforms_removed, "platforms_changed": self.platforms_changed,
+                "virtual_packages": [asdict(v) for v in self.virtual_packages],
+                "sections": [sec(s) for s in self.sections],
                 "build_ids": [asdict(b) for b in self.build_ids]}
 
 
@@ -193,6 +224,7 @@ def diff_data(old: LockData, new: LockData, *, old_label: str = "", new_label: s
                  for n in sorted(set(old.envs) | set(new.envs))]
     d.platforms_added = sorted(set(new.platforms) - set(old.platforms))
     d.platforms_removed = sorted(set(old.platforms) - set(new.platforms))
+    _platform_changes(old, new, d)
     for env_name, o_name, n_name in pairs:
         oe = old.envs.get(o_name) if o_name else None
         ne = new.envs.get(n_name) if n_name else None
@@ -225,8 +257,35 @@ def diff_data(old: LockData, new: LockData, *, old_label: str = "", new_label: s
                         old_build_id=o.build_id, new_build_id=n.build_id, old_channel=oc, new_channel=nc))
                     if (o.build_id or n.build_id) and o.build_id != n.build_id:
                         d.build_ids.append(BuildIdChange(env_name, plat, n.name, o.build_id, n.build_id))
+                    elif (n.kind == "conda" and o.build != n.build
+                          and component_of(n.name) in _BUILD_ID_COMPONENTS):
+                        d.build_ids.append(BuildIdChange(env_name, plat, n.name, _build_id(o), _build_id(n)))
             d.sections.append(sec)
     return d
+
+
+def _vp_name(spec: str) -> str:
+    return spec.split("=", 1)[0].strip()
+
+
+def _platform_changes(old: LockData, new: LockData, d: LockDiff) -> None:
+    """Platforms present on both sides whose subdir or virtual packages (``__cuda``, ``__glibc``…)
+    changed: a solve against ``__cuda=12.9`` instead of ``__cuda=12.4`` is a change a reviewer must
+    see even when no package moved. Locks before v7 record no virtual packages, so a side older than
+    v7 is not compared (an upgrade of the lock format is not a change of the machine)."""
+    compare_vp = (old.version or 7) >= 7 and (new.version or 7) >= 7
+    for plat in sorted(set(old.platforms) & set(new.platforms)):
+        op, np_ = old.platforms[plat], new.platforms[plat]
+        if str(op.get("subdir") or plat) != str(np_.get("subdir") or plat):
+            d.platforms_changed.append({"platform": plat, "old_subdir": str(op.get("subdir") or plat),
+                                        "new_subdir": str(np_.get("subdir") or plat)})
+        if not compare_vp:
+            continue
+        ov = {_vp_name(v): str(v) for v in op.get("virtual_packages") or []}
+        nv = {_vp_name(v): str(v) for v in np_.get("virtual_packages") or []}
+        for name in sorted(set(ov) | set(nv), key=lambda n: (n != "__cuda", n)):
+            if ov.get(name) != nv.get(name):
+                d.virtual_packages.append(VirtualPackageChange(plat, name, ov.get(name), nv.get(name)))
 
 
 _REV_PATH = re.compile(r"^(?P<rev>[^:\s]+):(?P<path>.+)$")
@@ -251,7 +310,11 @@ def load_lock_arg(arg: str, *, cwd: Optional[Path] = None) -> tuple[LockData, st
     with tempfile.TemporaryDirectory(prefix="deepep-env-diff-") as tmp:
         f = Path(tmp) / Path(rel).name
         f.write_bytes(out.stdout)
-        data = read_lock(f)
+        try:
+            data = read_lock(f)
+        except UserError as exc:
+            # Name the lock as the user did (REV:path), not the temporary file it was read from.
+            raise UserError(exc.message, file=arg, field=exc.field, accepted=exc.accepted) from None
     data.path = Path(arg)
     return data, arg
 

@@ -1,6 +1,6 @@
 """pixi.lock (v7, rattler_lock) read into plain data, and written from solved records.
 
-Reading goes through py-rattler, so every lock version pixi ever wrote (v4 … v7) reads the same;
+Reading goes through py-rattler, so every lock version pixi ever wrote (v1 … v7) reads the same;
 what comes out is plain dataclasses that the check, the diff, the export and the installer share.
 
 Writing: rattler writes the lock; deepep-env prepends one comment line with its provenance
@@ -71,6 +71,7 @@ class LockData:
     platforms: dict[str, dict[str, Any]]   # name → {"subdir", "virtual_packages"}
     envs: dict[str, LockedEnv]
     meta: dict[str, Any] = field(default_factory=dict)
+    version: Optional[int] = None          # the lock format (`version:` line), None when not found
 
     def env(self, name: str) -> Optional[LockedEnv]:
         if name in self.envs:
@@ -95,17 +96,32 @@ def _read_meta(text: str) -> dict[str, Any]:
     return {}
 
 
+_VERSION_LINE = re.compile(r"^version:\s*(\d+)\s*$", re.M)
+
+
+def _read_version(text: str) -> Optional[int]:
+    m = _VERSION_LINE.search(text)
+    return int(m.group(1)) if m else None
+
+
 def read_lock(path: str | Path) -> LockData:
     """Parse a pixi.lock into :class:`LockData`; a malformed file is a one-line :class:`UserError`."""
     from rattler import LockFile
 
     path = Path(path)
+    if path.is_dir():
+        raise UserError("is a directory, not a lock file", file=path, accepted="a pixi.lock file")
     if not path.is_file():
         raise UserError("lock file not found", file=path, accepted="a pixi.lock written by `deepep-env lock ENV`")
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read lock: {exc}", file=path) from None
+    except UnicodeDecodeError:
+        raise UserError("not a pixi.lock (not UTF-8 text)", file=path, accepted="a pixi.lock (v1-v7)") from None
+    except OSError as exc:
+        raise UserError(f"cannot read lock: {exc.strerror or exc}", file=path) from None
+    # Versions 1-3 (the conda-lock layout pixi wrote until 0.13) read too: rattler_lock upgrades them,
+    # and real pixi repositories carry such locks in their history (prefix-dev/pixi examples/qgis).
+    version = _read_version(text)
     try:
         lf = LockFile.from_path(path)
         platforms = {p.name: {"subdir": str(p.subdir), "virtual_packages": list(p.virtual_packages)}
@@ -123,16 +139,32 @@ def read_lock(path: str | Path) -> LockData:
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"not a readable pixi.lock ({first})", file=path,
-                        accepted="a pixi.lock (v4-v7); regenerate it with `deepep-env lock ENV`") from None
-    return LockData(path=path, platforms=platforms, envs=envs, meta=_read_meta(text))
+                        accepted="a pixi.lock (v1-v7); regenerate it with `deepep-env lock ENV`") from None
+    return LockData(path=path, platforms=platforms, envs=envs, meta=_read_meta(text), version=version)
 
 
 def _locked(p: Any, subdir: str) -> LockedPackage:
-    from rattler import PypiLockedPackage
+    from rattler import CondaLockedSourcePackage, PypiLockedPackage
 
     if isinstance(p, PypiLockedPackage):
-        return LockedPackage(kind="pypi", name=str(p.name), version=str(p.version), url=str(p.location),
-                             subdir=subdir)
+        version = getattr(p, "version", None)
+        return LockedPackage(kind="pypi", name=str(p.name), version="" if version is None else str(version),
+                             url=str(p.location), subdir=subdir)
+    if isinstance(p, CondaLockedSourcePackage):
+        # pixi-build source packages (`conda: .` or a git/path location) have a package record but no
+        # repodata record (no URL, no sha256): found in real pixi ≥0.40 locks (prefix-dev/pixi
+        # tests/data/pixi-build/*), which made read_lock fail on them.
+        r = p.package_record
+        r = r() if callable(r) else r
+        if r is None:
+            # v7 source packages may carry no record at all (a name and a location only).
+            version = getattr(p, "version", None)
+            return LockedPackage(kind="conda", name=str(p.name), version="" if version is None else str(version),
+                                 subdir=subdir, url=str(p.location))
+        return LockedPackage(
+            kind="conda", name=r.name.normalized, version=str(r.version), build=str(r.build),
+            subdir=str(r.subdir), url=str(p.location), depends=tuple(r.depends), constrains=tuple(r.constrains),
+        )
     r = p.repo_data_record()
     return LockedPackage(
         kind="conda", name=r.name.normalized, version=str(r.version), build=str(r.build), subdir=str(r.subdir),

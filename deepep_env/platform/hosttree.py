@@ -42,8 +42,15 @@ def _symlink(root: Path, rel: str, target: str) -> None:
     os.symlink(target, path)
 
 
-def _rel_target(from_dir: str, to: str) -> str:
-    """Relative symlink text from directory ``from_dir`` to ``to`` (both relative to the root)."""
+def _rel_target(from_dir: str, to: str, absolute: bool = False) -> str:
+    """Relative symlink text from directory ``from_dir`` to ``to`` (both relative to the root).
+
+    With ``absolute_links`` in the description the text is ``/`` + ``to`` instead: some capture
+    tools (``cp -rL`` replays, container snapshots) rewrite sysfs links as absolute paths, which
+    the probes must re-root under ``--root`` rather than follow onto the machine running them.
+    """
+    if absolute:
+        return "/" + to.strip("/")
     return os.path.relpath(to, from_dir)
 
 
@@ -65,19 +72,22 @@ def gpu_information(bdf: str, gpu: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _build_rdma(root: Path, dev_rel: str, rdma: Mapping[str, Any]) -> None:
+def _build_rdma(root: Path, dev_rel: str, rdma: Mapping[str, Any], absolute: bool = False) -> None:
     hca = rdma["hca"]
     hca_rel = f"{dev_rel}/infiniband/{hca}"
     for name, value in rdma.get("attrs", {}).items():
         _write(root, f"{hca_rel}/{name}", str(value))
     # The kernel's links: class entry → device dir; device → the PCI function (../../../<bdf>).
-    _symlink(root, f"sys/class/infiniband/{hca}", _rel_target("sys/class/infiniband", hca_rel))
-    _symlink(root, f"{hca_rel}/device", "../../../" + dev_rel.rsplit("/", 1)[-1])  # as the kernel writes it
+    _symlink(root, f"sys/class/infiniband/{hca}", _rel_target("sys/class/infiniband", hca_rel, absolute))
+    if absolute:
+        _symlink(root, f"{hca_rel}/device", "/" + dev_rel)
+    else:
+        _symlink(root, f"{hca_rel}/device", "../../../" + dev_rel.rsplit("/", 1)[-1])  # as the kernel writes it
     netdev = rdma.get("netdev")
     if netdev:
         (root / dev_rel / "net" / netdev).mkdir(parents=True, exist_ok=True)
         _write(root, f"{dev_rel}/net/{netdev}/operstate", "up")
-        _symlink(root, f"sys/class/net/{netdev}", _rel_target("sys/class/net", f"{dev_rel}/net/{netdev}"))
+        _symlink(root, f"sys/class/net/{netdev}", _rel_target("sys/class/net", f"{dev_rel}/net/{netdev}", absolute))
     for port in rdma.get("ports", []):
         base = f"{hca_rel}/ports/{port['port']}"
         for key in ("state", "phys_state", "link_layer", "rate"):
@@ -105,7 +115,7 @@ def _build_rdma(root: Path, dev_rel: str, rdma: Mapping[str, Any]) -> None:
             _write(root, f"{base}/counters/{cname}", str(cval))
 
 
-def _build_node(root: Path, parent_rel: str, node: Mapping[str, Any], numa: int) -> None:
+def _build_node(root: Path, parent_rel: str, node: Mapping[str, Any], numa: int, absolute: bool = False) -> None:
     bdf = node["bdf"].lower()
     dev_rel = f"{parent_rel}/{bdf}"
     numa = int(node.get("numa", numa))
@@ -119,15 +129,15 @@ def _build_node(root: Path, parent_rel: str, node: Mapping[str, Any], numa: int)
     attrs.update({k: str(v) for k, v in node.get("attrs", {}).items()})
     for name, value in attrs.items():
         _write(root, f"{dev_rel}/{name}", str(value))
-    _symlink(root, f"sys/bus/pci/devices/{bdf}", _rel_target("sys/bus/pci/devices", dev_rel))
+    _symlink(root, f"sys/bus/pci/devices/{bdf}", _rel_target("sys/bus/pci/devices", dev_rel, absolute))
     gpu = node.get("gpu")
     if gpu is not None:
         _write(root, f"proc/driver/nvidia/gpus/{bdf}/information", gpu_information(bdf, gpu))
     rdma = node.get("rdma")
     if rdma is not None:
-        _build_rdma(root, dev_rel, rdma)
+        _build_rdma(root, dev_rel, rdma, absolute)
     for child in node.get("children", []):
-        _build_node(root, dev_rel, child, numa)
+        _build_node(root, dev_rel, child, numa, absolute)
 
 
 def build_tree_into(desc: Mapping[str, Any], root: Path) -> Path:
@@ -138,11 +148,12 @@ def build_tree_into(desc: Mapping[str, Any], root: Path) -> Path:
         raise UserError(f"unknown host description format {fmt!r} v{desc.get('version')}", field="format", accepted=f"{DESCRIPTION_FORMAT} v{DESCRIPTION_VERSION}")
     for d in desc.get("dirs", []):
         (root / _safe_rel(d)).mkdir(parents=True, exist_ok=True)
+    absolute = bool(desc.get("absolute_links", False))
     for complex_ in desc.get("pci", []):
         croot = f"sys/devices/{complex_['root']}"
         (root / croot).mkdir(parents=True, exist_ok=True)
         for node in complex_.get("devices", []):
-            _build_node(root, croot, node, int(complex_.get("numa", -1)))
+            _build_node(root, croot, node, int(complex_.get("numa", -1)), absolute)
     if desc.get("pci"):
         (root / "sys/bus/pci/devices").mkdir(parents=True, exist_ok=True)
     for rel, text in desc.get("files", {}).items():

@@ -147,13 +147,23 @@ class _Probe:
         return chain_from_path(real or "", bdf)
 
 
+_PCI_ROOT_RE = re.compile(r"^pci[0-9a-f]{4,}:[0-9a-f]{2}$")
+
+
 def chain_from_path(real: str, bdf: str) -> tuple[str, ...]:
-    """``sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0`` → (pci0000:00, 0000:00:01.0, 0000:01:00.0)."""
+    """``sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0`` → (pci0000:00, 0000:00:01.0, 0000:01:00.0).
+
+    The root complex need not sit right under ``sys/devices``: Azure's VMBus puts it under
+    ``LNXSYSTM:00/…/VMBUS:00/<guid>/pci7870:00`` and Arm SoCs under ``platform/<soc>.pcie/`` —
+    the chain starts at the first ``pci<domain>:<bus>`` component, whatever comes before it.
+    """
     parts = real.split("/")
     try:
         start = parts.index("devices") + 1
     except ValueError:
         return (bdf,) if bdf else ()
+    while start < len(parts) and not (_PCI_ROOT_RE.match(parts[start]) or BDF_RE.match(parts[start])):
+        start += 1
     chain = []
     for p in parts[start:]:
         if p.startswith("pci") or BDF_RE.match(p):
@@ -190,10 +200,15 @@ def probe_gpus(p: _Probe) -> tuple[Gpu, ...]:
             continue
         if vendor.lower() != NVIDIA_VENDOR:
             continue
-        cls = _int_or_none(fs.read_attr(f"{base}/class"))
+        cls_text = fs.read_attr(f"{base}/class")
+        cls = _int_or_none(cls_text)
         if cls is None:
             p.warn(f"{base}/class: unreadable; NVIDIA function skipped")
             continue
+        if len(cls_text.lower().removeprefix("0x")) <= 4:  # type: ignore[union-attr]
+            # The kernel prints 24 bits (0x030200: base class, subclass, prog-if); a hand-made or
+            # lspci-derived tree may give the 16-bit class code (0x0302) — read it as such.
+            cls <<= 8
         if (cls >> 16) == 0x03:  # display controller: VGA 0x0300, 3D 0x0302 (NVSwitch is 0x0680)
             bdfs.add(bdf.lower())
     driver_gpus = {b.lower() for b in fs.listdir("proc/driver/nvidia/gpus")}

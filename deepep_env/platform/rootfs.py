@@ -22,7 +22,15 @@ class RootFS:
 
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         # The root itself is trusted (the user named it); links *below* it are not.
-        self.root = os.path.realpath(os.fspath(root))
+        given = os.path.abspath(os.fspath(root))
+        self.root = os.path.realpath(given)
+        # Absolute link targets that already name a path inside the root, as this machine spells
+        # it (a tree built or copied with `ln -s "$PWD/sys/devices/…"`), point into the root:
+        # strip the prefix instead of re-rooting it a second time. Both spellings of the root
+        # count (the one given and its realpath: /tmp vs /private/tmp).
+        self._own_prefixes = tuple(
+            sorted({p.rstrip("/") + "/" for p in (given, self.root) if p.rstrip("/")}, key=len, reverse=True)
+        )
         self._lstat_cache: dict[str, Optional[os.stat_result]] = {}
         self._link_cache: dict[str, str] = {}
         self._resolved: dict[str, str] = {}
@@ -91,6 +99,10 @@ class RootFS:
                     self._link_cache[cand] = target
                 if target.startswith("/"):
                     out = []
+                    for prefix in self._own_prefixes:
+                        if target.startswith(prefix):
+                            target = target[len(prefix):]
+                            break
                 pending.extend(p for p in reversed(target.split("/")) if p)
                 continue
             out.append(part)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
 
-from deepep_env.platform.facts import AffinityEntry, GidChoice, Gpu, Nic, Port
+from deepep_env.platform.facts import LEVELS, AffinityEntry, GidChoice, Gpu, Nic, Port
 
 
 def _pci_key(bdf: str) -> tuple[int, ...]:
@@ -56,9 +56,16 @@ def link_level(gpu_chain: Sequence[str], nic_chain: Sequence[str], gpu_numa: Opt
     return "PIX" if max(below_gpu, below_nic) <= 1 else "PXB"
 
 
-def nearness(gpu: Gpu, nic: Nic) -> tuple[int, bool]:
-    """Sort key, larger is nearer: (common depth, same NUMA node)."""
-    return (common_depth(gpu.pci_chain, nic.pci_chain), same_numa(gpu.numa_node, nic.numa_node))
+def nearness(gpu: Gpu, nic: Nic) -> tuple[int, int, bool]:
+    """Sort key, larger is nearer: (common depth, level, same NUMA node).
+
+    Depth first: a NIC under the GPU's own leaf switch beats one under the shared root switch.
+    Then the level, because two NICs can share the same deepest common ancestor with the GPU and
+    still differ: one on a downstream port of the GPU's switch (PIX), the other one switch further
+    down (PXB) — ``nvidia-smi topo -m`` ranks them apart and so must the mapping.
+    """
+    level = link_level(gpu.pci_chain, nic.pci_chain, gpu.numa_node, nic.numa_node)
+    return (common_depth(gpu.pci_chain, nic.pci_chain), -LEVELS.index(level), same_numa(gpu.numa_node, nic.numa_node))
 
 
 def choose_port(nic: Nic) -> Optional[Port]:
@@ -75,8 +82,9 @@ def gpu_nic_affinity(
 
     Rule (issue 3): each GPU gets the nearest NIC; when several are equally near, GPUs and NICs
     are paired in PCI address order, each NIC used once before any is reused. Implemented as a
-    greedy pass over GPUs in PCI order that picks, among the nearest candidates, the least-used
-    NIC, ties in PCI order — on GCP A4 this gives GPU0→NIC0, GPU1→NIC1 under each switch.
+    greedy pass over GPUs — nearest-placed first, then PCI order — that picks, among the GPU's
+    nearest candidates, the least-used NIC, ties in PCI order: on GCP A4 this gives GPU0→NIC0,
+    GPU1→NIC1 under each switch.
 
     A NIC with no ACTIVE port, or with no PCI function, cannot carry traffic and is left out
     (a warning says so); the GPU then gets the next nearest.
@@ -100,12 +108,19 @@ def gpu_nic_affinity(
     if not gpus or not usable:
         return (), matrix, warnings
 
+    # Nearest first: GPUs whose best NIC is nearest (PIX before PXB … before SYS) choose first, in
+    # PCI order within a level. A GPU with no NIC near it (another NUMA node, a switch without
+    # NICs) is happy with any of its equally-far candidates, so it must not take the NIC that the
+    # GPUs sharing a switch with it would pair with in PCI order; it takes what is least used after.
     uses = {n.hca: 0 for n in usable}
-    entries = []
-    for g in sorted(gpus, key=lambda g: g.cuda_index):
+    plans = []
+    for g in gpus:
         keyed = [(nearness(g, n), n) for n in usable]
         best = max(k for k, _ in keyed)
         candidates = [n for k, n in keyed if k == best]  # already in PCI order
+        plans.append((-best[1], _pci_key(g.bdf), g.cuda_index, g, best, candidates))
+    chosen: dict[int, AffinityEntry] = {}
+    for _, _, _, g, best, candidates in sorted(plans, key=lambda t: t[:3]):
         least = min(uses[n.hca] for n in candidates)
         pick = next(n for n in candidates if uses[n.hca] == least)
         uses[pick.hca] += 1
@@ -118,18 +133,17 @@ def gpu_nic_affinity(
                 f"{len(candidates)} NICs equally near ({level}, depth {best[0]}); paired in PCI order, "
                 f"least-used first"
             )
-        entries.append(
-            AffinityEntry(
-                cuda_index=g.cuda_index,
-                gpu=g.bdf,
-                hca=pick.hca,
-                port=port.number if port else None,
-                level=level,
-                depth=best[0],
-                candidates=tuple(n.hca for n in candidates),
-                reason=reason,
-            )
+        chosen[g.cuda_index] = AffinityEntry(
+            cuda_index=g.cuda_index,
+            gpu=g.bdf,
+            hca=pick.hca,
+            port=port.number if port else None,
+            level=level,
+            depth=best[0],
+            candidates=tuple(n.hca for n in candidates),
+            reason=reason,
         )
+    entries = [chosen[i] for i in sorted(chosen)]
     return tuple(entries), matrix, warnings
 
 

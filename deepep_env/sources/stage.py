@@ -79,5 +79,6 @@ def stage(package: str, sources: Mapping[str, str], patches: Sequence[tuple[str,
             if pfile is None:
                 raise UserError(f"package {package}: patch {pname} ({pdigest}) is not in the source cache {cache.root}",
                                 accepted="`deepep-env fetch ENV` (or `--from DIR`) first")
-            _apply(package, pname, pfile, strip, out[target])
+            # absolute: `patch` runs inside the source tree, so a relative --source-cache would miss it
+            _apply(package, pname, Path(pfile).resolve(), strip, out[target])
     return out

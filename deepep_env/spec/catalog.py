@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from deepep_env.errors import UserError
 from deepep_env.hashing import is_digest
-from deepep_env.spec.model import Strict
+from deepep_env.spec.model import Strict, _check_range
 
 CATALOG_FORMAT = 1
 
@@ -73,6 +73,9 @@ class RevisionEntry(Strict):
     source: SourcePin
     notes: str = ""
 
+    # rules.py evaluates this range on every resolve: a typo must fail here, naming the catalog.
+    _n = field_validator("nvshmem")(lambda cls, v: _check_range(v))
+
 
 class Catalog(Strict):
     format: int
@@ -83,18 +86,25 @@ class Catalog(Strict):
 
 
 def load_catalog(recipes_dir: Path, package: str) -> Catalog:
+    from deepep_env.spec.load import read_spec_bytes, show
+
     path = recipes_dir / package / "sources.toml"
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError("missing source catalog", file=path, accepted="recipes/<package>/sources.toml") from None
+    if not path.exists():
+        raise UserError("missing source catalog", file=path, accepted="recipes/<package>/sources.toml")
+    try:  # same guards as a spec: regular file, size cap, UTF-8, bounded nesting
+        data = tomllib.loads(read_spec_bytes(path).decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UserError("not UTF-8", file=path, accepted="a UTF-8 TOML file") from None
     except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"malformed TOML: {exc}", file=path) from None
-    if data.get("format") != CATALOG_FORMAT:
-        raise UserError(f"unknown catalog format {data.get('format')!r}", file=path, field="format",
+        raise UserError(f"malformed TOML: {exc}", file=path, accepted="TOML 1.0") from None
+    except RecursionError:
+        raise UserError("malformed TOML: nested too deeply", file=path) from None
+    if data.get("format") != CATALOG_FORMAT or isinstance(data.get("format"), bool):
+        raise UserError(f"unknown catalog format {show(data.get('format'))}", file=path, field="format",
                         accepted=str(CATALOG_FORMAT))
     try:
         return Catalog.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise UserError(err["msg"], file=path, field=".".join(map(str, err["loc"]))) from None
+        raise UserError(err["msg"], file=path, field=".".join(show(p, 40) if not isinstance(p, (str, int)) else str(p)
+                                                             for p in err["loc"])) from None

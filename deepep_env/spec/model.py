@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from typing import Literal, Optional
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # The format header every spec starts with. Readers accept every version listed here; a newer
 # file is refused with a clear line rather than half-understood.
@@ -20,10 +21,66 @@ SPEC_FORMAT = 1
 SUPPORTED_FORMATS = (1,)
 
 NAME_RE = r"^[a-z0-9][a-z0-9._-]*$"
-VERSION_RANGE_RE = re.compile(r"^(==|>=|<=|>|<|~=|!=)?\s*[0-9][0-9A-Za-z.+_-]*(\s*,\s*(==|>=|<=|>|<|!=)\s*[0-9][0-9A-Za-z.+_-]*)*$")
+# A version token: segments joined by exactly one separator ('3.5.19', '2.11.0rc1', '3.5.19-1',
+# '1.2.1+29d31c0'); '2..11', '3.4.5,' or a trailing '-' are typos, not versions. Each segment is
+# delimited by a mandatory separator so the match is linear (no nested-quantifier backtracking).
+_VTOKEN = r"[0-9][0-9A-Za-z]*(?:[.+_-][0-9A-Za-z]+)*"
+_VOP = r"(?:==|>=|<=|>|<|~=|!=)"
+VERSION_RANGE_RE = re.compile(rf"^{_VOP}?\s*{_VTOKEN}(?:\s*,\s*{_VOP}\s*{_VTOKEN})*$")
+MAX_VERSION_LEN = 64
 EXACT_VERSION_RE = r"^[0-9]+(\.[0-9]+)*$"
+# CUDA toolkit versions are major.minor ('12.9', '13.0'): the lock pins cuda-version=<major.minor>
+# and the pytorch-cuda-major rule compares majors as written, so '013.0' or '13' must not pass.
+CUDA_VERSION_RE = r"^[1-9][0-9]?\.[0-9]{1,2}$"
 ARCH_RE = r"^[0-9]{1,3}\.[0-9][a-z]?$"
+# Compute capabilities nvcc knows (CUDA 12.8-13.x). An unknown one only fails minutes into the
+# NVSHMEM build (nvcc: "Unsupported gpu architecture"), so refuse it here and list what works.
+# 'a' (arch-specific, e.g. sm_90a) exists from 9.0 on, 'f' (family) from 10.0 on.
+KNOWN_ARCHS = ("5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.8", "8.9",
+               "9.0", "10.0", "10.1", "10.3", "11.0", "12.0", "12.1")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ITEM_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # patch names, features, platform profiles
+CHANNEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$")
+CHANNEL_SCHEMES = ("http", "https", "file", "s3", "gcs", "oci")
+KMOD_RE = r"^[A-Za-z0-9_-]+$"
+PARAM_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+# An absolute path a shell script may interpolate: no whitespace or shell metacharacters.
+ABS_PATH_RE = r"^/[^\s;&|$`'\"\\<>(){}*?!#~]*$"
+_CONDA_TOKEN = re.compile(r"(^|/)t/[^/]+(/|$)")
+
+
+def _unique(v: list, what: str) -> list:
+    if len(set(v)) != len(v):
+        dup = next(x for i, x in enumerate(v) if x in v[:i])
+        raise ValueError(f"duplicate {what} {dup!r}")
+    return v
+
+
+def check_url(u: str, what: str) -> str:
+    """A channel or publish URL as it will be written into a lock: no credentials of any form.
+
+    The message never repeats the URL: it may be the secret (a token in a query or /t/<token>/).
+    """
+    try:
+        parts = urlsplit(u)
+        parts.port  # noqa: B018 - raises ValueError on a junk port
+    except ValueError:
+        raise ValueError(f"{what} is not a valid URL") from None
+    if parts.scheme.lower() not in CHANNEL_SCHEMES:
+        raise ValueError(f"{what} must be a URL with scheme {', '.join(CHANNEL_SCHEMES)}")
+    if parts.scheme.lower() != "file" and not parts.hostname:
+        raise ValueError(f"{what} has no host")
+    if "@" in parts.netloc:
+        raise ValueError(f"{what} carries credentials (user:token@); a URL is written into locks and logs: "
+                         "use DEEPEP_ENV_CHANNEL_TOKEN or RATTLER_AUTH_FILE")
+    if parts.query or parts.fragment or "?" in u or "#" in u:
+        raise ValueError(f"{what} carries a query string or fragment; tokens go in "
+                         "DEEPEP_ENV_CHANNEL_TOKEN or RATTLER_AUTH_FILE, never in the URL")
+    if _CONDA_TOKEN.search(parts.path):
+        raise ValueError(f"{what} carries a /t/<token>/ segment; put the token in RATTLER_AUTH_FILE")
+    if any(seg == ".." for seg in parts.path.split("/")):
+        raise ValueError(f"{what} must not contain '..' path segments")
+    return u
 
 
 class Strict(BaseModel):
@@ -31,9 +88,16 @@ class Strict(BaseModel):
 
 
 def _check_range(value: str) -> str:
-    if not VERSION_RANGE_RE.match(value):
+    if len(value) > MAX_VERSION_LEN or not VERSION_RANGE_RE.match(value):
         raise ValueError(f"not a version or version range: {value!r} (e.g. '3.4.5' or '>=3.3.9,<3.6')")
     return value
+
+
+def _items(v: list[str], what: str) -> list[str]:
+    for x in v:
+        if not re.match(ITEM_RE, x):
+            raise ValueError(f"not a {what} name: {x[:40]!r} (letters, digits, '.', '_', '-')")
+    return _unique(v, what)
 
 
 class HostProvided(Strict):
@@ -45,35 +109,57 @@ Provider = Literal["host", "conda", "source"]
 
 
 class CudaSpec(Strict):
-    version: str = Field(pattern=EXACT_VERSION_RE, description="CUDA toolkit major.minor, e.g. '12.9'")
+    version: str = Field(pattern=CUDA_VERSION_RE, description="CUDA toolkit major.minor, e.g. '12.9'")
     architectures: list[str] = Field(min_length=1, description="compute capabilities, e.g. ['9.0'] or ['10.0']")
     provider: Literal["host", "conda"] = "conda"
-    prefix: Optional[str] = Field(None, description="host toolkit root when provider = 'host' (default /usr/local/cuda)")
+    prefix: Optional[str] = Field(None, pattern=ABS_PATH_RE,
+                                  description="host toolkit root when provider = 'host' (default /usr/local/cuda)")
 
     @field_validator("architectures")
     @classmethod
     def _archs(cls, v: list[str]) -> list[str]:
         for a in v:
-            if not re.match(ARCH_RE, a):
-                raise ValueError(f"not a compute capability: {a!r} (e.g. '9.0', '10.0', '9.0a')")
-        if len(set(v)) != len(v):
-            raise ValueError("duplicate architectures")
-        return v
+            m = re.match(r"^([0-9]{1,2}\.[0-9])([af]?)$", a)
+            if not m:
+                raise ValueError(f"not a compute capability: {a[:16]!r} (e.g. '9.0', '10.0', '9.0a')")
+            base, suffix = m.groups()
+            if base not in KNOWN_ARCHS:
+                raise ValueError(f"unknown compute capability {a!r}; known: {', '.join(KNOWN_ARCHS)}")
+            major = int(base.split(".")[0])
+            if (suffix == "a" and major < 9) or (suffix == "f" and major < 10):
+                raise ValueError(f"{a!r}: the 'a' suffix exists from 9.0, 'f' from 10.0")
+        return _unique(v, "architecture")
+
+    @model_validator(mode="after")
+    def _prefix_only_for_host(self) -> "CudaSpec":
+        if self.prefix is not None and self.provider != "host":
+            raise ValueError("cuda.prefix is only for provider = 'host' (a conda CUDA lives in the env)")
+        return self
 
 
 class PythonSpec(Strict):
     version: str = Field(pattern=r"^3\.[0-9]{1,2}$")
     provider: Literal["host", "conda"] = "conda"
-    executable: Optional[str] = Field(None, description="host interpreter when provider = 'host'")
+    executable: Optional[str] = Field(None, pattern=ABS_PATH_RE, description="host interpreter when provider = 'host'")
+
+    @model_validator(mode="after")
+    def _exe_only_for_host(self) -> "PythonSpec":
+        if self.executable is not None and self.provider != "host":
+            raise ValueError("python.executable is only for provider = 'host' (conda installs its own python)")
+        return self
 
 
 class PytorchSpec(Strict):
     version: str
-    cuda: str = Field(pattern=EXACT_VERSION_RE, description="CUDA the PyTorch build targets, e.g. '12.9' (cu129)")
+    cuda: str = Field(pattern=CUDA_VERSION_RE, description="CUDA the PyTorch build targets, e.g. '12.9' (cu129)")
     provider: Literal["host", "conda", "pip"] = "conda"
-    build: Optional[str] = Field(None, description="conda build-string glob, e.g. 'cuda129*'")
+    build: Optional[str] = Field(None, pattern=r"^[A-Za-z0-9_.+*]+$", max_length=MAX_VERSION_LEN,
+                                 description="conda build-string glob, e.g. 'cuda129*'")
 
     _v = field_validator("version")(lambda cls, v: _check_range(v))
+
+    # `build` with provider host/pip is ignored, not refused: moving PyTorch to the host by
+    # flipping `provider` alone is a supported edit (tests/fixtures/lock/check/package-not-required).
 
 
 class NcclSpec(Strict):
@@ -92,6 +178,7 @@ class NvshmemSpec(Strict):
     patches: list[str] = Field(default_factory=list, description="patch names from recipes/nvshmem/sources.toml")
 
     _v = field_validator("version")(lambda cls, v: _check_range(v))
+    _p = field_validator("patches")(lambda cls, v: _items(v, "patch"))
 
 
 class GdrcopySpec(Strict):
@@ -107,6 +194,9 @@ class DeepEPSpec(Strict):
     )
     aggressive_ptx: bool = Field(False, description="DISABLE_AGGRESSIVE_PTX_INSTRS=0; only for a 9.0-only build")
 
+    _p = field_validator("patches")(lambda cls, v: _items(v, "patch"))
+    _r = field_validator("require")(lambda cls, v: _items(v, "feature"))
+
 
 class HostSpec(Strict):
     """What the machine must provide (checked by doctor, never built)."""
@@ -119,6 +209,26 @@ class HostSpec(Strict):
 
     _d = field_validator("driver", "doca_ofed", "rdma_core")(lambda cls, v: v if v is None else _check_range(v))
 
+    @field_validator("kernel_modules")
+    @classmethod
+    def _kmods(cls, v: list[str]) -> list[str]:
+        for m in v:
+            if not re.match(KMOD_RE, m):
+                raise ValueError(f"not a kernel module name: {m[:40]!r} (e.g. 'nvidia_peermem')")
+        return _unique(v, "kernel module")
+
+    @field_validator("driver_params")
+    @classmethod
+    def _params(cls, v: dict[str, int]) -> dict[str, int]:
+        # NVreg_* parameters are 32-bit unsigned (modinfo nvidia): doctor compares them with
+        # /proc/driver/nvidia/params, where a negative or 2**64 value can never match.
+        for k, val in v.items():
+            if not PARAM_NAME_RE.match(k):
+                raise ValueError(f"not a driver parameter name: {k[:40]!r} (e.g. 'PeerMappingOverride')")
+            if not 0 <= val <= 0xFFFFFFFF:
+                raise ValueError(f"{k} = {str(val)[:24]} is out of range for an NVreg parameter (0 to 4294967295)")
+        return v
+
 
 class EnvSpec(Strict):
     format: int = Field(description="spec format version; this reader knows " + ", ".join(map(str, SUPPORTED_FORMATS)))
@@ -126,7 +236,7 @@ class EnvSpec(Strict):
     version: str = Field(pattern=r"^[0-9][0-9A-Za-z.+_-]*$")
     description: str = ""
     platforms: list[str] = Field(min_length=1, description="platform profiles this env targets")
-    subdirs: list[Literal["linux-64", "linux-aarch64"]] = Field(default_factory=lambda: ["linux-64"])
+    subdirs: list[Literal["linux-64", "linux-aarch64"]] = Field(default_factory=lambda: ["linux-64"], min_length=1)
     channels: list[str] = Field(
         min_length=1,
         description="conda channels in priority order; 'local' is the builder's output channel",
@@ -154,13 +264,24 @@ class EnvSpec(Strict):
                 raise ValueError(f"not an environment variable name: {k!r}")
         return v
 
+    _p = field_validator("platforms")(lambda cls, v: _items(v, "platform"))
+    _s = field_validator("subdirs")(lambda cls, v: _unique(v, "subdir"))
+
     @field_validator("channels")
     @classmethod
     def _channels(cls, v: list[str]) -> list[str]:
-        for c in v:
-            if "@" in c.split("//", 1)[-1].split("/", 1)[0]:
-                # user:token@host — credentials belong in the environment or the auth store.
-                raise ValueError("a channel URL must not carry credentials; use DEEPEP_ENV_CHANNEL_TOKEN or RATTLER_AUTH_FILE")
+        # Channels are written into locks and logs: a credential in any URL form (user:token@,
+        # ?token=, /t/<token>/) is refused, and the message names the entry by position only.
+        for i, c in enumerate(v, 1):
+            if ":" in c or c.startswith("/"):
+                check_url(c, f"channel #{i}")
+            elif not CHANNEL_NAME_RE.match(c) or ".." in c.split("/"):
+                raise ValueError(f"channel #{i} is neither a channel name (e.g. 'conda-forge', 'local') nor a URL")
         if len(set(v)) != len(v):
             raise ValueError("duplicate channels")
         return v
+
+    @field_validator("publish_url")
+    @classmethod
+    def _publish(cls, v: Optional[str]) -> Optional[str]:
+        return v if v is None else check_url(v, "publish_url")

@@ -12,7 +12,7 @@ from pathlib import Path
 from deepep_env.errors import UserError
 from deepep_env.project import Project, find_project
 from deepep_env.spec.catalog import Catalog, load_catalog
-from deepep_env.spec.load import load_spec_file
+from deepep_env.spec.load import load_spec_file, show
 from deepep_env.spec.model import EnvSpec
 from deepep_env.spec.resolved import (
     RCuda, RDeepEP, RGdrcopy, RNccl, RNvshmem, RPatch, RPytorch, RPython, ResolvedSpec,
@@ -23,7 +23,7 @@ from deepep_env.versions import exact_value, is_exact, version_cmp, version_matc
 
 def _exact(value: str, field: str, file: Path | None) -> str:
     if not is_exact(value):
-        raise UserError(f"{value!r} is a range; deepep-env does not build this component, so give the exact version "
+        raise UserError(f"{show(value)} is a range; deepep-env does not build this component, so give the exact version "
                         "the lock must pin", file=file, field=field, accepted="an exact version such as '2.10.0'")
     return exact_value(value)
 
@@ -32,7 +32,7 @@ def _patches(names: list[str], catalog: Catalog, field: str, file: Path | None) 
     out = []
     for n in names:
         if n not in catalog.patches:
-            raise UserError(f"unknown patch {n!r}", file=file, field=field,
+            raise UserError(f"unknown patch {show(n)}", file=file, field=field,
                             accepted=", ".join(sorted(catalog.patches)) or "no patches are catalogued")
         out.append(RPatch(name=n, pin=catalog.patches[n]))
     return out
@@ -44,19 +44,31 @@ def _nvshmem_candidates(spec: EnvSpec, catalog: Catalog | None, file: Path | Non
     assert catalog is not None
     cands = [v for v in catalog.versions if version_matches(v, spec.nvshmem.version)]
     if not cands:
-        raise UserError(f"no catalogued NVSHMEM source matches {spec.nvshmem.version!r}", file=file,
+        raise UserError(f"no catalogued NVSHMEM source matches {show(spec.nvshmem.version)}", file=file,
                         field="nvshmem.version", accepted=", ".join(sorted(catalog.versions, key=cmp_to_key(version_cmp))))
     return sorted(cands, key=cmp_to_key(version_cmp), reverse=True)
 
 
+def _check_platforms(spec: EnvSpec, file: Path | None) -> None:
+    # A profile name the overlay does not know would otherwise pass validation and only surface
+    # later, when detection/overlay look the profile up; the profiles table is plain data, cheap to read.
+    from deepep_env.platform.profiles_data import PROFILES
+
+    for p in spec.platforms:
+        if p not in PROFILES:
+            raise UserError(f"unknown platform profile {show(p)}", file=file, field="platforms",
+                            accepted=", ".join(sorted(PROFILES)))
+
+
 def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> ResolvedSpec:
     decisions: list[str] = []
+    _check_platforms(spec, file)
     recipes = project.recipes
     deepep_cat = load_catalog(recipes, "deep-ep")
     matches = [rev for rev in deepep_cat.revisions if rev.startswith(spec.deepep.revision)]
     if len(matches) != 1:
         what = "unknown" if not matches else "ambiguous"
-        raise UserError(f"{what} DeepEP revision {spec.deepep.revision!r}", file=file, field="deepep.revision",
+        raise UserError(f"{what} DeepEP revision {show(spec.deepep.revision)}", file=file, field="deepep.revision",
                         accepted=", ".join(f"{r[:12]} ({e.label})" for r, e in deepep_cat.revisions.items()))
     rev = matches[0]
     rentry = deepep_cat.revisions[rev]
@@ -66,7 +78,7 @@ def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> Resolv
     if spec.gdrcopy is not None:
         gcat = load_catalog(recipes, "gdrcopy")
         if spec.gdrcopy.version not in gcat.versions:
-            raise UserError(f"unknown GDRCopy version {spec.gdrcopy.version!r}", file=file, field="gdrcopy.version",
+            raise UserError(f"unknown GDRCopy version {show(spec.gdrcopy.version)}", file=file, field="gdrcopy.version",
                             accepted=", ".join(sorted(gcat.versions)))
         gdr = RGdrcopy(version=spec.gdrcopy.version, source=gcat.versions[spec.gdrcopy.version].source)
 

@@ -24,8 +24,10 @@ class Rule:
 
 
 def _sm100_cuda(r: ResolvedSpec) -> Optional[str]:
-    if any(a.startswith("10.") or a.startswith("12.") for a in r.cuda.architectures) and version_lt(r.cuda.version, "12.8"):
-        return f"sm_100/sm_120 need CUDA >= 12.8, spec has CUDA {r.cuda.version}"
+    # 10.x (B200/B300), 11.0 (Thor, called 10.1 before CUDA 13) and 12.x (RTX Blackwell) are all
+    # Blackwell: nvcc below 12.8 knows none of them.
+    if any(a.split(".")[0] in ("10", "11", "12") for a in r.cuda.architectures) and version_lt(r.cuda.version, "12.8"):
+        return f"sm_100/sm_110/sm_120 need CUDA >= 12.8, spec has CUDA {r.cuda.version}"
     return None
 
 
