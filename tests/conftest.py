@@ -27,3 +27,22 @@ def _isolate_state(tmp_path_factory, monkeypatch):
     """No test writes into the developer's .deepep-env/ state."""
     monkeypatch.setenv("DEEPEP_ENV_STATE", str(tmp_path_factory.mktemp("state")))
     monkeypatch.delenv("DEEPEP_ENV_PROJECT", raising=False)
+
+
+# py-rattler 0.28's runtime can abort the interpreter at shutdown (PyGILState_Release, exit 134)
+# after its async calls ran in this process, turning a green run red after the summary. The CLI
+# avoids it the same way (deepep_env.cli.main.entry): flush, then leave without the shutdown dance.
+_EXIT_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _EXIT_STATUS.append(int(exitstatus))
+
+
+def pytest_unconfigure(config):
+    import sys
+
+    if _EXIT_STATUS and "rattler" in sys.modules:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_EXIT_STATUS[-1])
