@@ -8,12 +8,15 @@ description, named after the seed failure it reproduces, so several can be stack
 from __future__ import annotations
 
 import copy
+import os
 import importlib.util
 import json
 import struct
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
+
+import pytest
 
 from deepep_env.platform.hosttree import build_host_tree
 
@@ -247,3 +250,22 @@ def ids(report) -> set[str]:
 def problems(report) -> list[str]:
     """Findings that are not info: what a healthy host must not have."""
     return [f"{f.severity} {f.id}: {f.title}" for f in report.findings if f.severity != "info"]
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """The CLI checks this process's environment (unless --env-file): make it a known, near-empty one."""
+    for k in list(os.environ):
+        if k not in ("PATH", "HOME", "DEEPEP_ENV_STATE", "TMPDIR", "LANG"):
+            monkeypatch.delenv(k, raising=False)
+    return monkeypatch
+
+
+def doctor_cli(capsys, *args):
+    """Run `deepep-env doctor ARGS` in-process; never a traceback."""
+    from deepep_env.cli.main import main
+
+    code = main(["doctor", *map(str, args)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err, err
+    return code, out, err

@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from deepep_env.cli.main import main
 from doctor_fixtures import (
+    clean_env,  # noqa: F401  (pytest fixture)
+    doctor_cli,
     BUMP_SCRIPT,
     REPO,
     build_host,
@@ -21,20 +22,7 @@ from doctor_fixtures import (
 )
 
 
-@pytest.fixture
-def clean_env(monkeypatch):
-    """The CLI checks this process's environment: make it a known, empty-ish one."""
-    for k in list(os.environ):
-        if k not in ("PATH", "HOME", "DEEPEP_ENV_STATE", "TMPDIR", "LANG"):
-            monkeypatch.delenv(k, raising=False)
-    return monkeypatch
-
-
-def run(capsys, *args):
-    code = main(["doctor", *map(str, args)])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
+run = doctor_cli
 
 
 def test_exit_codes_and_strict(tmp_path, capsys, clean_env):

@@ -13,9 +13,10 @@ import os
 
 import pytest
 
-from deepep_env.cli.main import main
 from deepep_env.doctor import run_doctor
 from doctor_fixtures import (
+    clean_env,  # noqa: F401  (pytest fixture)
+    doctor_cli,
     REPO,
     buffer_py,
     build_host,
@@ -35,20 +36,7 @@ GKE_REVISION = "0c984e256bb83c901741a9bab6f9c3b9eadd7421"  # env_specs/gke-a4.to
 H20_REVISION = "29d31c095796f3c8ece47ee9cdcc167051bbeed9"  # env_specs/h20-roce.toml
 
 
-@pytest.fixture
-def clean_env(monkeypatch):
-    """The CLI checks this process's environment unless --env-file: keep it known."""
-    for k in list(os.environ):
-        if k not in ("PATH", "HOME", "DEEPEP_ENV_STATE", "TMPDIR", "LANG"):
-            monkeypatch.delenv(k, raising=False)
-    return monkeypatch
-
-
-def cli(capsys, *args):
-    code = main(["doctor", *map(str, args)])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err, err
-    return code, out, err
+cli = doctor_cli
 
 
 def write_env_file(path, env: dict) -> str:
