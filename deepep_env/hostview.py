@@ -28,7 +28,6 @@ def host_view(r: ResolvedSpec, project: Project, *, root: str = "/", platform: O
         out["errors"].append(f"detect: {err}")
         return out
     d = det.to_dict()
-    facts = d.get("facts", d)
     out["host"] = {
         "source": f"bundled capture {demo_host!r}" if demo_host else (f"host tree {root}" if not live else "this machine"),
         "platform": det.platform.name,
@@ -58,5 +57,4 @@ def host_view(r: ResolvedSpec, project: Project, *, root: str = "/", platform: O
         pass
     except UserError as err:
         out["errors"].append(f"doctor: {err}")
-    _ = facts
     return out

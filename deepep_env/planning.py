@@ -58,7 +58,10 @@ def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:
 
 
 def resolved_with_builds(name: str, project: Project) -> dict[str, Any]:
-    r = load_resolved(name, project)
+    return _resolved_data(load_resolved(name, project), project)
+
+
+def _resolved_data(r: ResolvedSpec, project: Project) -> dict[str, Any]:
     bp = build_plan(r, project)
     return {
         "name": r.name, "version": r.version, "description": r.description, "platforms": r.platforms,
@@ -111,8 +114,8 @@ def _host_sections(name: str, project: Project, r: ResolvedSpec, root: Optional[
 
 def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_host: Optional[str] = None,
               platform: Optional[str] = None) -> dict[str, Any]:
-    data = resolved_with_builds(name, project)
     r = load_resolved(name, project)
+    data = _resolved_data(r, project)
     data["lock"] = _lock_status(name, project)
     data["prefix"] = {"path": str(project.prefix_for(name)),
                       "installed": (project.prefix_for(name) / "conda-meta" / "deepep-env.json").is_file()}
