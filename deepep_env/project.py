@@ -9,10 +9,27 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping, Optional
 
 from deepep_env.errors import UserError
 
 STATE_DIRNAME = ".deepep-env"
+
+
+# The two rules below are the only place that says where a project and its state are. They import
+# nothing heavy: the activate fast path (overlay/prefix.py) uses them too.
+def nearest_root(cwd: Path, environ: Optional[Mapping[str, str]] = None) -> Optional[Path]:
+    """``$DEEPEP_ENV_PROJECT``, else the nearest of ``cwd`` and its parents with ``env_specs/``."""
+    environ = os.environ if environ is None else environ
+    if environ.get("DEEPEP_ENV_PROJECT"):
+        return Path(environ["DEEPEP_ENV_PROJECT"])
+    return next((d for d in (cwd, *cwd.parents) if (d / "env_specs").is_dir()), None)
+
+
+def state_dir(root: Path, environ: Optional[Mapping[str, str]] = None) -> Path:
+    """``$DEEPEP_ENV_STATE``, else ``<root>/.deepep-env``."""
+    environ = os.environ if environ is None else environ
+    return Path(environ.get("DEEPEP_ENV_STATE") or (root / STATE_DIRNAME))
 
 
 @dataclass(frozen=True)
@@ -37,7 +54,7 @@ class Project:
 
     @property
     def state(self) -> Path:
-        return Path(os.environ.get("DEEPEP_ENV_STATE") or (self.root / STATE_DIRNAME))
+        return state_dir(self.root)
 
     @property
     def store(self) -> Path:
@@ -69,9 +86,8 @@ def find_project(start: str | Path | None = None) -> Project:
             raise UserError("not a deepep-env project (no env_specs/ folder)", file=root,
                             accepted="a folder with env_specs/ and recipes/, e.g. a clone of deepep-env")
         return Project(root)
-    here = Path.cwd().resolve()
-    for cand in (here, *here.parents):
-        if (cand / "env_specs").is_dir():
-            return Project(cand)
+    root = nearest_root(Path.cwd().resolve(), {})
+    if root is not None:
+        return Project(root)
     raise UserError("no deepep-env project found from the current directory (looked for env_specs/)",
                     accepted="run inside a clone of deepep-env, or pass --project DIR / set DEEPEP_ENV_PROJECT")

@@ -224,6 +224,47 @@ def test_generic_graph_multi_output_and_own_path_sources(sb):
     assert b"v2" in read_in_package(sb.channel / r2.nodes[1].outputs[0], "share/user.txt")
 
 
+def test_staging_fed_to_two_outputs_is_reported_because_it_runs_twice(sb, tmp_path):
+    """Why recipes/nvshmem is one output: py-rattler-build names each output's build folder after the
+    output and hashes that prefix into the staging-cache key, so a staging output feeding two outputs
+    runs twice (NVSHMEM compiled twice on the GPU machine). The builder says so in the report. If the
+    count below becomes 1, upstream shares staging again: drop driver.staging_rebuild_notes."""
+    marks = tmp_path / "runs.txt"
+    add_recipe(sb.root / "staged", "split", f"""
+        schema_version: 1
+        recipe: {{name: split, version: "1.0"}}
+        outputs:
+          - staging: {{name: split-build}}
+            build:
+              script:
+                - echo run >> {marks}
+                - mkdir -p $PREFIX/lib $PREFIX/include
+                - echo lib > $PREFIX/lib/libsplit.txt
+                - echo hdr > $PREFIX/include/split.h
+          - package: {{name: split-lib}}
+            inherit: split-build
+            build: {{noarch: generic, files: [lib/]}}
+          - package: {{name: split-dev}}
+            inherit: split-build
+            build: {{noarch: generic, files: [include/]}}
+        """)
+    r = build_recipes(sb.root / "staged", store=sb.store, channel=sb.channel, source_cache=sb.cache, offline=True)
+    (node,) = r.nodes
+    assert sorted(Path(o).name.split("-1.0")[0] for o in node.outputs) == ["split-dev", "split-lib"]
+    assert marks.read_text().count("run") == 2, "staging ran once: py-rattler-build shares it now"
+    assert len(node.notes) == 1 and "'split-build' feeds 2 outputs" in node.notes[0]
+    assert node.to_json()["notes"] == node.notes
+    assert "deepep-env note: package split: staging output" in Path(node.log).read_text()
+
+
+def test_real_nvshmem_recipe_compiles_once():
+    """One output, no staging: the NVSHMEM compile runs once per build (see the test above)."""
+    import yaml
+
+    doc = yaml.safe_load((REPO / "recipes" / "nvshmem" / "recipe.yaml").read_text())
+    assert "outputs" not in doc and doc["build"]["script"]["file"] == "build.sh"
+
+
 SLEEPER = """
 package: {name: sleeper, version: "1.0"}
 build:

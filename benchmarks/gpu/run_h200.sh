@@ -4,7 +4,12 @@
 #   → lock → install → doctor → DeepEP's own tests via `deepep-env run` → figures as name=value.
 #
 # Usage (from the repo root):  bash benchmarks/gpu/run_h200.sh [phase…]
-#   phases: setup build lock install doctor intranode lowlatency noop verified ptx baseline   (default: all but ptx/baseline)
+#   phases: setup build lock install doctor intranode lowlatency noop verified   (the default)
+#           handbuild baseline ptx ab                                           (the comparisons)
+#   handbuild  NVSHMEM by hand in this run (cmake + ninja, the recipe's flags, no rattler-build)
+#   baseline   DeepEP by hand (`pip install`, pip NVSHMEM) and its intranode test: field notes §3, this run
+#   ptx        the aggressive-PTX variant (h200-nvlink-ptx): build, lock, install, intranode
+#   ab         intranode alternating default / aggressive PTX (AB_ROUNDS rounds, default 2)
 # Inputs when the machine has no network (see benchmarks/gpu/README.md):
 #   $GPU_DIR/sources/*.tar.gz   upstream trees (git archive of the pinned revisions)
 #   $GPU_DIR/debs/*.deb         rdma-core headers + libmlx5 link stub (Debian's libibverbs-dev & co.)
@@ -13,6 +18,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ENV_NAME=${ENV_NAME:-h200-nvlink}
+MAIN_ENV=$ENV_NAME
 GPU_DIR=${GPU_DIR:-.gpu}
 # Everything lands in WORK; at exit it is packed into $OUT/results.tgz (+ figures.txt beside it), so
 # a run that stops early still returns its logs.
@@ -32,7 +38,7 @@ FIG="$OUT/figures.txt"
 
 now() { date +%s.%N; }
 since() { $PY -c "import sys; print(f'{$(now) - $1:.1f}')"; }
-fig() { echo "$1=$2" | tee -a "$FIG"; }
+fig() { echo "$1=$2" | tee -a "$FIG"; echo "$1=$2" >> "$OUT/figures-all.txt"; }
 has() { case " $PHASES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 step() { echo; echo "===== $(date +%T) $*"; }
 
@@ -63,15 +69,21 @@ setup() {
 build() {
   step "build (cold unless the store has it)"
   local t=$(now)
-  $DE build "$ENV_NAME" --offline --json > "$OUT/build.json" 2> "$OUT/build.err"; local rc=$?
-  cat "$OUT/build.json"; tail -5 "$OUT/build.err"
+  local report="$OUT/build-$ENV_NAME.json"
+  $DE build "$ENV_NAME" --offline --json > "$report" 2> "$OUT/build-$ENV_NAME.err"; local rc=$?
+  cat "$report"; tail -5 "$OUT/build-$ENV_NAME.err"
+  cp "$DEEPEP_ENV_STATE"/logs/*.log.live "$OUT/" 2>/dev/null
   fig "build_${ENV_NAME//-/_}_s" "$(since "$t")"
-  $PY - "$OUT/build.json" <<'PYEOF' | tee -a "$FIG"
+  # figures of the main env are build_<pkg>_…; another env's carry its name (build_h200_nvlink_ptx_<pkg>_…)
+  local pfx=""; [ "$ENV_NAME" = "$MAIN_ENV" ] || pfx="${ENV_NAME//-/_}_"
+  $PY - "$report" "$pfx" <<'PYEOF' | tee -a "$FIG" "$OUT/figures-all.txt"
 import json, sys
 d = json.load(open(sys.argv[1]))
 for n in d.get("nodes", d if isinstance(d, list) else []):
-    print(f"build_{n['package'].replace('-', '_')}_s={n.get('seconds', 0):.1f}")
-    print(f"build_{n['package'].replace('-', '_')}_status={n.get('status')}")
+    k = f"build_{sys.argv[2]}{n['package'].replace('-', '_')}"
+    print(f"{k}_s={n.get('seconds', 0):.1f}")
+    print(f"{k}_status={n.get('status')}")
+    print(f"{k}_cold={int(n.get('status') == 'built')}")
 PYEOF
   if [ $rc -ne 0 ]; then
     for l in "$DEEPEP_ENV_STATE"/logs/*.log; do echo "--- $l"; tail -60 "$l"; done
@@ -106,7 +118,7 @@ run_test() {  # name file args…
   local rc=${PIPESTATUS[0]}
   fig "${name}_exit" "$rc"
   fig "${name}_s" "$(since "$t")"
-  $PY benchmarks/gpu/parse_deepep.py "$OUT/$name.log" "${name}_" | tee -a "$FIG"
+  $PY benchmarks/gpu/parse_deepep.py "$OUT/$name.log" "${name}_" | tee -a "$FIG" "$OUT/figures-all.txt"
 }
 
 noop() {
@@ -140,6 +152,31 @@ ptx() {
   ENV_NAME=$save
 }
 
+handbuild() {
+  # Issue 9.4's yardstick in this run on this machine: NVSHMEM configured, compiled and installed by
+  # hand — the recipe's own build.sh with the same flags, run directly (no rattler-build, no store).
+  step "NVSHMEM by hand (cmake + ninja, same flags, no rattler-build)"
+  rm -rf /tmp/hand-nvshmem-src /tmp/hand-nvshmem && mkdir -p /tmp/hand-nvshmem-src
+  tar -xzf "$GPU_DIR"/sources/nvshmem-*.tar.gz -C /tmp/hand-nvshmem-src --strip-components=1
+  local t=$(now) repo=$PWD
+  ( cd /tmp/hand-nvshmem-src && PREFIX=/tmp/hand-nvshmem CPU_COUNT=$(nproc) NVSHMEM_ARCHS=90 \
+      NVSHMEM_WANT_IBGDA=true NVSHMEM_WANT_GDRCOPY=false DEEPEP_CUDA_PREFIX=/usr/local/cuda \
+      DEEPEP_CUDA_HOST_CXX="${CUDAHOSTCXX:-}" DEEPEP_RDMA_CORE_PREFIX=/tmp/deepep-rdma/usr \
+      bash "$repo/recipes/nvshmem/build.sh" ) > "$OUT/hand-nvshmem.log" 2>&1
+  fig hand_build_nvshmem_exit $?
+  fig hand_build_nvshmem_s "$(since "$t")"
+}
+
+ab() {
+  # Default and aggressive PTX, alternating, so drift on the machine lands on both.
+  local save=$ENV_NAME i
+  for i in $(seq 1 "${AB_ROUNDS:-2}"); do
+    ENV_NAME=$save; run_test "ab${i}_default_intranode" test_intranode.py ${INTRANODE_ARGS:-}
+    ENV_NAME=${PTX_ENV:-h200-nvlink-ptx}; run_test "ab${i}_ptx_intranode" test_intranode.py ${INTRANODE_ARGS:-}
+  done
+  ENV_NAME=$save
+}
+
 baseline() {
   # The hand build field notes §3 compares against, repeated in this run on this machine: DeepEP from
   # the same tarball, `pip install` by hand against pip's NVSHMEM (no NVSHMEM_DIR), tests from source.
@@ -154,7 +191,7 @@ baseline() {
   fig hand_build_deepep_s "$(since "$t")"
   ( cd /tmp/hand/tests && PYTHONPATH=/tmp/hand-site $PY test_intranode.py ${INTRANODE_ARGS:-} ) > "$OUT/hand_intranode.log" 2>&1
   fig hand_intranode_exit $?
-  $PY benchmarks/gpu/parse_deepep.py "$OUT/hand_intranode.log" "hand_intranode_" | tee -a "$FIG"
+  $PY benchmarks/gpu/parse_deepep.py "$OUT/hand_intranode.log" "hand_intranode_" | tee -a "$FIG" "$OUT/figures-all.txt"
 }
 
 has setup && setup
@@ -166,8 +203,12 @@ has intranode && run_test intranode test_intranode.py ${INTRANODE_ARGS:-}
 has lowlatency && run_test lowlatency test_low_latency.py
 has noop && noop
 has verified && verified
-has ptx && ptx
+has handbuild && handbuild
 has baseline && baseline
+has ptx && ptx
+has ab && ab
+# Same-run comparisons from everything measured in this work folder (earlier commands included).
+$PY benchmarks/gpu/compare.py "$OUT/figures-all.txt" | tee -a "$FIG"
 echo
 echo "===== figures"
 cat "$FIG"

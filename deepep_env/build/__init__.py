@@ -55,12 +55,15 @@ class NodeResult:
     seconds: float
     outputs: list[str]                # channel-relative files, "linux-64/x-1.0-h…_0.conda"
     log: Optional[str] = None
+    notes: list[str] = field(default_factory=list)   # what the driver noticed (e.g. a staging rerun)
 
     def to_json(self) -> dict[str, Any]:
         d = {"package": self.package, "id": self.id, "version": self.version, "status": self.status,
              "seconds": round(self.seconds, 3), "outputs": self.outputs}
         if self.log:
             d["log"] = self.log
+        if self.notes:
+            d["notes"] = self.notes
         return d
 
 
@@ -183,8 +186,8 @@ class _Builder:
     def _log(self, node: BuildNode) -> Path:
         return self.state / "logs" / f"{short_id(node.id, 10)}.log"
 
-    def _build_into(self, node: BuildNode, by: dict[str, BuildNode], out_dir: Path) -> tuple[list[Path], float]:
-        """Stage, build, return the package files (under ``out_dir``) and seconds."""
+    def _build_into(self, node: BuildNode, by: dict[str, BuildNode], out_dir: Path) -> tuple[list[Path], float, list[str]]:
+        """Stage, build, return the package files (under ``out_dir``), seconds and the driver's notes."""
         started = time.monotonic()
         work = self._work(node)
         if work.exists():  # left by a killed build: never reuse half of it
@@ -215,7 +218,7 @@ class _Builder:
                                 f"{', '.join(outside)}", accepted="a recipe for it in the graph, or a channel "
                                 "that has it (--extra-channel / extra_channels=)") from None
             raise
-        return res.packages, time.monotonic() - started
+        return res.packages, time.monotonic() - started, res.notes
 
     def publish(self, entry: StoreEntry) -> bool:
         changed = False
@@ -238,13 +241,13 @@ class _Builder:
         for node in nodes:
             self.progress("start", node, None)
             entry = self.store.lookup(node.id, node.package)
-            status, seconds = "cached", 0.0
+            status, seconds, notes = "cached", 0.0, []
             if entry is None:
                 with _locked(self.state / "locks" / f"{short_id(node.id, 10)}.lock"):
                     entry = self.store.lookup(node.id, node.package)  # another process may have built it
                     if entry is None:
                         work = self._work(node)
-                        files, seconds = self._build_into(node, by, work / "out")
+                        files, seconds, notes = self._build_into(node, by, work / "out")
                         entry = self.store.add(node.id, node.package, node.preimage or {}, files, seconds)
                         shutil.rmtree(work, ignore_errors=True)
                         status = "built"
@@ -259,7 +262,7 @@ class _Builder:
                 index(self.channel.root)
             result = NodeResult(node.package, node.id, version, status, seconds,
                                 [o.file for o in entry.outputs],
-                                str(self._log(node)) if self._log(node).is_file() else None)
+                                str(self._log(node)) if self._log(node).is_file() else None, notes)
             report.nodes.append(result)
             self.progress("done", node, result)
         if check:
@@ -280,7 +283,7 @@ class _Builder:
         work = self._work(node)
         with _locked(self.state / "locks" / f"{short_id(node.id, 10)}.lock"):
             try:
-                files, _ = self._build_into(node, by, work / "out")
+                files, _, _ = self._build_into(node, by, work / "out")
                 rebuilt = {f.name: f for f in files}
                 diffs: list[str] = []
                 for o in entry.outputs:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -142,6 +142,7 @@ class DriverResult:
     packages: list[Path]
     seconds: float
     log: list[str]
+    notes: list[str] = field(default_factory=list)
 
 
 def render(recipe_file: Path, context: Mapping[str, Any], *, package: str):
@@ -194,6 +195,26 @@ def _check_staged_sources(variants, staged: Sequence[Path], package: str, recipe
                     "(rattler-build would drop files the source's own .gitignore lists)", file=recipe_file)
 
 
+def staging_rebuild_notes(variants, package: str) -> list[str]:
+    """py-rattler-build (0.73; unchanged upstream as of 0.74) builds each output in a folder named
+    after that output, and its staging-cache key hashes the prefix path, so a staging output that
+    feeds several outputs is built again for each one (measured: NVSHMEM compiled twice). Say so,
+    once per recipe, instead of letting the build quietly take twice as long."""
+    feeds: dict[str, list[str]] = {}
+    for v in variants:
+        try:
+            d = v.recipe.to_dict()
+        except Exception:  # noqa: BLE001 - a binding without to_dict: nothing to say
+            continue
+        cache = (d.get("inherits_from") or {}).get("cache_name")
+        if cache:
+            feeds.setdefault(str(cache), []).append(str((d.get("package") or {}).get("name", "?")))
+    return [f"package {package}: staging output {cache!r} feeds {len(outs)} outputs ({', '.join(outs)}); "
+            f"py-rattler-build runs it once per output, so its build script runs {len(outs)} times "
+            "(one output, or one staging per output, avoids that)"
+            for cache, outs in sorted(feeds.items()) if len(outs) > 1]
+
+
 class _LiveLog:
     """rattler-build progress callback that appends each log line, timestamped, to ``<log>.live`` as
     it happens: a build killed midway (a time limit, a lost machine) still leaves its story."""
@@ -235,6 +256,7 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
     started = time.monotonic()
     variants = render(recipe_file, context, package=package)
     _check_staged_sources(variants, staged, package, recipe_file)
+    notes = staging_rebuild_notes(variants, package)
     # Packaging, not compiling, dominated NVSHMEM's first build on the GPU machine (large static
     # device library): compress with every core at a fast zstd level. The payload, and so the build
     # id, does not depend on it; DEEPEP_ENV_PACKAGE_FORMAT overrides (e.g. "conda:19" for a release).
@@ -244,6 +266,9 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
     packages: list[Path] = []
     output_dir.mkdir(parents=True, exist_ok=True)
     live = _LiveLog(log_path.with_name(log_path.name + ".live"))
+    for n in notes:
+        live._w(f"deepep-env note: {n}")
+        log.append(f"deepep-env note: {n}")
     for v in variants:
         try:
             res = v.run_build(tool_config=tool, output_dir=output_dir, channels=list(channels),
@@ -261,4 +286,4 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
         packages += [Path(p) for p in res.packages]
     live.close()
     write_text(log_path, "\n".join(log) + "\n")
-    return DriverResult(packages, time.monotonic() - started, log)
+    return DriverResult(packages, time.monotonic() - started, log, notes)

@@ -23,6 +23,8 @@ def _progress(console):
             colour = "green" if result.status == "built" else "dim"
             console.print(f"[{colour}]{result.status:6}[/] {node.package} {result.version} {node.build_string}"
                           f"  {result.seconds:.1f}s")
+            for n in result.notes:
+                console.print(f"note   {n}", markup=False, highlight=False)
         elif event == "check":
             console.print(f"[yellow]check [/] {node.package}: rebuilding to compare payloads")
 

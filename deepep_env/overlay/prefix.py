@@ -8,8 +8,9 @@
 
 ``python.executable`` is optional. Unknown keys are ignored (a newer installer may add some).
 
-Where the prefix is, in order: ``--prefix``; ``$DEEPEP_ENV_PREFIX`` (the prefix itself); else
-``<cwd>/.deepep-env/envs/<ENV>``.
+Where the prefix is, in order: ``--prefix``; ``$DEEPEP_ENV_PREFIX`` (the prefix itself); else where
+``deepep-env install`` put it: ``<state>/envs/<ENV>``, the state being ``$DEEPEP_ENV_STATE`` or
+``<project>/.deepep-env`` (deepep_env/project.py).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
 from deepep_env.errors import UserError
+from deepep_env.project import nearest_root, state_dir
 
 META_RELPATH = os.path.join("conda-meta", "deepep-env.json")
 ENV_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -52,13 +54,9 @@ def default_prefix(env: str, cwd: Optional[str] = None, environ: Optional[Mappin
     environ = os.environ if environ is None else environ
     if environ.get(PREFIX_ENV_VAR):
         return Path(environ[PREFIX_ENV_VAR])
-    # Same place deepep_env.project.Project.prefix_for puts it (install writes there): the state dir
-    # ($DEEPEP_ENV_STATE, else <project>/.deepep-env, the project being the nearest parent with env_specs/).
-    if environ.get("DEEPEP_ENV_STATE"):
-        return Path(environ["DEEPEP_ENV_STATE"]) / "envs" / env
+    # Where install put it: Project.prefix_for, by the same two rules (deepep_env.project).
     here = Path(cwd or os.getcwd())
-    root = next((d for d in (here, *here.parents) if (d / "env_specs").is_dir()), here)
-    return root / ".deepep-env" / "envs" / env
+    return state_dir(nearest_root(here, environ) or here, environ) / "envs" / env
 
 
 def find_prefix(

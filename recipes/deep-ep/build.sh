@@ -8,7 +8,7 @@ PY="${DEEPEP_PYTHON:?python_executable not set}"
 site="$PREFIX/lib/python${DEEPEP_PY_VERSION}/site-packages"
 export CUDA_HOME="${DEEPEP_CUDA_PREFIX:-/usr/local/cuda}"
 export PATH="$CUDA_HOME/bin:$PATH"
-# Our NVSHMEM (deepep-nvshmem-devel) is in the host prefix: headers, libnvshmem_device.a and the
+# Our NVSHMEM (deepep-nvshmem) is in the host prefix: headers, libnvshmem_device.a and the
 # host library. setup.py adds -rpath $NVSHMEM_DIR/lib, which rattler-build turns into $ORIGIN-relative.
 export NVSHMEM_DIR="$PREFIX"
 export TORCH_CUDA_ARCH_LIST="${DEEPEP_TORCH_CUDA_ARCH_LIST}"

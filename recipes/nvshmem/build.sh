@@ -89,3 +89,6 @@ for f in changelog License.txt version.txt git_commit.txt; do
   [ -e "$PREFIX/$f" ] && mv "$PREFIX/$f" "$PREFIX/share/doc/nvshmem/"
 done
 rm -rf "$PREFIX/share/src"
+# libnvshmem.a (host and device in one static archive) is not what DeepEP links (libnvshmem_host.so +
+# libnvshmem_device.a) and pip's NVSHMEM does not ship it either: leave it out of the package.
+rm -f "$PREFIX/lib/libnvshmem.a"

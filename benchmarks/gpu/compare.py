@@ -1,0 +1,60 @@
+"""Same-run comparisons for issue 9, as `name=value` lines: deepep-env against the hand build on the
+machine the script just ran on.
+
+Reads the cumulative figures file run_h200.sh keeps in its work folder (every command on a warm
+machine appends to it; the last value of a name wins) and prints, where both sides were measured:
+
+  cold_build_s, hand_build_s, cold_build_vs_hand     NVSHMEM + DeepEP from nothing (target ≤ 1.10)
+  cold_nvshmem_vs_hand, cold_deep_ep_vs_hand         per package
+  intranode_<fig>_vs_hand                            bandwidth against DeepEP built by hand (target ≥ 0.97)
+  ptx_<fig>_vs_default                               aggressive PTX against the default build, A/B means
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+
+FIGS = ("dispatch_fp8_gbps", "dispatch_bf16_gbps", "combine_bf16_gbps")
+
+
+def read(path: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in open(path, encoding="utf-8"):
+        name, sep, value = line.strip().partition("=")
+        if sep:
+            try:
+                out[name] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+def compare(f: dict[str, float], env: str = "h200_nvlink") -> dict[str, float]:
+    r: dict[str, float] = {}
+    ours = {p: f.get(f"build_{p}_s") for p in ("nvshmem", "deep_ep")}
+    hand = {"nvshmem": f.get("hand_build_nvshmem_s"), "deep_ep": f.get("hand_build_deepep_s")}
+    for p in ours:
+        if ours[p] and hand[p] and f.get(f"build_{p}_cold") == 1:
+            r[f"cold_{p}_vs_hand"] = ours[p] / hand[p]
+    if all(ours.values()) and all(hand.values()) and all(f.get(f"build_{p}_cold") == 1 for p in ours):
+        r["cold_build_s"] = sum(ours.values())
+        r["hand_build_s"] = sum(hand.values())
+        r["cold_build_vs_hand"] = r["cold_build_s"] / r["hand_build_s"]
+    for k in FIGS:
+        if f.get(f"intranode_{k}") and f.get(f"hand_intranode_{k}"):
+            r[f"intranode_{k}_vs_hand"] = f[f"intranode_{k}"] / f[f"hand_intranode_{k}"]
+        a = [f[n] for n in f if n.startswith("ab") and n.endswith(f"_default_intranode_{k}")]
+        b = [f[n] for n in f if n.startswith("ab") and n.endswith(f"_ptx_intranode_{k}")]
+        if a and b:
+            r[f"ptx_{k}_vs_default"] = statistics.mean(b) / statistics.mean(a)
+    return {k: round(v, 3) for k, v in r.items()}
+
+
+def main(argv: list[str]) -> int:
+    for k, v in compare(read(argv[1])).items():
+        print(f"{k}={v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

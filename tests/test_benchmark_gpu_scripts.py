@@ -1,0 +1,62 @@
+"""benchmarks/gpu: the parsers that turn DeepEP's output and the run's figures into the numbers
+docs/benchmarks.md reports (the GPU run itself needs the machine; its arithmetic does not)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from build_fixtures import REPO
+
+GPU = REPO / "benchmarks" / "gpu"
+sys.path.insert(0, str(GPU))
+
+import compare  # noqa: E402
+import parse_deepep  # noqa: E402
+
+INTRANODE = """\
+[testing] Running with BF16, without top-k (async=False, previous=False) ... passed
+[testing] Running with FP8, with top-k (async=True, previous=True) ... passed
+[tuning] Best dispatch (FP8): SMs 24, NVL chunk 20, 324.72 GB/s (NVL), t: 1.0 us
+[tuning] Best dispatch (BF16): SMs 24, NVL chunk 20, 336.20 GB/s (NVL), t: 1.0 us
+[tuning] Best combine: SMs 24, NVL chunk 8: 323.57 GB/s (NVL), t: 1.0 us
+"""
+
+
+def test_parse_intranode():
+    f = parse_deepep.parse(INTRANODE, "intranode_")
+    assert f["intranode_cases_passed"] == 2 and f["intranode_cases_failed"] == 0
+    assert f["intranode_dispatch_fp8_gbps"] == 324.72 and f["intranode_combine_bf16_gbps"] == 323.57
+
+
+def test_compare_same_run(tmp_path):
+    figs = tmp_path / "figures-all.txt"
+    figs.write_text("\n".join([
+        # an earlier command on the same machine: the cold build …
+        "build_nvshmem_s=190.0", "build_nvshmem_status=built", "build_nvshmem_cold=1",
+        "build_deep_ep_s=70.0", "build_deep_ep_cold=1",
+        "intranode_dispatch_fp8_gbps=322.0",
+        # … the ptx env's build does not overwrite the main env's figures
+        "build_h200_nvlink_ptx_nvshmem_s=0.0", "build_h200_nvlink_ptx_nvshmem_cold=0",
+        # a later command: the hand build and the A/B rounds
+        "hand_build_nvshmem_s=180.0", "hand_build_deepep_s=60.0", "hand_intranode_dispatch_fp8_gbps=320.0",
+        "ab1_default_intranode_dispatch_fp8_gbps=320.0", "ab1_ptx_intranode_dispatch_fp8_gbps=324.0",
+        "ab2_default_intranode_dispatch_fp8_gbps=322.0", "ab2_ptx_intranode_dispatch_fp8_gbps=326.0",
+        "doctor_exit=0", "not a figure",
+    ]) + "\n")
+    out = subprocess.run([sys.executable, str(GPU / "compare.py"), str(figs)], capture_output=True, text=True, check=True).stdout
+    got = dict(line.split("=") for line in out.split())
+    assert got["cold_build_s"] == "260.0" and got["hand_build_s"] == "240.0"
+    assert got["cold_build_vs_hand"] == "1.083" and got["cold_nvshmem_vs_hand"] == "1.056"
+    assert got["intranode_dispatch_fp8_gbps_vs_hand"] == "1.006"
+    assert got["ptx_dispatch_fp8_gbps_vs_default"] == "1.012"
+
+
+def test_compare_never_calls_a_cached_build_cold(tmp_path):
+    figs = tmp_path / "f.txt"
+    figs.write_text("build_nvshmem_s=0.1\nbuild_nvshmem_cold=0\nbuild_deep_ep_s=0.1\nbuild_deep_ep_cold=0\n"
+                    "hand_build_nvshmem_s=180\nhand_build_deepep_s=60\n")
+    assert compare.compare(compare.read(str(figs))) == {}
+
+
+def test_run_script_parses():
+    subprocess.run(["bash", "-n", str(GPU / "run_h200.sh")], check=True)
