@@ -11,6 +11,7 @@ machine appends to it; the last value of a name wins) and prints, where both sid
 """
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 
@@ -19,6 +20,8 @@ FIGS = ("dispatch_fp8_gbps", "dispatch_bf16_gbps", "combine_bf16_gbps")
 
 def read(path: str) -> dict[str, float]:
     out: dict[str, float] = {}
+    if not os.path.isfile(path):  # nothing measured yet in this work folder
+        return out
     for line in open(path, encoding="utf-8"):
         name, sep, value = line.strip().partition("=")
         if sep:

@@ -32,6 +32,11 @@ export DEEPEP_ENV_STATE=${DEEPEP_ENV_STATE:-$PWD/.deepep-env}
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1   # shared GPUs: no multicast
 PHASES=${*:-setup build lock install doctor intranode lowlatency noop verified}
 PY=${PYTHON:-python3}
+# DeepEP's tests spawn 8 processes by default; on a machine with fewer GPUs, one per GPU.
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ -z "${INTRANODE_ARGS+x}" ] && [ "${NGPU:-0}" -gt 0 ] && [ "$NGPU" -lt 8 ]; then INTRANODE_ARGS="--num-processes $NGPU"; fi
+INTRANODE_ARGS=${INTRANODE_ARGS:-}
+LL_ARGS=${LL_ARGS:-$INTRANODE_ARGS}
 DE="$PY -m deepep_env.cli.main"
 FIG="$OUT/figures.txt"
 : > "$FIG"
@@ -135,7 +140,7 @@ verified() {
   local t=$(now)
   $DE install "$ENV_NAME" --lock "$OUT/$ENV_NAME.pixi.lock" >/dev/null || exit 1
   $DE doctor "$ENV_NAME" >/dev/null
-  $DE run "$ENV_NAME" -- bash -c 'exec python3 "$CONDA_PREFIX/share/deep-ep/tests/test_intranode.py"' > "$OUT/verified.log" 2>&1
+  $DE run "$ENV_NAME" -- bash -c 'exec python3 "$CONDA_PREFIX/share/deep-ep/tests/test_intranode.py" "$@"' deepep $INTRANODE_ARGS > "$OUT/verified.log" 2>&1
   fig verified_exit $?
   fig time_to_verified_s "$(since "$t")"
 }
@@ -148,7 +153,7 @@ ptx() {
   build
   lock
   install_env
-  run_test ptx_intranode test_intranode.py ${INTRANODE_ARGS:-}
+  run_test ptx_intranode test_intranode.py $INTRANODE_ARGS
   ENV_NAME=$save
 }
 
@@ -171,8 +176,8 @@ ab() {
   # Default and aggressive PTX, alternating, so drift on the machine lands on both.
   local save=$ENV_NAME i
   for i in $(seq 1 "${AB_ROUNDS:-2}"); do
-    ENV_NAME=$save; run_test "ab${i}_default_intranode" test_intranode.py ${INTRANODE_ARGS:-}
-    ENV_NAME=${PTX_ENV:-h200-nvlink-ptx}; run_test "ab${i}_ptx_intranode" test_intranode.py ${INTRANODE_ARGS:-}
+    ENV_NAME=$save; run_test "ab${i}_default_intranode" test_intranode.py $INTRANODE_ARGS
+    ENV_NAME=${PTX_ENV:-h200-nvlink-ptx}; run_test "ab${i}_ptx_intranode" test_intranode.py $INTRANODE_ARGS
   done
   ENV_NAME=$save
 }
@@ -189,7 +194,7 @@ baseline() {
       CPATH=/tmp/deepep-rdma/usr/include:/usr/local/cuda/targets/x86_64-linux/include/cccl \
       $PY -m pip install . --no-deps --no-build-isolation --no-index --target /tmp/hand-site > "$OUT/hand-build.log" 2>&1 )
   fig hand_build_deepep_s "$(since "$t")"
-  ( cd /tmp/hand/tests && PYTHONPATH=/tmp/hand-site $PY test_intranode.py ${INTRANODE_ARGS:-} ) > "$OUT/hand_intranode.log" 2>&1
+  ( cd /tmp/hand/tests && PYTHONPATH=/tmp/hand-site $PY test_intranode.py $INTRANODE_ARGS ) > "$OUT/hand_intranode.log" 2>&1
   fig hand_intranode_exit $?
   $PY benchmarks/gpu/parse_deepep.py "$OUT/hand_intranode.log" "hand_intranode_" | tee -a "$FIG" "$OUT/figures-all.txt"
 }
@@ -199,8 +204,8 @@ has build && build
 has lock && lock
 has install && install_env
 has doctor && doctor
-has intranode && run_test intranode test_intranode.py ${INTRANODE_ARGS:-}
-has lowlatency && run_test lowlatency test_low_latency.py
+has intranode && run_test intranode test_intranode.py $INTRANODE_ARGS
+has lowlatency && run_test lowlatency test_low_latency.py $LL_ARGS
 has noop && noop
 has verified && verified
 has handbuild && handbuild
