@@ -41,6 +41,7 @@ def test_compare_same_run(tmp_path):
         "hand_build_nvshmem_s=180.0", "hand_build_deepep_s=60.0", "hand_intranode_dispatch_fp8_gbps=320.0",
         "ab1_default_intranode_dispatch_fp8_gbps=320.0", "ab1_ptx_intranode_dispatch_fp8_gbps=324.0",
         "ab2_default_intranode_dispatch_fp8_gbps=322.0", "ab2_ptx_intranode_dispatch_fp8_gbps=326.0",
+        "ab1_default_lowlatency_ll_rank0_gbps=200.0", "ab1_ptx_lowlatency_ll_rank0_gbps=198.0",
         "doctor_exit=0", "not a figure",
     ]) + "\n")
     out = subprocess.run([sys.executable, str(GPU / "compare.py"), str(figs)], capture_output=True, text=True, check=True).stdout
@@ -49,6 +50,7 @@ def test_compare_same_run(tmp_path):
     assert got["cold_build_vs_hand"] == "1.083" and got["cold_nvshmem_vs_hand"] == "1.056"
     assert got["intranode_dispatch_fp8_gbps_vs_hand"] == "1.006"
     assert got["ptx_dispatch_fp8_gbps_vs_default"] == "1.012"
+    assert got["ptx_lowlatency_ll_rank0_gbps_vs_default"] == "0.99"
 
 
 def test_compare_never_calls_a_cached_build_cold(tmp_path):

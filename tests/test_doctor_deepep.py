@@ -40,6 +40,15 @@ def test_pr466_present_in_the_installed_module(tmp_path):
     r = doctor(root, "gcp-b200", prefix=make_prefix(tmp_path / "pfx"))
     assert r.context["deep_ep"]["origin"] == str(tmp_path / "pfx/lib/python3.12/site-packages/deep_ep/__init__.py")
     quiet(r, "deepep.pr466-missing", "deepep.shadowed", "deepep.not-installed")
+    # issue 9.2: doctor says what it verified, in text even when other findings hide the notes
+    (ok,) = [c for c in r.confirmed if c.startswith("deepep.pr-466: present")]
+    assert "_setup_device_hca_mapping" in ok and ok.endswith("site-packages/deep_ep/buffer.py)")
+    assert r.to_dict()["confirmed"] == list(r.confirmed)
+    from deepep_env.doctor.render import render_text
+
+    assert f"ok    {ok}" in render_text(r).splitlines()
+    missing = doctor(root, "gcp-b200", prefix=make_prefix(tmp_path / "p2", pr466=False))
+    assert not [c for c in missing.confirmed if c.startswith("deepep.pr-466")]
 
 
 def test_pr466_missing_from_the_installed_module(tmp_path):

@@ -7,7 +7,8 @@ machine appends to it; the last value of a name wins) and prints, where both sid
   cold_build_s, hand_build_s, cold_build_vs_hand     NVSHMEM + DeepEP from nothing (target ≤ 1.10)
   cold_nvshmem_vs_hand, cold_deep_ep_vs_hand         per package
   intranode_<fig>_vs_hand                            bandwidth against DeepEP built by hand (target ≥ 0.97)
-  ptx_<fig>_vs_default                               aggressive PTX against the default build, A/B means
+  ptx_<fig>_vs_default, ptx_lowlatency_<fig>_vs_default
+                                                     aggressive PTX against upstream's default, A/B means
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import statistics
 import sys
 
 FIGS = ("dispatch_fp8_gbps", "dispatch_bf16_gbps", "combine_bf16_gbps")
+LL_FIGS = ("ll_rank0_gbps", "ll_min_rank_gbps")
 
 
 def read(path: str) -> dict[str, float]:
@@ -32,7 +34,7 @@ def read(path: str) -> dict[str, float]:
     return out
 
 
-def compare(f: dict[str, float], env: str = "h200_nvlink") -> dict[str, float]:
+def compare(f: dict[str, float]) -> dict[str, float]:
     r: dict[str, float] = {}
     ours = {p: f.get(f"build_{p}_s") for p in ("nvshmem", "deep_ep")}
     hand = {"nvshmem": f.get("hand_build_nvshmem_s"), "deep_ep": f.get("hand_build_deepep_s")}
@@ -46,10 +48,11 @@ def compare(f: dict[str, float], env: str = "h200_nvlink") -> dict[str, float]:
     for k in FIGS:
         if f.get(f"intranode_{k}") and f.get(f"hand_intranode_{k}"):
             r[f"intranode_{k}_vs_hand"] = f[f"intranode_{k}"] / f[f"hand_intranode_{k}"]
-        a = [f[n] for n in f if n.startswith("ab") and n.endswith(f"_default_intranode_{k}")]
-        b = [f[n] for n in f if n.startswith("ab") and n.endswith(f"_ptx_intranode_{k}")]
+    for test, k in [("intranode", k) for k in FIGS] + [("lowlatency", k) for k in LL_FIGS]:
+        a = [f[n] for n in f if n.startswith("ab") and n.endswith(f"_default_{test}_{k}")]
+        b = [f[n] for n in f if n.startswith("ab") and n.endswith(f"_ptx_{test}_{k}")]
         if a and b:
-            r[f"ptx_{k}_vs_default"] = statistics.mean(b) / statistics.mean(a)
+            r[f"ptx_{'' if test == 'intranode' else 'lowlatency_'}{k}_vs_default"] = statistics.mean(b) / statistics.mean(a)
     return {k: round(v, 3) for k, v in r.items()}
 
 

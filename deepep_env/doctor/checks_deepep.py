@@ -155,7 +155,7 @@ def check_deepep(ctx: DoctorContext, emit: Emitter) -> None:
             continue
         if symbol in names:
             # Say what was verified, not only what is wrong (issue 9: doctor confirms PR #466).
-            ctx.notes.append(f"deepep: {feat} present in the module Python imports ({symbol} defined in {path})")
+            ctx.confirmed.append(f"deepep.{feat}: present in the module Python imports ({symbol} defined in {path})")
             continue
         if symbol not in names:
             emit(

@@ -229,6 +229,7 @@ class DoctorContext:
     prefix: Optional[str] = None
     setup_findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    confirmed: list[str] = field(default_factory=list)  # what was verified and is right (always shown)
     info: dict[str, Any] = field(default_factory=dict)  # what checks learned, for the report's context
     _cache: dict[str, Any] = field(default_factory=dict)
 

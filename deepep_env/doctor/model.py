@@ -127,6 +127,7 @@ class DoctorReport:
     overlay_applied: bool  # True when the env's overlay is part of the checked environment
     findings: tuple[Finding, ...]
     notes: tuple[str, ...] = ()
+    confirmed: tuple[str, ...] = ()  # checks that looked and found the right thing (e.g. PR #466 present)
     checks: tuple[str, ...] = ()  # check families that ran
     skipped: tuple[tuple[str, str], ...] = ()  # (family, why) for families that did not run
     traffic: Optional[TrafficResult] = None
@@ -165,6 +166,7 @@ class DoctorReport:
             "exit_code": self.exit_code(strict),
             "findings": [f.to_dict() for f in self.findings],
             "notes": [one_line(n, 1000) for n in self.notes],
+            "confirmed": [one_line(n, 1000) for n in self.confirmed],
             "checks": list(self.checks),
             "skipped": [{"check": c, "why": w} for c, w in self.skipped],
             "context": self.context,

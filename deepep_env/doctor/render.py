@@ -27,6 +27,8 @@ def render_text(report: DoctorReport, strict: bool = False, verbose: bool = Fals
             d = p.delta
             shown = "unreadable" if d is None else f"+{d * 4} bytes"
             out.append(f"      {one_line(p.hca, 64)}:{p.port} {'ACTIVE' if p.active else 'not active'} {shown}")
+    for c in r.confirmed:
+        out.append(f"ok    {one_line(c, 600)}")
     if verbose or not r.findings:
         for n in r.notes:
             out.append(f"note: {one_line(n, 600)}")

@@ -250,6 +250,7 @@ def run_doctor(
         overlay_applied=applied,
         findings=tuple(findings),
         notes=tuple(dict.fromkeys(notes)),
+        confirmed=tuple(dict.fromkeys(ctx.confirmed)),
         checks=tuple(c.name for c in checks) + (("traffic",) if traffic else ()),
         traffic=traffic_result,
         context=context,
