@@ -5,11 +5,11 @@
 #
 # Usage (from the repo root):  bash benchmarks/gpu/run_h200.sh [phase…]
 #   phases: setup build lock install doctor intranode lowlatency noop verified   (the default)
-#           handbuild baseline generic ab                                       (the comparisons)
+#           handbuild baseline ptx ab                                           (the comparisons)
 #   handbuild  NVSHMEM by hand in this run (cmake + ninja, the recipe's flags, no rattler-build)
 #   baseline   DeepEP by hand (`pip install`, pip NVSHMEM) and its intranode test: field notes §3, this run
-#   generic    the upstream-default variant (h200-nvlink-generic: aggressive PTX off): build, lock, install, intranode
-#   ab         intranode alternating upstream default / aggressive PTX (AB_ROUNDS rounds, default 2)
+#   ptx        the aggressive-PTX variant (h200-nvlink-ptx): build, lock, install, intranode
+#   ab         both tests alternating upstream default (h200-nvlink) / aggressive PTX (AB_ROUNDS, default 2)
 # Inputs when the machine has no network (see benchmarks/gpu/README.md):
 #   $GPU_DIR/sources/*.tar.gz   upstream trees (git archive of the pinned revisions)
 #   $GPU_DIR/debs/*.deb         rdma-core headers + libmlx5 link stub (Debian's libibverbs-dev & co.)
@@ -19,7 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 ENV_NAME=${ENV_NAME:-h200-nvlink}
 MAIN_ENV=$ENV_NAME
-GENERIC_ENV=${GENERIC_ENV:-h200-nvlink-generic}
+PTX_ENV=${PTX_ENV:-h200-nvlink-ptx}
 GPU_DIR=${GPU_DIR:-.gpu}
 # Everything lands in WORK; at exit it is packed into $OUT/results.tgz (+ figures.txt beside it), so
 # a run that stops early still returns its logs.
@@ -80,7 +80,7 @@ build() {
   cat "$report"; tail -5 "$OUT/build-$ENV_NAME.err"
   cp "$DEEPEP_ENV_STATE"/logs/*.log.live "$OUT/" 2>/dev/null
   fig "build_${ENV_NAME//-/_}_s" "$(since "$t")"
-  # figures of the main env are build_<pkg>_…; another env's carry its name (build_h200_nvlink_generic_<pkg>_…)
+  # figures of the main env are build_<pkg>_…; another env's carry its name (build_h200_nvlink_ptx_<pkg>_…)
   local pfx=""; [ "$ENV_NAME" = "$MAIN_ENV" ] || pfx="${ENV_NAME//-/_}_"
   $PY - "$report" "$pfx" <<'PYEOF' | tee -a "$FIG" "$OUT/figures-all.txt"
 import json, sys
@@ -147,15 +147,15 @@ verified() {
   fig time_to_verified_s "$(since "$t")"
 }
 
-generic() {
-  # Issue 9.5: h200-nvlink knows it builds for sm_90 only and turns DeepEP's aggressive PTX on; its
-  # partner builds with upstream's defaults. Same NVSHMEM (cached by id), only deep-ep rebuilds.
+ptx() {
+  # Issue 9.5: the spec knows it builds for sm_90 only, so DeepEP's aggressive PTX path is allowed.
+  # Same NVSHMEM (cached by id), only deep-ep rebuilds; then the same intranode test.
   local save=$ENV_NAME
-  ENV_NAME=$GENERIC_ENV
+  ENV_NAME=$PTX_ENV
   build
   lock
   install_env
-  run_test generic_intranode test_intranode.py $INTRANODE_ARGS
+  run_test ptx_intranode test_intranode.py $INTRANODE_ARGS
   ENV_NAME=$save
 }
 
@@ -175,15 +175,15 @@ handbuild() {
 }
 
 ab() {
-  # Upstream default (the generic env) and aggressive PTX (the main env), alternating, so drift on
-  # the machine lands on both. compare.py prints ptx_<figure>_vs_default from the means.
+  # Upstream default (the main env) and aggressive PTX (the ptx env), alternating, so drift on the
+  # machine lands on both. compare.py prints ptx_<figure>_vs_default from the means.
   local save=$ENV_NAME i
   for i in $(seq 1 "${AB_ROUNDS:-2}"); do
-    ENV_NAME=$GENERIC_ENV; run_test "ab${i}_default_intranode" test_intranode.py $INTRANODE_ARGS
-    ENV_NAME=$save; run_test "ab${i}_ptx_intranode" test_intranode.py $INTRANODE_ARGS
+    ENV_NAME=$save; run_test "ab${i}_default_intranode" test_intranode.py $INTRANODE_ARGS
+    ENV_NAME=$PTX_ENV; run_test "ab${i}_ptx_intranode" test_intranode.py $INTRANODE_ARGS
     if [ -z "${AB_NO_LL:-}" ]; then
-      ENV_NAME=$GENERIC_ENV; run_test "ab${i}_default_lowlatency" test_low_latency.py $LL_ARGS
-      ENV_NAME=$save; run_test "ab${i}_ptx_lowlatency" test_low_latency.py $LL_ARGS
+      ENV_NAME=$save; run_test "ab${i}_default_lowlatency" test_low_latency.py $LL_ARGS
+      ENV_NAME=$PTX_ENV; run_test "ab${i}_ptx_lowlatency" test_low_latency.py $LL_ARGS
     fi
   done
   ENV_NAME=$save
@@ -217,7 +217,7 @@ has noop && noop
 has verified && verified
 has handbuild && handbuild
 has baseline && baseline
-has generic && generic
+has ptx && ptx
 has ab && ab
 # Same-run comparisons from everything measured in this work folder (earlier commands included).
 $PY benchmarks/gpu/compare.py "$OUT/figures-all.txt" | tee -a "$FIG"
