@@ -223,7 +223,7 @@ class _LiveLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(path, "a", buffering=1, encoding="utf-8", errors="replace")
 
-    def _w(self, text: str) -> None:
+    def write(self, text: str) -> None:
         self._fh.write(f"[{time.strftime('%H:%M:%S')}] {text}\n")
 
     def on_download_start(self, event: Any) -> None:  # noqa: D102 - protocol methods
@@ -236,10 +236,10 @@ class _LiveLog:
         pass
 
     def on_build_step(self, event: Any) -> None:  # noqa: D102
-        self._w(f"step: {getattr(event, 'step_name', None) or getattr(event, 'message', None) or event}")
+        self.write(f"step: {getattr(event, 'step_name', None) or getattr(event, 'message', None) or event}")
 
     def on_log(self, event: Any) -> None:  # noqa: D102
-        self._w(str(getattr(event, "message", event)))
+        self.write(str(getattr(event, "message", event)))
 
     def close(self) -> None:
         self._fh.close()
@@ -267,7 +267,7 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
     output_dir.mkdir(parents=True, exist_ok=True)
     live = _LiveLog(log_path.with_name(log_path.name + ".live"))
     for n in notes:
-        live._w(f"deepep-env note: {n}")
+        live.write(f"deepep-env note: {n}")
         log.append(f"deepep-env note: {n}")
     for v in variants:
         try:
