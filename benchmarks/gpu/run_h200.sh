@@ -44,7 +44,10 @@ FIG="$OUT/figures.txt"
 
 now() { date +%s.%N; }
 since() { $PY -c "import sys; print(f'{$(now) - $1:.1f}')"; }
-fig() { echo "$1=$2" | tee -a "$FIG"; echo "$1=$2" >> "$OUT/figures-all.txt"; }
+# Figures go to stdout, this command's figures.txt and the work folder's cumulative figures-all.txt
+# (what compare.py reads across commands): `figs` for name=value lines on stdin, `fig NAME VALUE` for one.
+figs() { tee -a "$FIG" "$OUT/figures-all.txt"; }
+fig() { echo "$1=$2" | figs; }
 has() { case " $PHASES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 step() { echo; echo "===== $(date +%T) $*"; }
 
@@ -82,7 +85,7 @@ build() {
   fig "build_${ENV_NAME//-/_}_s" "$(since "$t")"
   # figures of the main env are build_<pkg>_…; another env's carry its name (build_h200_nvlink_ptx_<pkg>_…)
   local pfx=""; [ "$ENV_NAME" = "$MAIN_ENV" ] || pfx="${ENV_NAME//-/_}_"
-  $PY - "$report" "$pfx" <<'PYEOF' | tee -a "$FIG" "$OUT/figures-all.txt"
+  $PY - "$report" "$pfx" <<'PYEOF' | figs
 import json, sys
 d = json.load(open(sys.argv[1]))
 for n in d.get("nodes", d if isinstance(d, list) else []):
@@ -125,7 +128,7 @@ run_test() {  # name file args…
   local rc=${PIPESTATUS[0]}
   fig "${name}_exit" "$rc"
   fig "${name}_s" "$(since "$t")"
-  $PY benchmarks/gpu/parse_deepep.py "$OUT/$name.log" "${name}_" | tee -a "$FIG" "$OUT/figures-all.txt"
+  $PY benchmarks/gpu/parse_deepep.py "$OUT/$name.log" "${name}_" | figs
 }
 
 noop() {
@@ -203,7 +206,7 @@ baseline() {
   fig hand_build_deepep_s "$(since "$t")"
   ( cd /tmp/hand/tests && PYTHONPATH=/tmp/hand-site $PY test_intranode.py $INTRANODE_ARGS ) > "$OUT/hand_intranode.log" 2>&1
   fig hand_intranode_exit $?
-  $PY benchmarks/gpu/parse_deepep.py "$OUT/hand_intranode.log" "hand_intranode_" | tee -a "$FIG" "$OUT/figures-all.txt"
+  $PY benchmarks/gpu/parse_deepep.py "$OUT/hand_intranode.log" "hand_intranode_" | figs
 }
 
 has setup && setup
