@@ -276,6 +276,14 @@ class Nginx:
         stop(self.sidecar)
 
 
+@pytest.fixture(scope="module")
+def nginx(tmp_path_factory):
+    """One nginx channel server per test module that asks for it (import this fixture)."""
+    server = start_nginx(tmp_path_factory.mktemp("nginx"))
+    yield server
+    server.close()
+
+
 def start_nginx(base: Path) -> Nginx:
     binary = require_nginx()
     base.mkdir(parents=True, exist_ok=True)

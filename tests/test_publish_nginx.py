@@ -22,20 +22,13 @@ from publish_fixtures import (  # noqa: F401
     captured,
     clean_env,
     free_port,
+    nginx,
     no_creds,
     one_error_line,
     pkgs,
-    start_nginx,
     stop,
     wait_port,
 )
-
-
-@pytest.fixture(scope="module")
-def nginx(tmp_path_factory):
-    server = start_nginx(tmp_path_factory.mktemp("nginx"))
-    yield server
-    server.close()
 
 
 @pytest.fixture

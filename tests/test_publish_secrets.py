@@ -22,18 +22,11 @@ from publish_fixtures import (  # noqa: F401
     Captured,
     clean_env,
     free_port,
+    nginx,
     no_creds,
     pkgs,
     secret_strings,
-    start_nginx,
 )
-
-
-@pytest.fixture(scope="module")
-def nginx(tmp_path_factory):
-    server = start_nginx(tmp_path_factory.mktemp("nginx-secrets"))
-    yield server
-    server.close()
 
 
 def _files_with_secret(root, needles):
