@@ -1,7 +1,7 @@
 """Resolved spec → the build graph: which packages deepep-env builds, from which recipe, with which
 inputs, and each one's build id (docs/build-id.md). Pure: reads recipe files, builds nothing.
 
-The builder (:mod:`deepep_env.build`) executes a :class:`BuildPlan`; ``spec show`` and ``plan`` print it.
+The builder (:mod:`deepep_env.builder`) executes a :class:`BuildPlan`; ``spec show`` and ``plan`` print it.
 Every field of :class:`BuildNode` is either identity (enters the pre-image) or metadata (``meta``).
 """
 from __future__ import annotations

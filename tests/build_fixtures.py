@@ -52,19 +52,19 @@ class Sandbox:
         return self.state / "sources"
 
     def fill_cache(self, cache: Path | None = None):
-        from deepep_env.build.graph import nodes_from_recipe_dirs, recipe_dirs_under
+        from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
         from deepep_env.sources import fetch, wants_for_nodes
 
         nodes = nodes_from_recipe_dirs(recipe_dirs_under(self.graph))
         return fetch(wants_for_nodes(nodes), cache or self.cache, offline=True, from_dir=self.upstream)
 
     def nodes(self, **kw):
-        from deepep_env.build.graph import nodes_from_recipe_dirs, recipe_dirs_under
+        from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
 
         return {n.package: n for n in nodes_from_recipe_dirs(recipe_dirs_under(self.graph), **kw)}
 
     def build(self, **kw):
-        from deepep_env.build import build_recipes
+        from deepep_env.builder import build_recipes
 
         args: dict[str, Any] = dict(store=self.store, channel=self.channel, source_cache=self.cache, offline=True, jobs=1)
         args.update(kw)

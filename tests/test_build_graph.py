@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from build_fixtures import REPO, add_recipe, cli, read_in_package, sandbox
-from deepep_env.build import build_recipes
-from deepep_env.build.graph import nodes_from_recipe_dirs
+from deepep_env.builder import build_recipes
+from deepep_env.builder.graph import nodes_from_recipe_dirs
 from deepep_env.errors import UserError
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from build_fixtures import FIXTURES, add_recipe, cli, read_in_package
-from deepep_env.build import build_recipes
-from deepep_env.build.graph import nodes_from_recipe_dirs, recipe_dirs_under
+from deepep_env.builder import build_recipes
+from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
 from deepep_env.errors import UserError
 
 HIDDEN = FIXTURES / "hidden"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from build_fixtures import fake_project, sandbox
-from deepep_env.build.graph import nodes_from_recipe_dirs
+from deepep_env.builder.graph import nodes_from_recipe_dirs
 from deepep_env.hashing import build_id, canonical_json
 
 AB = "sha256:" + "ab" * 32

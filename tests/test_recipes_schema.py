@@ -57,8 +57,8 @@ def test_fixture_recipes_are_valid_against_the_schema(validator):
 @pytest.mark.parametrize("spec", SPECS)
 def test_real_recipes_render_for_every_spec(spec, tmp_path):
     """Render every node of the spec's build graph with exactly the context the builder passes
-    (deepep_env.build.driver.recipe_context), sources staged at placeholder paths."""
-    from deepep_env.build.driver import _check_staged_sources, recipe_context, render
+    (deepep_env.builder.driver.recipe_context), sources staged at placeholder paths."""
+    from deepep_env.builder.driver import _check_staged_sources, recipe_context, render
     from deepep_env.buildplan import plan
     from deepep_env.project import Project
     from deepep_env.sources import primary_source

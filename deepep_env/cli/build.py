@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
         """Build packages keyed by build id: an id already in the store is not rebuilt."""
         from rich.console import Console
 
-        from deepep_env.build import build_env, build_recipes
+        from deepep_env.builder import build_env, build_recipes
         from deepep_env.errors import StaleError, UserError
         from deepep_env.project import Project, find_project
 

@@ -20,7 +20,7 @@ def fetch_sources(env: Optional[str], project, *, recipes_dir: Optional[Path] = 
     """Fetch and verify every source and patch of env ``env`` (or of the recipes under
     ``recipes_dir``). Offline, anything still absent is an error naming it."""
     if recipes_dir is not None:
-        from deepep_env.build.graph import nodes_from_recipe_dirs, recipe_dirs_under
+        from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
 
         nodes = nodes_from_recipe_dirs(recipe_dirs_under(Path(recipes_dir)))
         hint = f"deepep-env fetch --recipes {recipes_dir}"

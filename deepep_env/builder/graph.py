@@ -30,7 +30,7 @@ from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256, tree_sha256
 from deepep_env.spec.catalog import SourcePin, load_catalog
 from deepep_env.spec.resolved import RPatch
-from deepep_env.build.driver import ident
+from deepep_env.builder.driver import ident
 
 _VAR = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _PIN = re.compile(r"""pin_(?:subpackage|compatible)\(\s*['"]([^'"]+)['"]""")

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from deepep_env.atomic import write_text
-from deepep_env.build.channel import Channel, index, make_build_channel
-from deepep_env.build.check import compare_packages
-from deepep_env.build.driver import recipe_context, run as run_rattler_build
-from deepep_env.build.graph import nodes_from_recipe_dirs, recipe_dirs_under
-from deepep_env.build.store import Store, StoreEntry
+from deepep_env.builder.channel import Channel, index, make_build_channel
+from deepep_env.builder.check import compare_packages
+from deepep_env.builder.driver import recipe_context, run as run_rattler_build
+from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
+from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.buildplan import BuildNode
 from deepep_env.errors import UserError
 from deepep_env.hashing import short_id
