@@ -6,9 +6,11 @@ content-addressed folder. A corrupt package in a channel or a lock edited by han
 one line naming the package (rattler alone only notices damage that breaks decompression, and a
 failed install in py-rattler 0.28 can crash the interpreter on exit — seen here).
 
-Completion marker: ``<prefix>/conda-meta/deepep-env.json`` is removed first and written last,
-atomically, after the installed records have been compared with the lock: an interrupted install
-never leaves a prefix that claims to be complete. ``activate``, ``run`` and ``doctor`` read it.
+Verify first, then swap: archives are checked against the lock, the environment is assembled in a
+staging folder beside the prefix (from a package cache private to this install, extracted from the
+verified archives), compared with the lock, given its completion marker
+``<prefix>/conda-meta/deepep-env.json``, and renamed into place. A refusal or a crash at any step
+leaves the previous prefix exactly as it was: a prefix that has a marker is always complete. ``activate``, ``run`` and ``doctor`` read it.
 A second install of the same lock is a no-op decided from the marker alone (no lock parse, no
 hashing of packages).
 """
@@ -51,7 +53,7 @@ def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
 class InstallResult:
     env: str
     prefix: Path
-    status: str                      # "installed" | "up-to-date"
+    status: str                      # "installed" | "up-to-date" | "updated" (spec fields of the marker only)
     lock: Path
     lock_sha256: str
     subdir: str
@@ -97,11 +99,6 @@ def _cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rattler" / "cache"
 
 
-def _pkgs_dir() -> Optional[Path]:
-    v = os.environ.get("DEEPEP_ENV_CACHE_DIR")
-    return Path(v) / "pkgs" if v else None
-
-
 @contextlib.contextmanager
 def _prefix_lock(prefix: Path) -> Iterator[None]:
     """One installer per prefix at a time (a second waits)."""
@@ -142,6 +139,20 @@ def _fast_up_to_date(prefix: Path, env: str, lock_sha: str, subdir: str) -> Opti
         if not (meta / f"{p['name']}-{p['version']}-{p['build']}.json").is_file():
             return None
     return m
+
+
+# Marker fields that come from the spec, not the lock: an edit of them (a spec's [env], say) needs no
+# package change, but activate/run read them from the marker, so install must carry them over.
+SPEC_FIELDS = ("spec_version", "platforms", "spec_env", "cuda")
+
+
+def _refresh_spec_fields(pfx: Path, m: dict[str, Any], base: dict[str, Any]) -> str:
+    """"up-to-date", or "updated" after rewriting the marker's spec fields to the spec's."""
+    changed = {k: base[k] for k in SPEC_FIELDS if k in base and m.get(k) != base[k]}
+    if not changed:
+        return "up-to-date"
+    write_text(marker_path(pfx), json.dumps({**m, **changed}, indent=2, sort_keys=False) + "\n")
+    return "updated"
 
 
 def _mismatch(pkg: str, where: str, actual: str, expected: str, lock_path: Path) -> UserError:
@@ -266,7 +277,8 @@ def install_locked(lock: str | Path, env: str, prefix: str | Path, *, mirrors: O
         if not force:
             m = _fast_up_to_date(pfx, env, lock_sha, subdir)
             if m is not None:
-                return InstallResult(env=env, prefix=pfx, status="up-to-date", lock=lock, lock_sha256=lock_sha,
+                status = _refresh_spec_fields(pfx, m, marker or {})
+                return InstallResult(env=env, prefix=pfx, status=status, lock=lock, lock_sha256=lock_sha,
                                      subdir=subdir, packages=m.get("packages", []),
                                      seconds=time.perf_counter() - t0)
         warnings = list(warnings_fn()) if warnings_fn else []
@@ -277,10 +289,7 @@ def install_locked(lock: str | Path, env: str, prefix: str | Path, *, mirrors: O
 
 def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror_map: dict[str, Path],
              marker_base: dict[str, Any], t0: float) -> InstallResult:
-    import rattler
-
     from deepep_env.lock.channels import client as make_client
-    from deepep_env.lock.channels import redact
     from deepep_env.lock.lockfile import conda_records, read_lock
 
     data = read_lock(lock)
@@ -297,49 +306,39 @@ def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror
                         file=lock)
     recs = conda_records(lock, env, plat)
 
-    # Remove the marker before touching anything: from here until the last write, the prefix
-    # does not claim to be complete.
-    mp = marker_path(pfx)
-    with contextlib.suppress(FileNotFoundError):
-        mp.unlink()
-
+    # Verify first, then swap: every archive is checked against the lock before anything is
+    # written, the environment is assembled in a staging folder beside the prefix (files patched for
+    # the final path), checked against the lock, and only then renamed into place. A refusal at any
+    # step leaves the previous prefix exactly as it was, marker included.
     cl = make_client([u for u in le.channels if u.startswith(("http://", "https://", "s3://"))])
     verified, downloaded = _fetch_verified(recs, lock_path=lock, mirrors=mirror_map, client_obj=cl)
-    pfx.mkdir(parents=True, exist_ok=True)
-    kwargs: dict[str, Any] = {"show_progress": False, "client": cl,
-                              "installed_packages": _installed_records(pfx)}
-    pk = _pkgs_dir()
-    if pk is not None:
-        kwargs["cache_dir"] = pk
-    try:
-        asyncio.run(rattler.install(recs, pfx, **kwargs))
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - rattler's errors, Rust panics
-        first = " ".join(str(exc).split()) or type(exc).__name__
-        raise UserError(f"install into {pfx} failed: {redact(first)[:400]}", file=lock) from None
+    with _staging(pfx) as (stage, pkgs_cache):
+        _link(recs, stage, pfx, pkgs_cache, cl, lock)
+        installed = _installed_records(stage)
+        _check_installed(installed, le.packages[plat], stage, pfx, lock)
+        marker = _make_marker(env, pfx, lock, lock_sha, subdir, marker_base, installed, le.packages[plat])
+        packages = marker["packages"]
+        write_text(marker_path(stage), json.dumps(marker, indent=2, sort_keys=False) + "\n")
+        _swap(stage, pfx)
+    return InstallResult(env=env, prefix=pfx, status="installed", lock=lock, lock_sha256=lock_sha, subdir=subdir,
+                         packages=packages, verified=verified, downloaded=downloaded,
+                         seconds=time.perf_counter() - t0)
 
-    # Trust, but verify: the prefix must hold exactly the locked packages, with the locked bytes.
-    installed = _installed_records(pfx)
-    want = {(p.name, p.version, p.build, p.sha256) for p in le.packages[plat]}
-    have = {(x.name.normalized, str(x.version), str(x.build), x.sha256.hex() if x.sha256 else None) for x in installed}
-    if want != have:
-        extra = sorted(f"{n} {v} {b}" for n, v, b, _ in have - want)
-        missing = sorted(f"{n} {v} {b}" for n, v, b, _ in want - have)
-        raise UserError(f"{pfx} does not match the lock after install (missing: {', '.join(missing) or '-'}; "
-                        f"extra: {', '.join(extra) or '-'})", file=lock)
+
+def _make_marker(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, marker_base: dict[str, Any],
+                 installed: list, locked: list) -> dict[str, Any]:
+    from deepep_env.lock.channels import redact
 
     packages = [{"name": p.name, "version": p.version, "build": p.build, "sha256": p.sha256 or "", "url": redact(p.url)}
-                for p in sorted(le.packages[plat], key=lambda p: p.name)]
+                for p in sorted(locked, key=lambda p: p.name)]
     python = dict(marker_base.get("python") or {})
     if python.get("provider") == "conda" or (not python and any(x.name.normalized == "python" for x in installed)):
-        # The interpreter is the env's own: record the exact version the lock installed.
+        # The interpreter is the env's own: record the exact version the lock installed. "version"
+        # is major.minor (what activate/run read: lib/python3.X/site-packages).
         full = next((str(x.version) for x in installed if x.name.normalized == "python"), python.get("version") or "")
-        # "version" is major.minor (what activate/run read: lib/python3.X/site-packages); the exact
-        # version the lock installed is kept beside it.
         python = {"provider": "conda", "version": ".".join(full.split(".")[:2]), "full_version": full,
                   "executable": str(pfx / "bin" / "python")}
-    marker = {
+    return {
         "format": MARKER_FORMAT,
         "env": env,
         **{k: v for k, v in marker_base.items() if k != "python"},
@@ -352,10 +351,67 @@ def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror
         "installed_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "packages": packages,
     }
-    write_text(mp, json.dumps(marker, indent=2, sort_keys=False) + "\n")
-    return InstallResult(env=env, prefix=pfx, status="installed", lock=lock, lock_sha256=lock_sha, subdir=subdir,
-                         packages=packages, verified=verified, downloaded=downloaded,
-                         seconds=time.perf_counter() - t0)
+
+
+@contextlib.contextmanager
+def _staging(pfx: Path) -> Iterator[tuple[Path, Path]]:
+    """A fresh staging prefix and a fresh package cache beside ``pfx``; both gone afterwards.
+
+    The package cache is private to this install and extracted from archives verified a moment
+    ago: files linked into the prefix can come from nowhere else (a shared cache can be rewritten
+    by a build script through rattler-build's hard links, or by hand — field notes §3b)."""
+    import tempfile
+
+    pfx.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.staging-", dir=pfx.parent))
+    cache = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.pkgs-", dir=pfx.parent))
+    try:
+        yield stage, cache
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _link(recs: list, stage: Path, pfx: Path, cache: Path, cl, lock: Path) -> None:
+    import rattler
+
+    from deepep_env.lock.channels import redact
+
+    try:
+        asyncio.run(rattler.install(recs, stage, cache_dir=cache, installed_packages=[], show_progress=False,
+                                    client=cl, alternative_target_prefix=pfx))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - rattler's errors, Rust panics
+        first = " ".join(str(exc).split()) or type(exc).__name__
+        raise UserError(f"install into {pfx} failed: {redact(first)[:400]}", file=lock) from None
+
+
+def _check_installed(installed: list, locked: list, stage: Path, pfx: Path, lock: Path) -> None:
+    """Trust, but verify: the staged prefix holds exactly the locked packages, with the locked bytes."""
+    want = {(p.name, p.version, p.build, p.sha256) for p in locked}
+    have = {(x.name.normalized, str(x.version), str(x.build), x.sha256.hex() if x.sha256 else None) for x in installed}
+    if want != have:
+        extra = sorted(f"{n} {v} {b}" for n, v, b, _ in have - want)
+        missing = sorted(f"{n} {v} {b}" for n, v, b, _ in want - have)
+        raise UserError(f"{pfx} would not match the lock (missing: {', '.join(missing) or '-'}; "
+                        f"extra: {', '.join(extra) or '-'}); the previous prefix is unchanged", file=lock)
+
+
+def _swap(stage: Path, pfx: Path) -> None:
+    """Put the verified staging prefix in place of ``pfx`` (two renames; the old one is then removed)."""
+    old = None
+    if pfx.exists() or pfx.is_symlink():
+        old = pfx.with_name(f".{pfx.name}.old-{os.getpid()}")
+        os.rename(pfx, old)
+    try:
+        os.rename(stage, pfx)
+    except OSError:
+        if old is not None:
+            os.rename(old, pfx)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def uninstall(prefix: str | Path) -> None:  # used by tests and `install --force` users who want a clean slate

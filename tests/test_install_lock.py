@@ -97,13 +97,15 @@ def test_corrupt_package_in_channel_is_refused(proj, capsys, lt_world):
     assert read_marker(proj.prefix_for("lt-host")) is None
 
 
-def test_tampered_lock_is_refused_and_a_failed_reinstall_leaves_no_marker(proj, capsys):
+def test_tampered_lock_is_refused_and_the_working_prefix_is_left_exactly_as_it_was(proj, capsys):
     from deepep_env.install import read_marker
 
     lock = _lock(proj, "lt-host", capsys)
     assert lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)[0] == 0
     prefix = proj.prefix_for("lt-host")
-    assert read_marker(prefix) is not None
+    before = read_marker(prefix)
+    assert before is not None
+    tree_before = sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*"))
     # Someone edits the sha256 of deep-ep in the lock (e.g. to slip in another build).
     text = lock.read_text()
     from deepep_env.lock import read_lock
@@ -113,8 +115,12 @@ def test_tampered_lock_is_refused_and_a_failed_reinstall_leaves_no_marker(proj, 
     rc, _, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)
     assert rc == 2
     assert "deep-ep" in err and "the lock says 0000000000000000" in err and "refusing to install" in err
-    # The lock changed, so a reinstall started: the prefix no longer claims to be complete.
-    assert read_marker(prefix) is None
+    # Verify first, then swap (issue 14.5): the refusal came before anything was written, so the env
+    # that worked a second ago still works — same marker, same files, and activate still succeeds.
+    assert read_marker(prefix) == before
+    assert sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*")) == tree_before
+    assert not list(prefix.parent.glob(f".{prefix.name}.staging-*"))
+    assert lf.run_cli(capsys, "activate", "lt-host", "--prefix", str(prefix))[0] == 0
 
 
 def test_malformed_lock_is_a_clear_error(proj, capsys):
@@ -210,3 +216,34 @@ def test_corrupt_package_on_http_server_is_refused(proj, capsys, http_channel, l
     assert "deepep-nvshmem" in err and f"{url}/linux-64/" in err and "refusing to install" in err
     assert read_marker(proj.prefix_for("lt-host")) is None
     assert not list(Path(lf.os.environ["DEEPEP_ENV_CACHE_DIR"]).rglob("*deepep-nvshmem*.part"))
+
+
+def test_files_edited_after_an_install_never_reach_another_install(proj, capsys, tmp_path):
+    """Issue 14.3: rattler links from its package cache with hard links, so an edit in one prefix
+    (or by a build script in rattler-build's host env) rewrote the cached copy and reached the next
+    install. Installs now extract from the verified archive into a cache of their own."""
+    _lock(proj, "lt-host", capsys)
+    assert lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)[0] == 0
+    first = proj.prefix_for("lt-host") / "share/deep-ep/tests/test_intranode.py"
+    pristine = first.read_bytes()
+    with open(first, "ab") as fh:          # in place, as a careless tool or a build script would
+        fh.write(b"\n# tampered\n")
+    other = tmp_path / "second-prefix"
+    assert lf.run_cli(capsys, "install", "lt-host", "--project", proj.root, "--prefix", str(other))[0] == 0
+    assert (other / "share/deep-ep/tests/test_intranode.py").read_bytes() == pristine
+    assert not list(other.parent.glob(".second-prefix.pkgs-*"))   # the private cache is gone
+
+
+def test_a_spec_env_edit_reaches_the_installed_marker(proj, capsys):
+    """Issue 14.5: editing a spec's [env] changes no package, but activate/run read the marker."""
+    from deepep_env.install import read_marker
+
+    _lock(proj, "lt-host", capsys)
+    assert lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)[0] == 0
+    spec = proj.spec_path("lt-host")
+    spec.write_text(spec.read_text().replace('NCCL_NVLS_ENABLE = "0"', 'NCCL_NVLS_ENABLE = "1"'))
+    rc, out, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)
+    assert rc == 0, err
+    assert read_marker(proj.prefix_for("lt-host"))["spec_env"]["NCCL_NVLS_ENABLE"] == "1"
+    rc, out, _ = lf.run_cli(capsys, "activate", "lt-host", "--prefix", str(proj.prefix_for("lt-host")))
+    assert rc == 0 and "export NCCL_NVLS_ENABLE=1" in out.replace("'", "")

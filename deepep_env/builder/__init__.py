@@ -35,6 +35,7 @@ from deepep_env.builder.channel import Channel, index, make_build_channel
 from deepep_env.builder.check import compare_packages
 from deepep_env.builder.driver import recipe_context, run as run_rattler_build
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
+from deepep_env.builder.normalize import epoch_for, normalize_conda
 from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.buildplan import BuildNode
 from deepep_env.errors import UserError
@@ -102,6 +103,33 @@ class BuildReport:
             "checks": [c.to_json() for c in self.checks],
             "manifest": str(self.manifest) if self.manifest else None,
         }
+
+
+DEFAULT_BUILD_ROOT = "/tmp/deepep-env-build"
+
+
+def build_root() -> Path:
+    """Where every build runs: ``$DEEPEP_ENV_BUILD_ROOT``, else ``/tmp/deepep-env-build``.
+
+    Not identity (ids never depend on it) but part of the bytes: two machines produce the same
+    package only when they build under the same root, so keep the default unless you must move it.
+    Created shared and sticky (like /tmp), so several users of one machine can build."""
+    root = Path(os.environ.get("DEEPEP_ENV_BUILD_ROOT") or DEFAULT_BUILD_ROOT)
+    if not root.is_absolute():
+        raise UserError(f"DEEPEP_ENV_BUILD_ROOT must be an absolute path, not {str(root)!r}",
+                        field="DEEPEP_ENV_BUILD_ROOT", accepted="an absolute directory, e.g. /tmp/deepep-env-build")
+    try:
+        if not root.is_dir():
+            root.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                os.chmod(root, 0o1777)
+        probe = root / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"build root {root} is not writable ({exc.strerror or exc})", field="DEEPEP_ENV_BUILD_ROOT",
+                        accepted="a writable absolute directory (set DEEPEP_ENV_BUILD_ROOT)") from None
+    return root
 
 
 @contextlib.contextmanager
@@ -177,11 +205,18 @@ class _Builder:
         self.extra_channels = list(extra_channels)
         self.env = env
         self.entries: dict[str, StoreEntry] = {}
+        self.build_root = build_root()
 
     def _work(self, node: BuildNode) -> Path:
-        # A fixed path per id: the staged source path is recorded in the package's
-        # info/recipe/variant_config.yaml, so a rebuild (--check) must stage at the same place.
-        return self.state / "work" / f"{short_id(node.id, 10)}-{node.package}"
+        # A path that is a function of the id alone, the same in every checkout and on every
+        # machine (Nix builds in /build): the staged source path, rattler-build's work folder and
+        # the host prefix are recorded in the package (variant_config.yaml, __FILE__, RPATHs), so
+        # the same inputs give the same bytes only if they are built at the same place.
+        return self.build_root / f"{short_id(node.id, 10)}-{node.package}"
+
+    def _id_lock(self, node: BuildNode):
+        """One build of an id at a time on this machine, whichever checkout asks (they share the root)."""
+        return _locked(self.build_root / ".locks" / f"{short_id(node.id, 10)}.lock")
 
     def _log(self, node: BuildNode) -> Path:
         return self.state / "logs" / f"{short_id(node.id, 10)}.log"
@@ -218,6 +253,9 @@ class _Builder:
                                 f"{', '.join(outside)}", accepted="a recipe for it in the graph, or a channel "
                                 "that has it (--extra-channel / extra_channels=)") from None
             raise
+        epoch = epoch_for(node.id or "")
+        for f in res.packages:
+            normalize_conda(f, epoch)
         return res.packages, time.monotonic() - started, res.notes
 
     def publish(self, entry: StoreEntry) -> bool:
@@ -243,7 +281,7 @@ class _Builder:
             entry = self.store.lookup(node.id, node.package)
             status, seconds, notes = "cached", 0.0, []
             if entry is None:
-                with _locked(self.state / "locks" / f"{short_id(node.id, 10)}.lock"):
+                with self._id_lock(node):
                     entry = self.store.lookup(node.id, node.package)  # another process may have built it
                     if entry is None:
                         work = self._work(node)
@@ -281,7 +319,7 @@ class _Builder:
     def check(self, node: BuildNode, by: dict[str, BuildNode]) -> CheckResult:
         entry = self.entries[node.package]
         work = self._work(node)
-        with _locked(self.state / "locks" / f"{short_id(node.id, 10)}.lock"):
+        with self._id_lock(node):
             try:
                 files, _, _ = self._build_into(node, by, work / "out")
                 rebuilt = {f.name: f for f in files}

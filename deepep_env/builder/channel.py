@@ -18,7 +18,7 @@ from typing import Iterable
 
 from deepep_env.atomic import write_bytes
 from deepep_env.errors import UserError
-from deepep_env.hashing import file_sha256
+from deepep_env.hashing import digest, file_sha256
 
 
 # Written by rattler's indexer besides repodata.json; we do not write them (zstd at rattler's level
@@ -65,25 +65,16 @@ class Channel:
         under the same name (a generic recipe whose build string does not carry our id) is
         replaced: the channel shows the build of the current graph."""
         dst = self.root / rel
-        if dst.is_file():
-            try:
-                if os.path.samefile(src, dst):  # hard link of the store entry: no need to hash
-                    return False
-            except OSError:
-                pass
-            if file_sha256(dst) == sha256:
-                return False
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-        try:
-            # Store entries are immutable and nothing rewrites a channel file in place (index
-            # and publish replace files), so a hard link is a safe, free, atomic copy.
-            os.link(src, tmp)
-            os.replace(tmp, dst)
-        except OSError:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            write_bytes(dst, src.read_bytes())
+        if dst.is_file() and file_sha256(dst) == sha256:
+            return False
+        # A copy, never a hard link: a file shared by store and channel is one file, so damage to
+        # either (an editor, a tool writing in place) would reach both and then every publish.
+        # The copy is checked against the store's recorded sha256 before it is put in place.
+        data = src.read_bytes()
+        if digest(data) != sha256:
+            raise UserError(f"{src} changed while it was being published (sha256 is not {sha256[:23]}…)",
+                            file=src, accepted="rerun `deepep-env build`: the store re-verifies its entries")
+        write_bytes(dst, data)
         return True
 
     def url(self) -> str:

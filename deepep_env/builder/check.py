@@ -1,25 +1,21 @@
-"""Reproducibility check: compare two builds of the same package file by file.
+"""Reproducibility check: are two builds of the same package the same bytes, and if not, where do
+they differ?
 
-rattler-build packages are reproducible in payload but not in timestamps (field notes §5), so a
-bit-for-bit comparison of the ``.conda`` files (what ``Package.rebuild()`` reports) always says
-"different". This compares what matters and names every file that differs; nothing is hidden
-except the fields listed in :data:`VOLATILE`, which carry build times and build-folder names.
+The verdict is the sha256 of the whole archive (what a lock records and an installer verifies):
+nothing is excluded. Only when the archives differ are they opened, to name the members that
+differ — first the payload and metadata files, then (when every file matches) the container
+itself, so a reader always gets a place to look, never just "different".
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import stat
 import tempfile
 from pathlib import Path
 
-# Members whose differences are expected between two builds of the same inputs. index.json is
-# compared with its "timestamp" removed; rendered_recipe.yaml records the build folder (named by
-# time) and the build time.
-VOLATILE = frozenset({"info/recipe/rendered_recipe.yaml"})
-TIMESTAMP_FIELDS = {"info/index.json": ("timestamp",)}
+from deepep_env.hashing import file_sha256
 
 
 def _extract(pkg: Path, dest: Path) -> None:
@@ -33,16 +29,7 @@ def _fingerprint(root: Path, rel: str) -> tuple:
     st = p.lstat()
     if stat.S_ISLNK(st.st_mode):
         return ("symlink", os.readlink(p))
-    data = p.read_bytes()
-    if rel in TIMESTAMP_FIELDS:
-        try:
-            obj = json.loads(data)
-            for k in TIMESTAMP_FIELDS[rel]:
-                obj.pop(k, None)
-            data = json.dumps(obj, sort_keys=True).encode()
-        except ValueError:
-            pass
-    return ("exe" if st.st_mode & 0o111 else "file", hashlib.sha256(data).hexdigest())
+    return ("exe" if st.st_mode & 0o111 else "file", hashlib.sha256(p.read_bytes()).hexdigest())
 
 
 def _members(root: Path) -> set[str]:
@@ -53,20 +40,38 @@ def _members(root: Path) -> set[str]:
     return out
 
 
-def compare_packages(a: Path, b: Path) -> list[str]:
-    """Differences between two package files, one line each (empty list: same payload)."""
+def member_differences(a: Path, b: Path) -> list[str]:
+    """Files that differ between two packages, one line each (empty: every file is the same)."""
     tmp = Path(tempfile.mkdtemp(prefix="deepep-env-check-"))
     try:
         _extract(a, tmp / "a")
         _extract(b, tmp / "b")
         ma, mb = _members(tmp / "a"), _members(tmp / "b")
-        diffs = [f"only in original: {m}" for m in sorted(ma - mb) if m not in VOLATILE]
-        diffs += [f"only in rebuild: {m}" for m in sorted(mb - ma) if m not in VOLATILE]
-        for m in sorted(ma & mb):
-            if m in VOLATILE:
-                continue
-            if _fingerprint(tmp / "a", m) != _fingerprint(tmp / "b", m):
-                diffs.append(f"differs: {m}")
+        diffs = [f"only in original: {m}" for m in sorted(ma - mb)]
+        diffs += [f"only in rebuild: {m}" for m in sorted(mb - ma)]
+        diffs += [f"differs: {m}" for m in sorted(ma & mb)
+                  if _fingerprint(tmp / "a", m) != _fingerprint(tmp / "b", m)]
         return diffs
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def compare_packages(a: Path, b: Path) -> list[str]:
+    """Differences between two package files, one line each; empty list: the same bytes."""
+    sa, sb = file_sha256(a), file_sha256(b)
+    if sa == sb:
+        return []
+    head = f"archive sha256 {sa.split(':')[-1][:16]}… ≠ {sb.split(':')[-1][:16]}…"
+    diffs = member_differences(a, b)
+    if not diffs:  # every file equal: the difference is in the archive itself (member times, order)
+        diffs = ["archive container (member metadata or order; every file's content is the same)"]
+    return [head, *diffs]
+
+
+def compare_with_sha(path: Path, expected: str) -> list[str]:
+    """Differences between a package file and a recorded sha256 (a lock's)."""
+    actual = file_sha256(path)
+    want = expected if expected.startswith("sha256:") else f"sha256:{expected}"
+    if actual == want:
+        return []
+    return [f"archive sha256 {actual.split(':')[-1][:16]}… ≠ lock's {want.split(':')[-1][:16]}…"]

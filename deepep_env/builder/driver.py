@@ -40,12 +40,16 @@ after a DNS timeout — field notes §5).
 """
 from __future__ import annotations
 
+import atexit
+import contextlib
 import re
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from deepep_env.atomic import write_text
 from deepep_env.errors import UserError
@@ -215,6 +219,37 @@ def staging_rebuild_notes(variants, package: str) -> list[str]:
             for cache, outs in sorted(feeds.items()) if len(outs) > 1]
 
 
+_PROCESS_CACHE: Optional[Path] = None
+
+
+def _empty(d: Path) -> None:
+    for p in d.iterdir() if d.is_dir() else ():
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def private_package_cache() -> Iterator[None]:
+    """rattler-build links a build's host/build dependencies from its package cache with hard links,
+    so a build script that writes into a file a dependency ships rewrites the cached copy, and every
+    later build (or install) from that cache gets the rewritten file (seen on CPU, field notes §3b).
+
+    So builds never use the shared cache: this process gets a cache of its own
+    (``RATTLER_CACHE_DIR``, which rattler-build reads once per process — measured — hence one
+    path per process), emptied before and after every build: dependencies are extracted afresh from
+    their archives for each build. The cost is a re-extraction (and, from remote channels, a
+    re-download) per build; the gain is that no build can see another build's writes."""
+    global _PROCESS_CACHE
+    if _PROCESS_CACHE is None:
+        _PROCESS_CACHE = Path(tempfile.mkdtemp(prefix="deepep-env-pkgs-"))
+        os.environ["RATTLER_CACHE_DIR"] = str(_PROCESS_CACHE)
+        atexit.register(shutil.rmtree, _PROCESS_CACHE, True)
+    _empty(_PROCESS_CACHE)
+    try:
+        yield
+    finally:
+        _empty(_PROCESS_CACHE)
+
+
 class _LiveLog:
     """rattler-build progress callback that appends each log line, timestamped, to ``<log>.live`` as
     it happens: a build killed midway (a time limit, a lost machine) still leaves its story."""
@@ -271,8 +306,12 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
         log.append(f"deepep-env note: {n}")
     for v in variants:
         try:
-            res = v.run_build(tool_config=tool, output_dir=output_dir, channels=list(channels),
-                              package_format=package_format, progress_callback=live)
+            # no_build_id: rattler-build's work folder is `rattler-build_<name>`, not
+            # `rattler-build_<name>_<unix time>` — its path ends up inside the package (__FILE__,
+            # rendered recipe), so a timestamped name makes every build's bytes different.
+            with private_package_cache():
+                res = v.run_build(tool_config=tool, output_dir=output_dir, channels=list(channels),
+                                  package_format=package_format, progress_callback=live, no_build_id=True)
         except Exception as exc:  # noqa: BLE001
             log += list(getattr(exc, "log", None) or [])
             log.append(f"ERROR: {exc}")

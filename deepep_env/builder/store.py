@@ -11,13 +11,21 @@ An entry is assembled in a temporary sibling and renamed into place (``atomic.st
 either exists complete or not at all, so a build killed midway leaves nothing a later lookup could
 mistake for a result. An entry whose ``entry.json`` is unreadable or whose files are gone is treated
 as absent (and rebuilt), never trusted.
+
+Trust is checked, not assumed: :meth:`Store.lookup` hashes every output file and compares it with
+the sha256 recorded when the entry was made. An entry whose files no longer match (a flipped byte,
+a truncated copy) is *corrupt*: it is moved aside to ``<store>/.corrupt/`` (kept for inspection,
+never used again) and reported as absent, so the builder rebuilds it and nothing corrupt reaches
+the channel, a lock or a publish.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -73,6 +81,7 @@ def _read_conda_meta(path: Path) -> tuple[str, str, str, str]:
 @dataclass(frozen=True)
 class Store:
     root: Path
+    notes: list = field(default_factory=list, compare=False)   # what lookups found and fixed
 
     def entry_path(self, build_id: str, package: str) -> Path:
         return self.root / _entry_name(build_id, package)
@@ -88,8 +97,26 @@ class Store:
         outs = tuple(Output(**o) for o in data.get("outputs", []))
         if not outs or not all((path / o.file).is_file() for o in outs):
             return None
+        bad = [o.file for o in outs if file_sha256(path / o.file) != o.sha256]
+        if bad:
+            self.quarantine(path, f"sha256 of {bad[0]} is not the one recorded at build time")
+            return None
         return StoreEntry(path, data["id"], data["package"], data.get("preimage") or {}, outs,
                           float(data.get("seconds", 0.0)), data.get("built_at", ""))
+
+    def quarantine(self, path: Path, why: str) -> Path:
+        """Move a corrupt entry out of the way (atomically: a rename), with a note saying why."""
+        dest_dir = self.root / ".corrupt"
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        dest = dest_dir / f"{path.name}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}"
+        try:
+            os.rename(path, dest)
+        except OSError:
+            return path  # another process moved it first
+        self.notes.append(f"store entry {path.name} was corrupt ({why}); moved to {dest} and rebuilt")
+        with contextlib.suppress(OSError):
+            (dest / "CORRUPT.txt").write_text(why + "\n", encoding="utf-8")
+        return dest
 
     def add(self, build_id: str, package: str, preimage: dict[str, Any], files: Sequence[Path],
             seconds: float) -> StoreEntry:

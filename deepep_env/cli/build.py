@@ -26,7 +26,7 @@ def _progress(console):
             for n in result.notes:
                 console.print(f"note   {n}", markup=False, highlight=False)
         elif event == "check":
-            console.print(f"[yellow]check [/] {node.package}: rebuilding to compare payloads")
+            console.print(f"[yellow]check [/] {node.package}: rebuilding to compare archives (sha256)")
 
     return cb
 
@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
         channel: Optional[Path] = typer.Option(None, "--channel", help="local channel folder"),
         source_cache: Optional[Path] = typer.Option(None, "--source-cache", help="source cache folder"),
         offline: bool = typer.Option(False, "--offline", help="use only the source cache; never download"),
-        check: bool = typer.Option(False, "--check", help="rebuild every package and compare payloads"),
+        check: bool = typer.Option(False, "--check", help="rebuild every package and compare the archives (sha256; differing members named)"),
         check_package: List[str] = typer.Option([], "--check-package", help="rebuild and compare only this package"),
         jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="parallel jobs inside a build (make -j)"),
         extra_channel: List[str] = typer.Option([], "--extra-channel", help="with --recipes: a channel (URL or "
@@ -90,7 +90,7 @@ def register(app: typer.Typer) -> None:
             built = len(report.built)
             typer.echo(f"{built} built, {len(report.nodes) - built} cached; channel {report.channel}")
             for c in report.checks:
-                verdict = "reproducible" if c.identical else f"{len(c.differences)} difference(s)"
+                verdict = "identical" if c.identical else f"{len(c.differences)} difference(s)"
                 typer.echo(f"check {c.package}: {verdict}")
                 for d in c.differences:
                     typer.echo(f"  {d}")

@@ -1,0 +1,116 @@
+"""Same inputs, same bytes: rewrite a freshly built ``.conda`` so that nothing in it depends on when
+it was built (docs/build-id.md §7 "Reproducible bytes").
+
+py-rattler-build 0.73 stamps every archive member with the build time, writes the build time into
+``info/index.json`` (``timestamp``) and the zip entries, and ignores ``SOURCE_DATE_EPOCH``
+(measured). What this module changes, and nothing else:
+
+- every tar member: ``mtime`` = the package's epoch, uid/gid 0, no user/group names, members in
+  byte order of their names, PAX format;
+- ``info/index.json``: ``timestamp`` = epoch in milliseconds (conda's unit); the build time in
+  ``info/recipe/rendered_recipe.yaml`` (``build_configuration.timestamp``) = the epoch;
+- the zip container: fixed entry times, members in the original order (``metadata.json``,
+  ``pkg-*``, ``info-*``), stored uncompressed as conda expects;
+- compression: zstd at a fixed level, one frame, no content-size-dependent threading.
+
+The payload bytes (and so ``info/paths.json``'s sha256 values) are untouched. The epoch is derived
+from the build id (:func:`epoch_for`), never from a clock: the id is the hash of every input, so the
+same inputs give the same epoch on every machine.
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+import tarfile
+import time
+import zipfile
+from pathlib import Path
+
+from deepep_env.atomic import write_bytes
+
+# 2020-01-01T00:00:00Z: the epochs of our packages fall in [2020-01-01, 2023-03-03).
+_EPOCH_BASE = 1577836800
+_EPOCH_SPAN = 100_000_000
+ZSTD_LEVEL = 3           # rattler-build's default for .conda; level does not affect the payload
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)   # the earliest time a zip entry can carry
+
+
+def epoch_for(build_id: str) -> int:
+    """A timestamp that is a function of the build id alone (``sha256:<hex>``)."""
+    hexpart = build_id.split(":", 1)[-1]
+    return _EPOCH_BASE + int(hexpart[:12] or "0", 16) % _EPOCH_SPAN
+
+
+def _zstd_decompress(data: bytes) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read()
+
+
+def _zstd_compress(data: bytes) -> bytes:
+    import zstandard
+
+    # threads=0: zstd's single-threaded path, whose output does not depend on the machine.
+    return zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=0, write_content_size=True).compress(data)
+
+
+def _fix_index(data: bytes, epoch: int) -> bytes:
+    obj = json.loads(data)
+    obj["timestamp"] = epoch * 1000
+    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
+
+
+# rattler-build records the build time in the rendered recipe it ships (build_configuration.timestamp).
+_RENDERED_TS = re.compile(rb"^(\s*timestamp: )\d{4}-\d\d-\d\dT[0-9:.]+Z$", re.M)
+
+
+def _fix_rendered(data: bytes, epoch: int) -> bytes:
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)).encode()
+    return _RENDERED_TS.sub(lambda m: m.group(1) + iso, data)
+
+
+_FIXERS = {"info/index.json": _fix_index, "info/recipe/rendered_recipe.yaml": _fix_rendered}
+
+
+def _retar(data: bytes, epoch: int) -> bytes:
+    """A tar with the same members and contents, in name order, with fixed metadata."""
+    src = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
+    members = sorted(src.getmembers(), key=lambda m: m.name.encode())
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as dst:
+        for m in members:
+            content = src.extractfile(m).read() if m.isreg() else None
+            if m.name in _FIXERS and content is not None:
+                content = _FIXERS[m.name](content, epoch)
+                m.size = len(content)
+            m.mtime, m.uid, m.gid, m.uname, m.gname = epoch, 0, 0, "", ""
+            m.pax_headers = {}
+            dst.addfile(m, io.BytesIO(content) if content is not None else None)
+    return out.getvalue()
+
+
+def normalize_conda(path: Path, epoch: int) -> bool:
+    """Rewrite ``path`` (a ``.conda``) in place, atomically; True when its bytes changed.
+
+    Idempotent: normalizing a normalized package gives the same bytes."""
+    path = Path(path)
+    if not path.name.endswith(".conda"):
+        return False   # .tar.bz2 is not produced by our builder (DEEPEP_ENV_PACKAGE_FORMAT=conda:N)
+    original = path.read_bytes()
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(original)) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith(".tar.zst"):
+                data = _zstd_compress(_retar(_zstd_decompress(data), epoch))
+            zi = zipfile.ZipInfo(info.filename, date_time=_ZIP_TIME)
+            zi.compress_type = zipfile.ZIP_STORED
+            zi.external_attr = 0o644 << 16
+            zi.create_system = 3
+            zout.writestr(zi, data)
+    new = out.getvalue()
+    if new == original:
+        return False
+    write_bytes(path, new)
+    return True

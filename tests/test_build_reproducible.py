@@ -1,0 +1,121 @@
+"""Issue 14: same inputs, same bytes; a store, cache and channel that are trusted only after a check.
+
+Every test builds real packages with rattler-build (host gcc, offline) from the fixture graph
+(tests/fixtures/recipes/graph: libgreet ← greet-app, greet-activate).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from build_fixtures import add_recipe, cli, read_in_package, sandbox
+from deepep_env.hashing import file_sha256
+
+
+def _shas(report, channel: Path) -> dict[str, str]:
+    return {o: file_sha256(channel / o) for n in report.nodes for o in n.outputs}
+
+
+def test_two_checkouts_a_second_apart_build_the_same_bytes(tmp_path):
+    """Same inputs → same bytes: another checkout path, another time, even a compiled ELF."""
+    shas = []
+    for where in ("first/checkout", "second/elsewhere/clone"):
+        sb = sandbox(tmp_path / where)
+        sb.fill_cache()
+        shas.append(_shas(sb.build(), sb.channel))
+        time.sleep(1.1)
+    assert shas[0] == shas[1]
+    assert any(k.startswith("linux-64/libgreet") for k in shas[0])  # a package with compiled C code
+
+
+def test_build_check_is_identical_by_whole_archive(tmp_path):
+    sb = sandbox(tmp_path / "p")
+    sb.fill_cache()
+    sb.build()
+    time.sleep(1.1)
+    r = sb.build(check=True)
+    assert r.reproducible and all(c.differences == [] for c in r.checks)
+    code, out, _ = cli("build", "--recipes", str(sb.graph), "--store", str(sb.store), "--channel", str(sb.channel),
+                       "--source-cache", str(sb.cache), "--offline", "--check-package", "libgreet")
+    assert code == 0 and "check libgreet: identical" in out
+
+
+def test_package_timestamps_come_from_the_build_id_not_the_clock(tmp_path):
+    from deepep_env.builder.normalize import epoch_for
+
+    sb = sandbox(tmp_path / "p")
+    sb.fill_cache()
+    r = sb.build()
+    node = next(n for n in r.nodes if n.package == "libgreet")
+    idx = json.loads(read_in_package(sb.channel / node.outputs[0], "info/index.json"))
+    assert idx["timestamp"] == epoch_for(node.id) * 1000
+
+
+def test_a_flipped_byte_in_the_store_is_rebuilt_not_called_cached_nor_published(tmp_path):
+    sb = sandbox(tmp_path / "p")
+    sb.fill_cache()
+    r1 = sb.build()
+    lib = next(n for n in r1.nodes if n.package == "libgreet")
+    good = file_sha256(sb.channel / lib.outputs[0])
+    stored = sb.store / f"{lib.id[7:17]}-libgreet" / lib.outputs[0]
+    data = bytearray(stored.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    stored.write_bytes(bytes(data))
+    # the channel copy is its own file: the damage did not spread to it
+    assert file_sha256(sb.channel / lib.outputs[0]) == good
+    r2 = sb.build()
+    assert sb.statuses(r2)["libgreet"] == "built"
+    assert file_sha256(stored) == good                      # rebuilt, and reproducibly so
+    assert list((sb.store / ".corrupt").iterdir())          # the corrupt entry is kept aside, not used
+
+
+def test_a_lost_store_entry_is_rebuilt_to_the_bytes_the_channel_and_lock_hold(tmp_path):
+    sb = sandbox(tmp_path / "p")
+    sb.fill_cache()
+    r1 = sb.build()
+    before = _shas(r1, sb.channel)
+    lib = next(n for n in r1.nodes if n.package == "libgreet")
+    shutil.rmtree(sb.store / f"{lib.id[7:17]}-libgreet")
+    r2 = sb.build()
+    assert sb.statuses(r2)["libgreet"] == "built"
+    assert _shas(r2, sb.channel) == before
+
+
+def test_a_build_script_writing_into_a_dependency_cannot_reach_later_builds(tmp_path):
+    """rattler-build links host dependencies from a package cache; a script that writes into a file
+    a dependency ships must not change what the next build (or install) of that dependency sees."""
+    sb = sandbox(tmp_path / "p")
+    sb.fill_cache()
+    add_recipe(sb.graph, "greet-vandal", """
+        package: {name: greet-vandal, version: "1.0"}
+        build:
+          string: ${{ build_string }}
+          script:
+            - echo "// vandalised" >> $PREFIX/include/greet.h
+            - mkdir -p $PREFIX/share && echo ok > $PREFIX/share/vandal.txt
+        requirements:
+          host:
+            - libgreet ${{ dep_libgreet }}
+        """)
+    add_recipe(sb.graph, "greet-reader", """
+        package: {name: greet-reader, version: "1.0"}
+        build:
+          string: ${{ build_string }}
+          script:
+            - mkdir -p $PREFIX/share
+            - cp $PREFIX/include/greet.h $PREFIX/share/greet-seen.h
+        requirements:
+          host:
+            - libgreet ${{ dep_libgreet }}
+            - greet-vandal ${{ dep_greet_vandal }}
+        """)
+    r = sb.build()
+    reader = next(n for n in r.nodes if n.package == "greet-reader")
+    lib = next(n for n in r.nodes if n.package == "libgreet")
+    seen = read_in_package(sb.channel / reader.outputs[0], "share/greet-seen.h")
+    assert b"vandalised" not in seen
+    assert seen == read_in_package(sb.channel / lib.outputs[0], "include/greet.h")
