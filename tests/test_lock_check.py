@@ -59,6 +59,12 @@ def test_check_reason(case, proj, capsys):
             text = path.read_text()
             assert e["old"] in text, e["old"]
             path.write_text(text.replace(e["old"], e["new"], 1))
+        for name in c.get("channel_touch", []):
+            (url,) = [p.url for p in read_lock(path).env(env).packages["linux-64"] if p.name == name]
+            (f,) = proj.channel.glob(f"*/{url.rsplit('/', 1)[-1]}")
+            data = bytearray(f.read_bytes())
+            data[len(data) // 2] ^= 0xFF          # other bytes under the same name and build id
+            f.write_bytes(bytes(data))
         if c.get("delete_lock"):
             path.unlink()
         res = check_lock(env, proj)

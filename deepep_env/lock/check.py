@@ -150,7 +150,23 @@ class DependencyMissing(Reason):
         return f"{self.platform}: {self.package} depends on {self.dependency}, which the lock does not have"
 
 
-REASON_TYPES = (LockMissing, EnvironmentMissing, ChannelChanged, PlatformAdded, PlatformRemoved,
+@dataclass(frozen=True)
+class ArtifactChanged(Reason):
+    """A package the lock pins by build id is in the local channel with other bytes: a lost store
+    entry was rebuilt, or a build was not reproducible. Installing would refuse (sha256 mismatch)."""
+    kind: ClassVar[str] = "artifact-changed"
+    platform: str
+    package: str
+    build: str
+    locked_sha256: str
+    channel_sha256: str
+
+    def message(self) -> str:
+        return (f"{self.platform}: {self.package} {self.build} in the local channel has sha256 "
+                f"{self.channel_sha256[:16]}…, the lock has {self.locked_sha256[:16]}… (rebuilt with other bytes)")
+
+
+REASON_TYPES = (ArtifactChanged, LockMissing, EnvironmentMissing, ChannelChanged, PlatformAdded, PlatformRemoved,
                 VirtualPackagesChanged, PackageMissing, PinChanged, BuildIdChanged, PackageNotRequired,
                 DependencyMissing)
 
@@ -304,4 +320,28 @@ def check_lock(env: str, project, *, channel: Optional[str | Path] = None,
         request = request_for_env(r, project, channel_dir=Path(channel) if channel else None, for_check=True)
     path = Path(lock_path) if lock_path else default_lock_path(project, request.env)
     lock = read_lock(path) if path.exists() else None
-    return check_request(request, lock, path)
+    res = check_request(request, lock, path)
+    if lock is not None and lock.env(request.env) is not None:
+        res.reasons += artifact_reasons(request, lock, Path(channel) if channel else project.channel)
+    return res
+
+
+def artifact_reasons(req: LockRequest, lock: LockData, channel_dir: Path) -> list[Reason]:
+    """Locked packages of our builds whose file in the local channel has another sha256 than the lock."""
+    from deepep_env.hashing import file_sha256
+
+    env = lock.env(req.env)
+    local_urls = [c.lock_url for c in req.channels if c.local]
+    ours = {n.build_string for n in req.built}
+    out: list[Reason] = []
+    for pname, pkgs in sorted(env.packages.items()):
+        for p in pkgs:
+            base = next((u for u in local_urls if p.url.startswith(u)), None)
+            if p.kind != "conda" or base is None or p.build not in ours or not p.sha256:
+                continue
+            f = channel_dir / p.url[len(base):]
+            if f.is_file():
+                actual = file_sha256(f).split(":", 1)[-1]
+                if actual != p.sha256:
+                    out.append(ArtifactChanged(pname, p.name, p.build, p.sha256, actual))
+    return out
