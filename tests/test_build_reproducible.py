@@ -119,3 +119,31 @@ def test_a_build_script_writing_into_a_dependency_cannot_reach_later_builds(tmp_
     seen = read_in_package(sb.channel / reader.outputs[0], "share/greet-seen.h")
     assert b"vandalised" not in seen
     assert seen == read_in_package(sb.channel / lib.outputs[0], "include/greet.h")
+
+
+def test_build_against_a_lock_says_identical_or_names_the_package(tmp_path):
+    """`build --lock FILE`: the packages a rebuild gives are the lock's, by sha256."""
+    from deepep_env.lock.lockfile import write_lock  # noqa: F401 - the format the CLI reads
+
+    sb = sandbox(tmp_path / "p")
+    sb.fill_cache()
+    r = sb.build()
+    lock = tmp_path / "x.pixi.lock"
+    lines = ["version: 7", "platforms:", "- name: linux-64", "environments:", "  e:", "    channels:",
+             "    - url: https://example.invalid/c/", "    packages:", "      linux-64:"]
+    pkgs = []
+    for n in r.nodes:
+        for o in n.outputs:
+            url = f"https://example.invalid/c/{o}"
+            lines.append(f"      - conda: {url}")
+            pkgs += [f"- conda: {url}", f"  sha256: {file_sha256(sb.channel / o).split(':')[1]}"]
+    lock.write_text("\n".join(lines + ["packages:"] + pkgs) + "\n")
+    args = ["build", "--recipes", str(sb.graph), "--store", str(sb.store), "--channel", str(sb.channel),
+            "--source-cache", str(sb.cache), "--offline", "--lock", str(lock)]
+    code, out, err = cli(*args)
+    assert code == 0, err
+    assert "check libgreet: identical" in out
+    lib = next(n for n in r.nodes if n.package == "libgreet").outputs[0].rsplit("/", 1)[-1]
+    lock.write_text(lock.read_text().replace(file_sha256(sb.channel / f"linux-64/{lib}").split(":")[1], "ab" * 32))
+    code, out, err = cli(*args)
+    assert code == 1 and f"{lib}: archive sha256" in out and "lock's abababababababab" in out

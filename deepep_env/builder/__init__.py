@@ -347,6 +347,31 @@ def build_graph(nodes: Sequence[BuildNode], *, store: Path, channel: Path, sourc
     return b.run(nodes, name, check=check)
 
 
+def check_against_lock(report: BuildReport, lock_path: Path, env: Optional[str] = None) -> list[CheckResult]:
+    """``build --lock FILE``: is every package this build produced the one a lock pins (same file name,
+    same sha256)? A package the lock does not name is reported too: the lock is of another build."""
+    from deepep_env.builder.check import compare_with_sha
+    from deepep_env.lock.lockfile import read_lock
+
+    data = read_lock(lock_path)
+    envs = [data.env(env)] if env else list(data.envs.values())
+    locked = {p.url.rsplit("/", 1)[-1]: p.sha256 for e in envs if e for ps in e.packages.values() for p in ps
+              if p.kind == "conda" and p.sha256}
+    store = Store(report.store)
+    out = []
+    for n in report.nodes:
+        entry = store.lookup(n.id, n.package)
+        diffs: list[str] = []
+        for o in entry.outputs if entry else ():
+            name = Path(o.file).name
+            if name not in locked:
+                diffs.append(f"{name}: not in {lock_path}")
+            else:
+                diffs += [f"{name}: {d}" for d in compare_with_sha(entry.file(o), locked[name])]
+        out.append(CheckResult(n.package, n.id, not diffs, diffs))
+    return out
+
+
 def write_manifest(report: BuildReport, state: Path, env: str) -> Path:
     pkgs = []
     store = Store(report.store)
@@ -397,6 +422,6 @@ def build_recipes(recipes_dir: Path, *, store: Path, channel: Path, source_cache
 
 
 __all__ = [
-    "BuildReport", "NodeResult", "CheckResult", "build_env", "build_graph", "build_recipes", "write_manifest",
+    "BuildReport", "NodeResult", "CheckResult", "build_env", "check_against_lock", "build_graph", "build_recipes", "write_manifest",
     "nodes_from_recipe_dirs",
 ]

@@ -48,6 +48,8 @@ def register(app: typer.Typer) -> None:
         offline: bool = typer.Option(False, "--offline", help="use only the source cache; never download"),
         check: bool = typer.Option(False, "--check", help="rebuild every package and compare the archives (sha256; differing members named)"),
         check_package: List[str] = typer.Option([], "--check-package", help="rebuild and compare only this package"),
+        lock: Optional[Path] = typer.Option(None, "--lock", help="compare every package built (or cached) with "
+                                            "the sha256 this lock records"),
         jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="parallel jobs inside a build (make -j)"),
         extra_channel: List[str] = typer.Option([], "--extra-channel", help="with --recipes: a channel (URL or "
                                                 "folder) for requirements no recipe of DIR builds; repeatable"),
@@ -60,6 +62,9 @@ def register(app: typer.Typer) -> None:
         from deepep_env.builder import build_env, build_recipes
         from deepep_env.errors import StaleError, UserError
         from deepep_env.project import Project, find_project
+
+        if lock is not None and not lock.is_file():
+            raise UserError("--lock names no file", file=lock, accepted="a pixi.lock written by `deepep-env lock`")
 
         console = Console(stderr=True)
         progress = _progress(console)
@@ -84,6 +89,10 @@ def register(app: typer.Typer) -> None:
                 raise UserError("name an env (or pass --recipes DIR)", field="ENV")
             report = build_env(env, find_project(project), store=store, channel=channel, source_cache=source_cache,
                                offline=offline, check=check_arg, jobs=jobs, progress=progress)
+        if lock is not None:
+            from deepep_env.builder import check_against_lock
+
+            report.checks += check_against_lock(report, lock, env)
         if as_json:
             print_json(report.to_json())
         else:
@@ -96,5 +105,5 @@ def register(app: typer.Typer) -> None:
                     typer.echo(f"  {d}")
         if not report.reproducible:
             bad = [c for c in report.checks if not c.identical]
-            raise StaleError(f"--check: {', '.join(c.package for c in bad)} did not rebuild identically "
+            raise StaleError(f"--check: {', '.join(c.package for c in bad)} did not build identically "
                              f"({sum(len(c.differences) for c in bad)} differing files listed above)")
