@@ -10,6 +10,7 @@
 #   baseline   DeepEP by hand (`pip install`, pip NVSHMEM) and its intranode test: field notes §3, this run
 #   ptx        the aggressive-PTX variant (h200-nvlink-ptx): build, lock, install, intranode
 #   ab         both tests alternating upstream default (h200-nvlink) / aggressive PTX (AB_ROUNDS, default 2)
+#   repro      issue 14: this run's package sha256s against the committed lock; the packages to $OUT
 # Inputs when the machine has no network (see benchmarks/gpu/README.md):
 #   $GPU_DIR/sources/*.tar.gz   upstream trees (git archive of the pinned revisions)
 #   $GPU_DIR/debs/*.deb         rdma-core headers + libmlx5 link stub (Debian's libibverbs-dev & co.)
@@ -192,6 +193,33 @@ ab() {
   ENV_NAME=$save
 }
 
+repro() {
+  # Issue 14 on GPUs: the sha256 of every package this run built, beside the committed lock's, as
+  # name=value lines; `build --lock` prints `identical` or the first differing members. The packages
+  # themselves go to $RESULTS (split under the 16 MB return limit) so two machines can be diffed.
+  step "reproducible bytes: this run's packages against lockfiles/$MAIN_ENV.pixi.lock"
+  $PY - "$OUT/$ENV_NAME.pixi.lock" "lockfiles/$MAIN_ENV.pixi.lock" <<'PYEOF' | figs
+import sys
+from deepep_env.lock.lockfile import read_lock
+def shas(p):
+    d = read_lock(p)
+    return {q.name: (q.build, q.sha256) for e in d.envs.values() for ps in e.packages.values() for q in ps}
+new, old = shas(sys.argv[1]), shas(sys.argv[2])
+for name, (build, sha) in sorted(new.items()):
+    k = name.replace("-", "_")
+    print(f"repro_{k}_build={build}")
+    print(f"repro_{k}_sha256={sha}")
+    if name in old:
+        print(f"repro_{k}_same_id_as_committed={int(old[name][0] == build)}")
+        print(f"repro_{k}_same_sha256_as_committed={int(old[name][1] == sha)}")
+PYEOF
+  $DE build "$ENV_NAME" --offline --lock "lockfiles/$MAIN_ENV.pixi.lock" 2>/dev/null | tee "$OUT/build-vs-committed-lock.txt"
+  local f
+  for f in "$DEEPEP_ENV_STATE"/channel/linux-64/*.conda; do
+    split -b 15M -d "$f" "$RESULTS/$(basename "$f")." 2>/dev/null
+  done
+}
+
 baseline() {
   # The hand build field notes §3 compares against, repeated in this run on this machine: DeepEP from
   # the same tarball, `pip install` by hand against pip's NVSHMEM (no NVSHMEM_DIR), tests from source.
@@ -218,6 +246,7 @@ has intranode && run_test intranode test_intranode.py $INTRANODE_ARGS
 has lowlatency && run_test lowlatency test_low_latency.py $LL_ARGS
 has noop && noop
 has verified && verified
+has repro && repro
 has handbuild && handbuild
 has baseline && baseline
 has ptx && ptx
