@@ -54,8 +54,8 @@ step() { echo; echo "===== $(date +%T) $*"; }
 
 setup() {
   step setup
-  if ! $PY -c "import rattler, rattler_build, pydantic" 2>/dev/null; then
-    mkdir -p /tmp/deepep-site && tar -xJf "$GPU_DIR"/pysite/*.tar.xz -C /tmp/deepep-site
+  if ! $PY -c "import rattler, rattler_build, pydantic, zstandard" 2>/dev/null; then
+    mkdir -p /tmp/deepep-site && for t in "$GPU_DIR"/pysite/*.tar.xz; do tar -xJf "$t" -C /tmp/deepep-site; done
     export PYTHONPATH=/tmp/deepep-site:$PWD${PYTHONPATH:+:$PYTHONPATH}
   else
     export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
