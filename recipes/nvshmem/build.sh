@@ -9,6 +9,30 @@ export GIT_DIR=/nonexistent GIT_CEILING_DIRECTORIES=/
 on_off() { case "$1" in true|True|1|ON|on) echo ON ;; *) echo OFF ;; esac; }
 
 export CUDA_HOME="${DEEPEP_CUDA_PREFIX:-/usr/local/cuda}"
+
+# Reproducible nvcc (docs/build-id.md §7): nvcc names its temporary files, and the module id of each
+# relocatable-device-code unit, after its own process id, and both end up in the objects (measured on
+# H100 and H200: the only bytes that differed between two builds of the same inputs). In a fresh PID
+# namespace nvcc's pid is always the same, so its output is too. CUDA_HOME becomes a shim whose
+# bin/nvcc runs the real one that way; everything else links to the real toolkit.
+reproducible_nvcc() {
+  local real="$1" shim="$2" ns=""
+  if unshare --pid --fork true 2>/dev/null; then ns="unshare --pid --fork"
+  elif unshare --user --map-root-user --pid --fork true 2>/dev/null; then ns="unshare --user --map-root-user --pid --fork"
+  else
+    echo "deepep-env: note: cannot make a PID namespace here (unshare refused): nvcc output will embed process ids, so this package will not be byte-reproducible" >&2
+    echo "$real"; return
+  fi
+  rm -rf "$shim" && mkdir -p "$shim/bin"
+  for e in "$real"/*; do [ "$(basename "$e")" = bin ] || ln -s "$e" "$shim/"; done
+  for e in "$real"/bin/*; do ln -s "$e" "$shim/bin/"; done
+  rm -f "$shim/bin/nvcc"
+  printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$ns" "$(readlink -f "$real/bin/nvcc")" > "$shim/bin/nvcc"
+  chmod +x "$shim/bin/nvcc"
+  echo "$shim"
+}
+CUDA_HOME="$(reproducible_nvcc "$CUDA_HOME" "${SRC_DIR:-$PWD}/../nvcc-shim")"
+export CUDA_HOME
 RDMA="${DEEPEP_RDMA_CORE_PREFIX:-/usr}"
 IBGDA=$(on_off "${NVSHMEM_WANT_IBGDA:-true}")
 GDR=$(on_off "${NVSHMEM_WANT_GDRCOPY:-false}")

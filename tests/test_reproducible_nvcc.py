@@ -1,0 +1,54 @@
+"""Issue 14: nvcc embeds its own process id (temporary file names, the module id of relocatable
+device code) in what it compiles; the recipes run it in a fresh PID namespace, which makes two
+compilations of the same input the same bytes. Needs nvcc (skipped without one: no GPU is needed)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+KERNEL = "__device__ int add1(int v) { return v + 1; }\n__global__ void k(int *x) { x[threadIdx.x] = add1(threadIdx.x); }\n"
+
+
+def _cuda_home() -> Path:
+    nvcc = shutil.which("nvcc")
+    if not nvcc:
+        pytest.skip("nvcc not installed")
+    out = subprocess.run([nvcc, "-rdc=true", "--dryrun", "-c", "x.cu"], capture_output=True, text=True).stderr
+    top = next((ln.split("=", 1)[1].strip() for ln in out.splitlines() if ln.startswith("#$ TOP=")), None)
+    if not top:
+        pytest.skip("cannot tell where nvcc's toolkit is")
+    return Path(top).resolve()
+
+
+def _compile_twice(nvcc: str, d: Path) -> tuple[bytes, bytes]:
+    (d / "k.cu").write_text(KERNEL)
+    outs = []
+    for _ in range(2):
+        subprocess.run([nvcc, "-rdc=true", "-arch=sm_90", "-c", "k.cu", "-o", "k.o"], cwd=d, check=True,
+                       capture_output=True)
+        outs.append((d / "k.o").read_bytes())
+    return outs[0], outs[1]
+
+
+@pytest.mark.parametrize("recipe", ["nvshmem", "deep-ep"])
+def test_the_recipes_nvcc_shim_compiles_the_same_bytes_twice(recipe, tmp_path):
+    cuda = _cuda_home()
+    if subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True).returncode != 0 and \
+            subprocess.run(["unshare", "--user", "--map-root-user", "--pid", "--fork", "true"],
+                           capture_output=True).returncode != 0:
+        pytest.skip("no PID namespaces here")
+    script = (REPO / "recipes" / recipe / "build.sh").read_text()
+    fn = script[script.index("reproducible_nvcc() {"):]
+    fn = fn[:fn.index("\n}\n") + 3]
+    shim = subprocess.run(["bash", "-c", fn + f'reproducible_nvcc "{cuda}" "{tmp_path}/shim"'],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert shim == f"{tmp_path}/shim" and (Path(shim) / "include").exists()
+    a, b = _compile_twice(f"{shim}/bin/nvcc", tmp_path)
+    assert a == b
+    # and the reason it exists: the toolkit's own nvcc, twice, differs (process ids in the object)
+    a, b = _compile_twice(str(cuda / "bin" / "nvcc"), tmp_path)
+    assert a != b
