@@ -25,6 +25,8 @@ a recipe uses in ``info/recipe/variant_config.yaml`` of the package.
                              ``host``/``pip`` when the node builds against a host-provided
                              component, else ``conda``
 ``jobs``                     parallel jobs for make/ninja (not identity: never changes an id)
+``source_date_epoch``        seconds since 1970, a function of the build id alone (for
+                             ``SOURCE_DATE_EPOCH``: ``__DATE__``/``__TIME__``, archive times)
 every ``node.variant`` key   e.g. ``cuda_version``, ``cuda_architectures``, ``ibgda``, ``gdrcopy``,
                              ``torch_cuda_arch_list``, ``revision``; lists are joined with ";"
                              (CMake list syntax), booleans are the strings "true"/"false"
@@ -87,6 +89,11 @@ def recipe_context(node, *, source_dirs: Mapping[str, Path], deps: Sequence, job
         ctx.setdefault("version", node.version)
     ctx["build_string"] = node.build_string
     ctx["build_id"] = node.id or ""
+    # A time that is a function of the inputs (docs/build-id.md §7): for __DATE__/__TIME__ and
+    # anything else that honours SOURCE_DATE_EPOCH; the archive times use the same value.
+    from deepep_env.builder.normalize import epoch_for
+
+    ctx["source_date_epoch"] = str(epoch_for(node.id)) if node.id else ""
     ctx["jobs"] = int(jobs)
     ctx["source_dir"] = str(source_dirs[primary]) if primary in source_dirs else ""
     for name, path in source_dirs.items():

@@ -31,6 +31,7 @@ reproducible_nvcc() {
 }
 CUDA_HOME="$(reproducible_nvcc "$CUDA_HOME" "${SRC_DIR:-$PWD}/../nvcc-shim")"
 export CUDA_HOME
+[ -n "${DEEPEP_SOURCE_DATE_EPOCH:-}" ] && export SOURCE_DATE_EPOCH="$DEEPEP_SOURCE_DATE_EPOCH"
 export PATH="$CUDA_HOME/bin:$PATH"
 # Our NVSHMEM (deepep-nvshmem) is in the host prefix: headers, libnvshmem_device.a and the
 # host library. setup.py adds -rpath $NVSHMEM_DIR/lib, which rattler-build turns into $ORIGIN-relative.

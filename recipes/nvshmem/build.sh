@@ -31,8 +31,12 @@ reproducible_nvcc() {
   chmod +x "$shim/bin/nvcc"
   echo "$shim"
 }
-CUDA_HOME="$(reproducible_nvcc "$CUDA_HOME" "${SRC_DIR:-$PWD}/../nvcc-shim")"
-export CUDA_HOME
+# Only the compiler goes through the shim: CUDA_HOME stays the toolkit's own path, because NVSHMEM
+# records it in its build variables (nvshmem-info -b), whose wrapping truncates long values.
+NVCC_HOME="$(reproducible_nvcc "$CUDA_HOME" "${SRC_DIR:-$PWD}/../nvcc-shim")"
+export NVSHMEM_DEVICELIB_CUDA_HOME="$NVCC_HOME"   # the device library's own CMake project takes nvcc from here
+# __DATE__/__TIME__ (nvshmem-info prints them) follow SOURCE_DATE_EPOCH: the builder derives it from the id.
+[ -n "${DEEPEP_SOURCE_DATE_EPOCH:-}" ] && export SOURCE_DATE_EPOCH="$DEEPEP_SOURCE_DATE_EPOCH"
 RDMA="${DEEPEP_RDMA_CORE_PREFIX:-/usr}"
 IBGDA=$(on_off "${NVSHMEM_WANT_IBGDA:-true}")
 GDR=$(on_off "${NVSHMEM_WANT_GDRCOPY:-false}")
@@ -88,7 +92,7 @@ cmake -S . -B _build -G Ninja \
   -DCMAKE_INSTALL_PREFIX="$PREFIX" \
   -DNVSHMEM_PREFIX="$PREFIX" \
   -DCUDA_HOME="$CUDA_HOME" \
-  -DCMAKE_CUDA_COMPILER="$CUDA_HOME/bin/nvcc" \
+  -DCMAKE_CUDA_COMPILER="$NVCC_HOME/bin/nvcc" \
   -DCMAKE_CUDA_ARCHITECTURES="${NVSHMEM_ARCHS}" \
   -DCMAKE_C_FLAGS="$incflags" -DCMAKE_CXX_FLAGS="$incflags" -DCMAKE_CUDA_FLAGS="$incflags" \
   -DCMAKE_SHARED_LINKER_FLAGS="$linkflags" -DCMAKE_EXE_LINKER_FLAGS="$linkflags" \
