@@ -52,3 +52,21 @@ def test_the_recipes_nvcc_shim_compiles_the_same_bytes_twice(recipe, tmp_path):
     # and the reason it exists: the toolkit's own nvcc, twice, differs (process ids in the object)
     a, b = _compile_twice(str(cuda / "bin" / "nvcc"), tmp_path)
     assert a != b
+
+
+def test_the_shim_keeps_parallel_nvcc_runs_apart(tmp_path):
+    """Every nvcc has the same pid in its own namespace; without a private TMPDIR, parallel runs
+    (ninja -j) overwrote each other's tmpxft_<pid>_* files and DeepEP's build failed on an H200."""
+    cuda = _cuda_home()
+    if subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no PID namespaces here")
+    script = (REPO / "recipes" / "deep-ep" / "build.sh").read_text()
+    fn = script[script.index("reproducible_nvcc() {"):]
+    fn = fn[:fn.index("\n}\n") + 3]
+    shim = subprocess.run(["bash", "-c", fn + f'reproducible_nvcc "{cuda}" "{tmp_path}/shim"'],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    for i in range(6):
+        (tmp_path / f"p{i}.cu").write_text(KERNEL.replace("add1", f"add{i}"))
+    procs = [subprocess.Popen([f"{shim}/bin/nvcc", "-rdc=true", "-arch=sm_90", "-c", f"p{i}.cu", "-o", f"p{i}.o"],
+                              cwd=tmp_path, stderr=subprocess.PIPE) for i in range(6)]
+    assert [p.wait() for p in procs] == [0] * 6

@@ -25,7 +25,10 @@ reproducible_nvcc() {
   for e in "$real"/*; do [ "$(basename "$e")" = bin ] || ln -s "$e" "$shim/"; done
   for e in "$real"/bin/*; do ln -s "$e" "$shim/bin/"; done
   rm -f "$shim/bin/nvcc"
-  printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$ns" "$(readlink -f "$real/bin/nvcc")" > "$shim/bin/nvcc"
+  # Each nvcc gets a temporary folder of its own: in its namespace every nvcc has the same pid, so
+  # their tmpxft_<pid>_* files would collide in a shared /tmp (only the file names reach the output).
+  printf '#!/bin/sh\nt=$(mktemp -d) || exit 1\nTMPDIR="$t" %s "%s" "$@"\nrc=$?\nrm -rf "$t"\nexit $rc\n' \
+    "$ns" "$(readlink -f "$real/bin/nvcc")" > "$shim/bin/nvcc"
   chmod +x "$shim/bin/nvcc"
   echo "$shim"
 }
@@ -55,7 +58,12 @@ echo "deepep-env: DeepEP ${DEEPEP_REVISION} arch=${TORCH_CUDA_ARCH_LIST} DISABLE
 "$PY" -c "import torch, sys; print('deepep-env: torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])"
 
 mkdir -p "$site"
-"$PY" -m pip install . --no-deps --no-build-isolation --no-index --no-compile --target "$site" -v 2>&1 | tail -n 40
+# The whole pip log stays in the build log's folder; on failure, the compiler's own error lines.
+if ! "$PY" -m pip install . --no-deps --no-build-isolation --no-index --no-compile --target "$site" -v > "$SRC_DIR/../pip-build.log" 2>&1; then
+  grep -n -E -B3 -A12 "(error|Error|FAILED)" "$SRC_DIR/../pip-build.log" | head -n 150
+  exit 1
+fi
+tail -n 40 "$SRC_DIR/../pip-build.log"
 
 # The tests DeepEP ships, so an installed env can verify itself (tests import utils.py beside them).
 mkdir -p "$PREFIX/share/deep-ep/tests"

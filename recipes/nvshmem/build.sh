@@ -27,7 +27,10 @@ reproducible_nvcc() {
   for e in "$real"/*; do [ "$(basename "$e")" = bin ] || ln -s "$e" "$shim/"; done
   for e in "$real"/bin/*; do ln -s "$e" "$shim/bin/"; done
   rm -f "$shim/bin/nvcc"
-  printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$ns" "$(readlink -f "$real/bin/nvcc")" > "$shim/bin/nvcc"
+  # Each nvcc gets a temporary folder of its own: in its namespace every nvcc has the same pid, so
+  # their tmpxft_<pid>_* files would collide in a shared /tmp (only the file names reach the output).
+  printf '#!/bin/sh\nt=$(mktemp -d) || exit 1\nTMPDIR="$t" %s "%s" "$@"\nrc=$?\nrm -rf "$t"\nexit $rc\n' \
+    "$ns" "$(readlink -f "$real/bin/nvcc")" > "$shim/bin/nvcc"
   chmod +x "$shim/bin/nvcc"
   echo "$shim"
 }
