@@ -3,6 +3,7 @@ device code) in what it compiles; the recipes run it in a fresh PID namespace, w
 compilations of the same input the same bytes. Needs nvcc (skipped without one: no GPU is needed)."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 KERNEL = "__device__ int add1(int v) { return v + 1; }\n__global__ void k(int *x) { x[threadIdx.x] = add1(threadIdx.x); }\n"
+# No externally visible kernel or function: nvcc's module id then hashes the source file's mtime.
+STATIC_ONLY = "template <typename T> __device__ T twice(T v) { return v + v; }\nstatic __device__ int keep(int v) { return twice(v); }\n"
 
 
 def _cuda_home() -> Path:
@@ -24,10 +27,11 @@ def _cuda_home() -> Path:
     return Path(top).resolve()
 
 
-def _compile_twice(nvcc: str, d: Path) -> tuple[bytes, bytes]:
-    (d / "k.cu").write_text(KERNEL)
+def _compile_twice(nvcc: str, d: Path, source: str = KERNEL) -> tuple[bytes, bytes]:
+    (d / "k.cu").write_text(source)
     outs = []
-    for _ in range(2):
+    for i in range(2):
+        os.utime(d / "k.cu", (1_600_000_000 + i, 1_600_000_000 + i))   # as a regenerated file would be
         subprocess.run([nvcc, "-rdc=true", "-arch=sm_90", "-c", "k.cu", "-o", "k.o"], cwd=d, check=True,
                        capture_output=True)
         outs.append((d / "k.o").read_bytes())
@@ -48,6 +52,8 @@ def test_the_recipes_nvcc_shim_compiles_the_same_bytes_twice(recipe, tmp_path):
                           capture_output=True, text=True, check=True).stdout.strip()
     assert shim == f"{tmp_path}/shim" and (Path(shim) / "include").exists()
     a, b = _compile_twice(f"{shim}/bin/nvcc", tmp_path)
+    assert a == b
+    a, b = _compile_twice(f"{shim}/bin/nvcc", tmp_path, STATIC_ONLY)
     assert a == b
     # and the reason it exists: the toolkit's own nvcc, twice, differs (process ids in the object)
     a, b = _compile_twice(str(cuda / "bin" / "nvcc"), tmp_path)

@@ -25,16 +25,25 @@ reproducible_nvcc() {
   for e in "$real"/*; do [ "$(basename "$e")" = bin ] || ln -s "$e" "$shim/"; done
   for e in "$real"/bin/*; do ln -s "$e" "$shim/bin/"; done
   rm -f "$shim/bin/nvcc"
-  # Each nvcc gets a temporary folder of its own: in its namespace every nvcc has the same pid, so
-  # their tmpxft_<pid>_* files would collide in a shared /tmp (only the file names reach the output).
-  printf '#!/bin/sh\nt=$(mktemp -d) || exit 1\nTMPDIR="$t" %s "%s" "$@"\nrc=$?\nrm -rf "$t"\nexit $rc\n' \
-    "$ns" "$(readlink -f "$real/bin/nvcc")" > "$shim/bin/nvcc"
+  # Each nvcc gets a temporary folder of its own (in its namespace every nvcc has the same pid, so
+  # their tmpxft_<pid>_* files would collide in a shared /tmp), and its .cu inputs get the build's
+  # fixed mtime: a unit with no externally visible kernel gets a module id hashed from its source
+  # file's mtime (measured; NVSHMEM's configure-time transfer_device.cu is such a unit).
+  cat > "$shim/bin/nvcc" <<SHIM
+#!/bin/sh
+for a in "\$@"; do case "\$a" in *.cu) [ -f "\$a" ] && touch -d "@${SOURCE_DATE_EPOCH:-315532800}" "\$a" ;; esac; done
+t=\$(mktemp -d) || exit 1
+TMPDIR="\$t" $ns "$(readlink -f "$real/bin/nvcc")" "\$@"
+rc=\$?
+rm -rf "\$t"
+exit \$rc
+SHIM
   chmod +x "$shim/bin/nvcc"
   echo "$shim"
 }
+[ -n "${DEEPEP_SOURCE_DATE_EPOCH:-}" ] && export SOURCE_DATE_EPOCH="$DEEPEP_SOURCE_DATE_EPOCH"
 CUDA_HOME="$(reproducible_nvcc "$CUDA_HOME" "${SRC_DIR:-$PWD}/../nvcc-shim")"
 export CUDA_HOME
-[ -n "${DEEPEP_SOURCE_DATE_EPOCH:-}" ] && export SOURCE_DATE_EPOCH="$DEEPEP_SOURCE_DATE_EPOCH"
 export PATH="$CUDA_HOME/bin:$PATH"
 # Our NVSHMEM (deepep-nvshmem) is in the host prefix: headers, libnvshmem_device.a and the
 # host library. setup.py adds -rpath $NVSHMEM_DIR/lib, which rattler-build turns into $ORIGIN-relative.

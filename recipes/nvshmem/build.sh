@@ -27,19 +27,28 @@ reproducible_nvcc() {
   for e in "$real"/*; do [ "$(basename "$e")" = bin ] || ln -s "$e" "$shim/"; done
   for e in "$real"/bin/*; do ln -s "$e" "$shim/bin/"; done
   rm -f "$shim/bin/nvcc"
-  # Each nvcc gets a temporary folder of its own: in its namespace every nvcc has the same pid, so
-  # their tmpxft_<pid>_* files would collide in a shared /tmp (only the file names reach the output).
-  printf '#!/bin/sh\nt=$(mktemp -d) || exit 1\nTMPDIR="$t" %s "%s" "$@"\nrc=$?\nrm -rf "$t"\nexit $rc\n' \
-    "$ns" "$(readlink -f "$real/bin/nvcc")" > "$shim/bin/nvcc"
+  # Each nvcc gets a temporary folder of its own (in its namespace every nvcc has the same pid, so
+  # their tmpxft_<pid>_* files would collide in a shared /tmp), and its .cu inputs get the build's
+  # fixed mtime: a unit with no externally visible kernel gets a module id hashed from its source
+  # file's mtime (measured; NVSHMEM's configure-time transfer_device.cu is such a unit).
+  cat > "$shim/bin/nvcc" <<SHIM
+#!/bin/sh
+for a in "\$@"; do case "\$a" in *.cu) [ -f "\$a" ] && touch -d "@${SOURCE_DATE_EPOCH:-315532800}" "\$a" ;; esac; done
+t=\$(mktemp -d) || exit 1
+TMPDIR="\$t" $ns "$(readlink -f "$real/bin/nvcc")" "\$@"
+rc=\$?
+rm -rf "\$t"
+exit \$rc
+SHIM
   chmod +x "$shim/bin/nvcc"
   echo "$shim"
 }
 # Only the compiler goes through the shim: CUDA_HOME stays the toolkit's own path, because NVSHMEM
 # records it in its build variables (nvshmem-info -b), whose wrapping truncates long values.
-NVCC_HOME="$(reproducible_nvcc "$CUDA_HOME" "${SRC_DIR:-$PWD}/../nvcc-shim")"
-export NVSHMEM_DEVICELIB_CUDA_HOME="$NVCC_HOME"   # the device library's own CMake project takes nvcc from here
 # __DATE__/__TIME__ (nvshmem-info prints them) follow SOURCE_DATE_EPOCH: the builder derives it from the id.
 [ -n "${DEEPEP_SOURCE_DATE_EPOCH:-}" ] && export SOURCE_DATE_EPOCH="$DEEPEP_SOURCE_DATE_EPOCH"
+NVCC_HOME="$(reproducible_nvcc "$CUDA_HOME" "${SRC_DIR:-$PWD}/../nvcc-shim")"
+export NVSHMEM_DEVICELIB_CUDA_HOME="$NVCC_HOME"   # the device library's own CMake project takes nvcc from here
 RDMA="${DEEPEP_RDMA_CORE_PREFIX:-/usr}"
 IBGDA=$(on_off "${NVSHMEM_WANT_IBGDA:-true}")
 GDR=$(on_off "${NVSHMEM_WANT_GDRCOPY:-false}")
