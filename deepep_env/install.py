@@ -157,7 +157,7 @@ def _refresh_spec_fields(pfx: Path, m: dict[str, Any], base: dict[str, Any]) -> 
 
 def _mismatch(pkg: str, where: str, actual: str, expected: str, lock_path: Path) -> UserError:
     return UserError(
-        f"{pkg}: sha256 of {where} is {actual.split(':', 1)[-1][:16]}…, the lock says {expected[:16]}…: the package "
+        f"sha256 of {where} is {actual.split(':', 1)[-1][:16]}…, the lock says {expected[:16]}…: the package "
         "is corrupt or the lock was altered; refusing to install", file=lock_path, field=pkg,
         accepted="a lock written by `deepep-env lock` and the channel it names, unmodified")
 

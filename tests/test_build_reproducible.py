@@ -147,3 +147,18 @@ def test_build_against_a_lock_says_identical_or_names_the_package(tmp_path):
     lock.write_text(lock.read_text().replace(file_sha256(sb.channel / f"linux-64/{lib}").split(":")[1], "ab" * 32))
     code, out, err = cli(*args)
     assert code == 1 and f"{lib}: archive sha256" in out and "lock's abababababababab" in out
+
+
+def test_arguments_are_checked_before_any_build(tmp_path):
+    """Issue 15 (two findings of the audit): a misspelt --check-package and -j 0 / -j -4 are refused
+    before anything is built."""
+    sb = sandbox(tmp_path / "p")
+    sb.fill_cache()
+    base = ["build", "--recipes", str(sb.graph), "--store", str(sb.store), "--channel", str(sb.channel),
+            "--source-cache", str(sb.cache), "--offline"]
+    code, out, err = cli(*base, "--check-package", "nosuchpkg")
+    assert code == 2 and "nosuchpkg" in err and "libgreet" in err
+    assert not sb.store.exists() or not any(p for p in sb.store.iterdir() if not p.name.startswith("."))
+    for bad in ("0", "-4"):
+        code, _, err = cli(*base, "-j", bad)
+        assert code == 2 and "jobs" in err.lower()

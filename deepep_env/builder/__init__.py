@@ -267,6 +267,10 @@ class _Builder:
     def run(self, nodes: Sequence[BuildNode], name: str, *, check: bool | Sequence[str] = False) -> BuildReport:
         _require_ids(nodes, self.env)
         by = {n.package: n for n in nodes}
+        # Every argument is checked before any work: a misspelt --check-package must not cost a build.
+        unknown = sorted(set(check) - set(by)) if check and not isinstance(check, bool) else []
+        if unknown:
+            raise UserError(f"--check names a package not in this graph: {unknown[0]}", accepted=", ".join(sorted(by)))
         report = BuildReport(name, self.channel.root.resolve(), self.store.root.resolve())
         todo = [n for n in nodes if self.store.lookup(n.id, n.package) is None]
         if todo:
@@ -306,10 +310,6 @@ class _Builder:
         if check:
             nodes = [by[n.package] for n in nodes]
             wanted = set(check) if not isinstance(check, bool) else set(by)
-            unknown = wanted - set(by)
-            if unknown:
-                raise UserError(f"--check names a package not in this graph: {sorted(unknown)[0]}",
-                                accepted=", ".join(sorted(by)))
             for node in nodes:
                 if node.package in wanted:
                     self.progress("check", node, None)

@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
         check_package: List[str] = typer.Option([], "--check-package", help="rebuild and compare only this package"),
         lock: Optional[Path] = typer.Option(None, "--lock", help="compare every package built (or cached) with "
                                             "the sha256 this lock records"),
-        jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="parallel jobs inside a build (make -j)"),
+        jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="parallel jobs inside a build (make -j), at least 1"),
         extra_channel: List[str] = typer.Option([], "--extra-channel", help="with --recipes: a channel (URL or "
                                                 "folder) for requirements no recipe of DIR builds; repeatable"),
         project: Optional[str] = ProjectOpt,
