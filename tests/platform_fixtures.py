@@ -86,7 +86,8 @@ def cli(*args: str, env: Optional[dict] = None, cwd: Optional[Path] = None, chec
     if str(REPO) not in e.get("PYTHONPATH", "").split(os.pathsep):
         e["PYTHONPATH"] = str(REPO) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
     code = "import sys; from deepep_env.cli.main import main; sys.exit(main())"
-    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=e, cwd=cwd or REPO)
+    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=e, cwd=cwd or REPO,
+                         timeout=300)   # a probe that blocks fails the test instead of hanging the suite
     if check and res.returncode != 0:
         raise AssertionError(f"deepep-env {' '.join(args)} → {res.returncode}\n{res.stdout}\n{res.stderr}")
     return res

@@ -189,8 +189,10 @@ class PathView:
         local = self.absolute(path) if self.is_local(path) else self.fs.local_path(self._rel(path))
         if local is None:
             return None
+        from deepep_env.platform.rootfs import open_regular
+
         try:
-            with open(local, "rb") as fh:
+            with os.fdopen(open_regular(local), "rb") as fh:
                 return fh.read(limit)
         except OSError:
             return None

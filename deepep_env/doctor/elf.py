@@ -3,6 +3,7 @@ so doctor needs no binutils (recipes/deep-ep/verify_install.py shells out to rea
 the few pages it needs of a 100 MB extension."""
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
 from typing import BinaryIO, Optional
@@ -104,8 +105,10 @@ def read_dynamic(fh: BinaryIO) -> Optional[Dynamic]:
 
 
 def read_dynamic_path(path: str) -> Optional[Dynamic]:
+    from deepep_env.platform.rootfs import open_regular
+
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(open_regular(path), "rb") as fh:
             return read_dynamic(fh)
     except OSError:
         return None

@@ -17,6 +17,25 @@ from typing import Optional
 MAX_SYMLINK_HOPS = 40  # Linux's own limit (MAXSYMLINKS) before ELOOP
 
 
+def _require_regular(fd: int, name: str) -> None:
+    """Probes never block: a FIFO, socket or device planted in a captured host tree (or left on a
+    host) is refused like a missing file instead of hanging the read (opened with O_NONBLOCK, so
+    even the open of a FIFO returns at once)."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise OSError(22, "not a regular file", name)
+
+
+def open_regular(path: str) -> int:
+    """A read-only fd of a regular file, never blocking; OSError for anything else."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        _require_regular(fd, path)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 class RootFS:
     """A read-only view of ``root`` as if it were ``/``."""
 
@@ -140,7 +159,7 @@ class RootFS:
         if base is None:
             raise OSError(40, "too many levels of symbolic links", rel)
         path = self._abs(f"{base}/{tail}" if base else tail)
-        flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
         try:
             # Fast path: the directory is resolved; O_NOFOLLOW refuses a final symlink (ELOOP)
             # instead of following it out of the root.
@@ -153,6 +172,7 @@ class RootFS:
                 raise
             fd = os.open(self._abs(r), flags)
         try:
+            _require_regular(fd, rel)
             chunks = []
             while True:
                 b = os.read(fd, 65536)

@@ -1,0 +1,40 @@
+"""Issue 15: every bad input gets one clear line — the general guards, one test per finding fixed."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from platform_fixtures import REPO, cli, host_tree, no_traceback  # noqa: F401 - host_tree is a fixture
+
+
+def _gid_files(root):
+    return sorted(p for p in root.rglob("gids/*") if p.is_file())
+
+
+@pytest.mark.parametrize("command", [["detect"], ["overlay", "gcp-b200"], ["activate", "gcp-b200"],
+                                     ["doctor", "gcp-b200"]])
+def test_a_fifo_in_a_captured_host_tree_never_hangs_a_probe(command, host_tree, tmp_path):
+    """A FIFO anywhere in a host tree (…/gids/3) hung detect, overlay, activate and doctor."""
+    root = tmp_path / "host"
+    shutil.copytree(host_tree("gcp-b200"), root, symlinks=True)
+    gid = _gid_files(root)[3]
+    gid.unlink()
+    os.mkfifo(gid)
+    try:
+        res = cli(*command, "--root", str(root), env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    except subprocess.TimeoutExpired:  # pragma: no cover - the bug itself
+        pytest.fail("the probe blocked on a FIFO")
+    no_traceback(res)
+
+
+def test_make_hosts_help_prints_usage_and_creates_nothing(tmp_path):
+    script = REPO / "tests" / "fixtures" / "hosts" / "make_hosts.py"
+    for arg, code in (("--help", 0), ("-h", 0), ("--bogus", 2)):
+        res = subprocess.run([sys.executable, str(script), arg], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=60)
+        assert res.returncode == code, res.stderr
+        assert not (tmp_path / arg).exists()
