@@ -101,12 +101,20 @@ def _cache_root() -> Path:
 
 @contextlib.contextmanager
 def _prefix_lock(prefix: Path) -> Iterator[None]:
-    """One installer per prefix at a time (a second waits)."""
+    """One installer per prefix at a time (a second waits). The lock file lives in the user's cache,
+    named by the prefix's path, so nothing is left beside the prefix."""
     import fcntl
+    import hashlib
 
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    lock = prefix.parent / f".{prefix.name}.install-lock"
-    with open(lock, "a+") as fh:
+    lock = _cache_root() / "deepep-env-locks" / f"{hashlib.sha256(str(prefix).encode()).hexdigest()[:20]}.lock"
+    try:
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(lock, "a+")
+    except OSError as exc:
+        raise UserError(f"cannot install into {prefix}: {exc.strerror or exc} ({exc.filename or prefix.parent})",
+                        field="--prefix", accepted="a prefix whose parent folder you can write") from None
+    with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -258,19 +266,52 @@ def install_env(env: str, project, *, prefix: Optional[str | Path] = None, lock_
             return [f"lock not checked against the spec: {exc}"]
 
     return install_locked(lock, r.name, pfx, mirrors=mirror_map, force=force, marker=spec_marker(r),
-                          warnings_fn=stale_warnings)
+                          warnings_fn=stale_warnings, project_root=project.root)
+
+
+_SYSTEM_TREES = ("/proc", "/sys", "/dev", "/run")
+
+
+def check_prefix(pfx: Path, project_root: Optional[Path] = None) -> Path:
+    """The prefix an install may replace, or one clear line. An install assembles the env beside the
+    prefix and swaps it in, removing what was there: so the prefix must be absent, an empty folder, or
+    a conda environment (``conda-meta/``) — never `/`, a file, a system tree, the project checkout or
+    a folder holding anything else."""
+    pfx = Path(os.path.abspath(pfx))
+    accepted = "an absent or empty folder, or an existing conda environment (with conda-meta/)"
+    if pfx == Path(pfx.anchor):
+        raise UserError("refusing to install into the root folder /", field="--prefix", accepted=accepted)
+    if any(str(pfx) == t or str(pfx).startswith(t + "/") for t in _SYSTEM_TREES):
+        raise UserError(f"refusing to install into {pfx}: a system tree", field="--prefix", accepted=accepted)
+    if project_root is not None:
+        root = Path(os.path.abspath(project_root))
+        if pfx == root or root.is_relative_to(pfx):
+            raise UserError(f"refusing to install into {pfx}: it holds the project checkout", field="--prefix",
+                            accepted=accepted)
+    if pfx.exists() or pfx.is_symlink():
+        if not pfx.is_dir():
+            raise UserError(f"refusing to install into {pfx}: it exists and is not a folder", field="--prefix",
+                            accepted=accepted)
+        if not (pfx / "conda-meta").is_dir() and any(pfx.iterdir()):
+            raise UserError(f"refusing to install into {pfx}: a non-empty folder that is not a conda environment "
+                            "(installing would replace its contents)", field="--prefix", accepted=accepted)
+    return pfx
 
 
 def install_locked(lock: str | Path, env: str, prefix: str | Path, *, mirrors: Optional[dict[str, Path]] = None,
                    force: bool = False, marker: Optional[dict[str, Any]] = None,
-                   warnings_fn=None) -> InstallResult:
+                   warnings_fn=None, project_root: Optional[Path] = None) -> InstallResult:
     """Install environment ``env`` of the lock at ``lock`` into ``prefix``, verified; no spec needed
     (``marker`` carries what the spec would add to the completion marker)."""
     t0 = time.perf_counter()
     lock = Path(lock)
     if not lock.is_file():
         raise UserError("no lock to install from", file=lock, accepted=f"run `deepep-env lock {env}` first")
-    pfx = Path(prefix).expanduser().resolve()
+    pfx = check_prefix(Path(prefix).expanduser(), project_root)
+    try:
+        pfx = pfx.resolve()
+    except OSError as exc:
+        raise UserError(f"cannot use {pfx} as a prefix: {exc.strerror or exc}", field="--prefix") from None
     lock_sha = file_sha256(lock)
     subdir = current_subdir()
     with _prefix_lock(pfx):

@@ -247,3 +247,27 @@ def test_a_spec_env_edit_reaches_the_installed_marker(proj, capsys):
     assert read_marker(proj.prefix_for("lt-host"))["spec_env"]["NCCL_NVLS_ENABLE"] == "1"
     rc, out, _ = lf.run_cli(capsys, "activate", "lt-host", "--prefix", str(proj.prefix_for("lt-host")))
     assert rc == 0 and "export NCCL_NVLS_ENABLE=1" in out.replace("'", "")
+
+
+@pytest.mark.parametrize("case", ["root", "file", "proc", "checkout", "home-like"])
+def test_install_refuses_a_prefix_it_would_damage(proj, capsys, tmp_path, case):
+    """Issue 15: `--prefix /`, an existing file, /proc/x and the checkout were accepted or gave a
+    traceback; with verify-then-swap, a non-empty folder that is not an env would even be replaced."""
+    _lock(proj, "lt-host", capsys)
+    target = {"root": "/", "file": str(tmp_path / "afile"), "proc": "/proc/x", "checkout": str(proj.root),
+              "home-like": str(tmp_path / "home")}[case]
+    (tmp_path / "afile").write_text("keep me\n")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "notes.txt").write_text("keep me too\n")
+    rc, out, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root, "--prefix", target)
+    assert rc == 2 and "refusing to install" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert (tmp_path / "afile").read_text() == "keep me\n"
+    assert (tmp_path / "home" / "notes.txt").read_text() == "keep me too\n"
+    assert not list(Path("/").glob(".*.install-lock"))
+
+
+def test_install_leaves_no_lock_file_beside_the_prefix(proj, capsys, tmp_path):
+    _lock(proj, "lt-host", capsys)
+    target = tmp_path / "envs" / "x"
+    assert lf.run_cli(capsys, "install", "lt-host", "--project", proj.root, "--prefix", str(target))[0] == 0
+    assert sorted(p.name for p in target.parent.iterdir()) == ["x"]
