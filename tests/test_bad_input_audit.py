@@ -38,3 +38,17 @@ def test_make_hosts_help_prints_usage_and_creates_nothing(tmp_path):
                              timeout=60)
         assert res.returncode == code, res.stderr
         assert not (tmp_path / arg).exists()
+
+
+def test_a_forged_hca_name_never_reaches_the_mapping(host_tree, tmp_path):
+    """An HCA directory named `mlx5_9:1,0:mlx5_7` forged extra entries into DEEP_EP_DEVICE_TO_HCA_MAPPING."""
+    root = tmp_path / "host"
+    shutil.copytree(host_tree("gcp-b200"), root, symlinks=True)
+    ib = root / "sys" / "class" / "infiniband"
+    os.rename(ib / "mlx5_1", ib / "mlx5_9:1,0:mlx5_7")
+    res = cli("overlay", "gcp-b200", "--root", str(root), "--shell", "json",
+              env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    no_traceback(res)
+    assert "mlx5_9" not in res.stdout
+    res = cli("detect", "--root", str(root), env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    assert "not a valid RDMA device name" in res.stdout + res.stderr

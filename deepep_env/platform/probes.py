@@ -336,11 +336,22 @@ def probe_port(p: _Probe, hca_dir: str, hca: str, number: int) -> Port:
     )
 
 
+# What an RDMA device or interface name may be: the kernel's names are letters, digits, '_', '-', '.'.
+# Names read from a host are data, and some end up in variables with their own syntax
+# (DEEP_EP_DEVICE_TO_HCA_MAPPING is `gpu:hca:port,…`): a name carrying ':' ',' '=' or spaces could
+# forge entries, so such a device is reported and left out, never passed on.
+DEVICE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+
+
 def probe_nics(p: _Probe) -> tuple[Nic, ...]:
     fs = p.fs
     nics = []
     for hca in fs.listdir("sys/class/infiniband"):
         rel = f"sys/class/infiniband/{hca}"
+        if not DEVICE_NAME_RE.match(hca):
+            p.warn(f"sys/class/infiniband: device name {hca!r} is not a valid RDMA device name "
+                   "(letters, digits, '_', '-', '.'); left out")
+            continue
         hca_dir = fs.realpath(rel)
         if hca_dir is None or not fs.is_dir(hca_dir):
             p.warn(f"{rel}: not a readable device directory")
@@ -356,7 +367,7 @@ def probe_nics(p: _Probe) -> tuple[Nic, ...]:
                 bdf = name
                 chain = chain_from_path(dev, bdf)
                 numa = _numa(fs.read_attr(f"{dev}/numa_node"))
-            netdevs = tuple(fs.listdir(f"{dev}/net"))
+            netdevs = tuple(n for n in fs.listdir(f"{dev}/net") if DEVICE_NAME_RE.match(n))
         if bdf is None:
             p.find(f"{rel}/device: no PCI function behind {hca}; left out of the GPU↔NIC mapping")
         ports = []
