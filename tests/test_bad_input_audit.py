@@ -52,3 +52,32 @@ def test_a_forged_hca_name_never_reaches_the_mapping(host_tree, tmp_path):
     assert "mlx5_9" not in res.stdout
     res = cli("detect", "--root", str(root), env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
     assert "not a valid RDMA device name" in res.stdout + res.stderr
+
+
+def test_a_spec_version_with_an_empty_segment_is_refused(tmp_path):
+    from deepep_env.errors import UserError
+    from deepep_env.project import Project
+    from deepep_env.spec import load_resolved
+
+    proj = tmp_path / "proj"
+    shutil.copytree(REPO / "env_specs", proj / "env_specs")
+    shutil.copytree(REPO / "recipes", proj / "recipes")
+    for bad in ("2026..0", "2026.11.", "2026.11.0."):
+        spec = proj / "env_specs" / "h200-nvlink.toml"
+        text = (REPO / "env_specs" / "h200-nvlink.toml").read_text()
+        spec.write_text(text.replace('version = "2026.11.0"', f'version = "{bad}"'))
+        with pytest.raises(UserError) as err:
+            load_resolved("h200-nvlink", Project(proj))
+        assert "version" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_catalog_naming_another_package_is_refused(tmp_path):
+    from deepep_env.errors import UserError
+    from deepep_env.spec.catalog import load_catalog
+
+    shutil.copytree(REPO / "recipes" / "nvshmem", tmp_path / "nvshmem")
+    cat = tmp_path / "nvshmem" / "sources.toml"
+    cat.write_text(cat.read_text().replace('package = "nvshmem"', 'package = "nvshmem2"'))
+    with pytest.raises(UserError) as err:
+        load_catalog(tmp_path, "nvshmem")
+    assert "package = 'nvshmem2'" in str(err.value) and "recipes/nvshmem/" in str(err.value)

@@ -103,8 +103,12 @@ def load_catalog(recipes_dir: Path, package: str) -> Catalog:
         raise UserError(f"unknown catalog format {show(data.get('format'))}", file=path, field="format",
                         accepted=str(CATALOG_FORMAT))
     try:
-        return Catalog.model_validate(data)
+        cat = Catalog.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise UserError(err["msg"], file=path, field=".".join(show(p, 40) if not isinstance(p, (str, int)) else str(p)
                                                              for p in err["loc"])) from None
+    if cat.package != package:  # a catalog copied from another recipe would pin the wrong upstream
+        raise UserError(f"package = {show(cat.package)}, but this catalog is in recipes/{package}/", file=path,
+                        field="package", accepted=show(package))
+    return cat

@@ -233,7 +233,8 @@ class HostSpec(Strict):
 class EnvSpec(Strict):
     format: int = Field(description="spec format version; this reader knows " + ", ".join(map(str, SUPPORTED_FORMATS)))
     name: str = Field(pattern=NAME_RE)
-    version: str = Field(pattern=r"^[0-9][0-9A-Za-z.+_-]*$")
+    # Dotted segments, none empty ("2026..0" and "2026.11." are refused, as docs/spec-format.md says).
+    version: str = Field(pattern=r"^[0-9][0-9A-Za-z+_-]*(\.[0-9A-Za-z+_-]+)*$", max_length=64)
     description: str = ""
     platforms: list[str] = Field(min_length=1, description="platform profiles this env targets")
     subdirs: list[Literal["linux-64", "linux-aarch64"]] = Field(default_factory=lambda: ["linux-64"], min_length=1)
