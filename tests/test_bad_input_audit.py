@@ -81,3 +81,28 @@ def test_a_catalog_naming_another_package_is_refused(tmp_path):
     with pytest.raises(UserError) as err:
         load_catalog(tmp_path, "nvshmem")
     assert "package = 'nvshmem2'" in str(err.value) and "recipes/nvshmem/" in str(err.value)
+
+
+def test_a_failing_build_script_is_not_reported_with_a_success_line():
+    """`build failed: ✔ Successfully updated the host environment (exit 3)` named rattler-build's own
+    progress line as the cause."""
+    from deepep_env.builder.driver import _failure_hint
+
+    log = ["╭─ Running build script", "✔ Successfully updated the host environment", "+ exit 3",
+           "Script failed with status 3"]
+    hint = _failure_hint(log)
+    assert "Successfully" not in hint and hint.endswith("(exit 3)")
+    log = ["✔ Successfully updated the host environment", "make: *** [all] Error 2", "Script failed with status 2"]
+    assert _failure_hint(log).startswith("make: *** [all] Error 2")
+
+
+def test_garbage_driver_params_are_reported_unknown_not_none(host_tree, tmp_path):
+    root = tmp_path / "host"
+    shutil.copytree(host_tree("gcp-b200"), root, symlinks=True)
+    params = root / "proc" / "driver" / "nvidia" / "params"
+    params.write_text("EnableStreamMemOPs: \\x00\\xffgarbage\nRegistryDwords: ;;==;\n")
+    res = cli("detect", "--root", str(root), env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    no_traceback(res)
+    out = res.stdout + res.stderr
+    assert "=None" not in out and "EnableStreamMemOPs=unknown" in out
+    assert "EnableStreamMemOPs is missing or not a number" in out

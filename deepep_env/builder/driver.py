@@ -143,8 +143,12 @@ def _failure_hint(lines: Sequence[str]) -> str:
         if keep[i].startswith("Script failed with status"):
             status, end = keep[i].rsplit(" ", 1)[-1], i
             break
-    window = [ln.strip() for ln in keep[max(0, end - 60):end] if not ln.lstrip().startswith("+ ")]
-    hint = next((ln for ln in reversed(window) if _KEYWORDS.search(ln)), window[-1] if window else "see the log")
+    # rattler-build's own progress lines ("✔ Successfully updated the host environment", table
+    # borders) are never the cause: only what the script printed is a candidate.
+    window = [ln.strip() for ln in keep[max(0, end - 60):end]
+              if not ln.lstrip().startswith(("+ ", "✔", "│", "╭", "╰", "├", "╞", "┆"))]
+    fallback = window[-1] if window else "the build script printed nothing that names the cause; see the log"
+    hint = next((ln for ln in reversed(window) if _KEYWORDS.search(ln)), fallback)
     return hint[:300] + (f" (exit {status})" if status else "")
 
 

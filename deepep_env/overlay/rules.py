@@ -154,8 +154,9 @@ def _driver_keys_fact(facts: HostFacts) -> tuple[Optional[bool], str]:
         return None, "proc/driver/nvidia/params unreadable (driver not loaded or not visible)"
     ok = d.enable_stream_memops == 1 and d.peer_mapping_override == 1
     return ok, (
-        f"proc/driver/nvidia/params: EnableStreamMemOPs={d.enable_stream_memops}, "
-        f"RegistryDwords PeerMappingOverride={d.peer_mapping_override}"
+        f"proc/driver/nvidia/params: EnableStreamMemOPs="
+        f"{'unknown' if d.enable_stream_memops is None else d.enable_stream_memops}, RegistryDwords "
+        f"PeerMappingOverride={'unknown' if d.peer_mapping_override is None else d.peer_mapping_override}"
     )
 
 

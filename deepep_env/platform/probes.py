@@ -431,6 +431,10 @@ def probe_driver(p: _Probe, have_gpus: bool) -> Driver:
     except OSError as exc:
         p.warn(f"proc/driver/nvidia/params: {exc.strerror or exc}")
     dwords = parse_registry_dwords(params.get("RegistryDwords", ""))
+    if params and _int_or_none(params.get("EnableStreamMemOPs")) is None:
+        # Garbage or a truncated file: say so, rather than reporting a value of None as if read.
+        p.warn("proc/driver/nvidia/params: EnableStreamMemOPs is missing or not a number "
+               f"(read {str(params.get('EnableStreamMemOPs'))[:40]!r}); driver keys treated as unknown")
     return Driver(
         loaded=True,
         version=version,

@@ -4,6 +4,11 @@ from __future__ import annotations
 from deepep_env.platform import Detection
 
 
+def _known(v) -> str:
+    """A driver key as read, or 'unknown' (absent, unreadable or not a number): never 'None'."""
+    return "unknown" if v is None else str(v)
+
+
 def _one_line(text: object) -> str:
     return " ".join("".join(ch if ch.isprintable() else " " for ch in str(text)).split())
 
@@ -33,8 +38,8 @@ def format_detection(det: Detection) -> str:
     d = f.driver
     if d.loaded:
         out.append(
-            f"driver: {d.version or '?'} ({d.flavor or '?'}); EnableStreamMemOPs={d.enable_stream_memops} "
-            f"PeerMappingOverride={d.peer_mapping_override}"
+            f"driver: {d.version or '?'} ({d.flavor or '?'}); EnableStreamMemOPs={_known(d.enable_stream_memops)} "
+            f"PeerMappingOverride={_known(d.peer_mapping_override)}"
         )
     else:
         out.append("driver: not loaded (no proc/driver/nvidia)")
