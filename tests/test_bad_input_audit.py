@@ -106,3 +106,51 @@ def test_garbage_driver_params_are_reported_unknown_not_none(host_tree, tmp_path
     out = res.stdout + res.stderr
     assert "=None" not in out and "EnableStreamMemOPs=unknown" in out
     assert "EnableStreamMemOPs is missing or not a number" in out
+
+
+def _fetch_from(tmp_path, make):
+    """`deepep-env fetch --recipes` of the builder's fixture graph, --from a folder holding one bad file."""
+    fx = tmp_path / "fx"
+    shutil.copytree(REPO / "tests" / "fixtures" / "recipes", fx)
+    src = tmp_path / "from"
+    src.mkdir()
+    make(src, fx)
+    return cli("fetch", "--recipes", str(fx / "graph"), "--source-cache", str(tmp_path / "cache"), "--offline",
+               "--from", str(src), cwd=tmp_path)
+
+
+def test_fetch_from_a_truncated_tarball_says_so_in_one_line(tmp_path):
+    import tarfile
+
+    def make(src, fx):
+        tar = src / "libgreet-1.0.tar.gz"
+        with tarfile.open(tar, "w:gz") as tf:
+            tf.add(fx / "upstream" / "libgreet-1.0", arcname="libgreet-1.0")
+        tar.write_bytes(tar.read_bytes()[: tar.stat().st_size // 2])
+    res = _fetch_from(tmp_path, make)
+    no_traceback(res)
+    assert res.returncode == 2 and "cannot unpack libgreet-1.0.tar.gz" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_fetch_from_a_tarball_escaping_its_folder_is_refused_in_one_line(tmp_path):
+    import io
+    import tarfile
+
+    def make(src, fx):
+        with tarfile.open(src / "evil.tar.gz", "w:gz") as tf:
+            data = b"owned\n"
+            info = tarfile.TarInfo("../escaped.txt")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    res = _fetch_from(tmp_path, make)
+    no_traceback(res)
+    assert res.returncode == 2 and "refused to unpack evil.tar.gz" in res.stderr
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_fetch_offline_of_an_unpinned_source_names_what_to_do(tmp_path):
+    res = cli("fetch", "gcp-b200", "--offline", "--source-cache", str(tmp_path / "c"),
+              env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    no_traceback(res)
+    assert res.returncode == 2 and "(None)" not in res.stderr and "not pinned by content yet" in res.stderr

@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         exc.show()
         return 2
     except abort_exc:
+        # click turns KeyboardInterrupt and EOFError into Abort: never end without a word.
+        print("deepep-env: aborted (interrupted, or input ended)", file=sys.stderr)
         return 130
     except exit_exc as exc:
         return int(getattr(exc, "exit_code", 0) or 0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tarfile
+import zlib
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Optional
 
 from deepep_env.atomic import write_bytes
+from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256, tree_sha256
 
 
@@ -108,7 +110,8 @@ def _extract_zip(path: Path, dest: Path) -> None:
         for info in zf.infolist():
             target = (dest / info.filename).resolve()
             if not str(target).startswith(str(dest.resolve())):
-                raise ValueError(f"archive member escapes the destination: {info.filename}")
+                raise UserError(f"refused to unpack {path.name}: member {info.filename!r} would land outside it "
+                                "(extraction stopped, nothing kept)", file=path)
             mode = (info.external_attr >> 16) & 0o177777
             if mode and (mode & 0o170000) == 0o120000:  # symlink stored by Info-ZIP
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -125,15 +128,23 @@ def unpack(archive: Path, dest: Path) -> Path:
     without ``--prefix``). Same rule as Nix's ``fetchzip``."""
     dest.mkdir(parents=True, exist_ok=True)
     if zipfile.is_zipfile(archive):
-        _extract_zip(archive, dest)
+        try:
+            _extract_zip(archive, dest)
+        except (zipfile.BadZipFile, EOFError, OSError, zlib.error) as exc:
+            raise UserError(f"cannot unpack {archive.name}: {exc or type(exc).__name__} (truncated or corrupt?)",
+                            file=archive, accepted="a complete .tar.gz/.tar.xz/.zip of the upstream tree") from None
     else:
-        with tarfile.open(archive) as tf:
-            try:
+        try:
+            with tarfile.open(archive) as tf:
                 # "tar" filter: refuses absolute paths and members outside dest, keeps exec bits
                 # (which tree_sha256 counts).
                 tf.extractall(dest, filter="tar")
-            except TypeError:  # pragma: no cover - Python without extraction filters
-                tf.extractall(dest)
+        except tarfile.FilterError as exc:   # a member outside the tree, an absolute path, a device
+            raise UserError(f"refused to unpack {archive.name}: {exc} (extraction stopped, nothing kept)",
+                            file=archive, accepted="an upstream source tarball whose members stay inside it") from None
+        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:   # truncated, corrupt, not gzip
+            raise UserError(f"cannot unpack {archive.name}: {exc or type(exc).__name__} (truncated or corrupt?)",
+                            file=archive, accepted="a complete .tar.gz/.tar.xz/.zip of the upstream tree") from None
     entries = [e for e in dest.iterdir() if e.name not in ("pax_global_header",)]
     if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
         return entries[0]

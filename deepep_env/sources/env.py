@@ -39,6 +39,11 @@ def fetch_sources(env: Optional[str], project, *, recipes_dir: Optional[Path] = 
         w = report.missing[0].want
         more = f" (and {len(report.missing) - 1} more)" if len(report.missing) > 1 else ""
         where = f" nor in {from_dir}" if from_dir else ""
+        if w.digest is None:  # nothing to look for offline: the pin itself is missing
+            raise UserError(f"package {w.package}: {w.kind} {w.name} is not pinned by content yet, so --offline "
+                            f"cannot find it{more}", file=f"recipes/{w.package}/sources.toml",
+                            accepted=f"`{hint}` on a machine with network (or `{hint} --from DIR` with the upstream "
+                                     "tarball), then record the printed hash")
         raise UserError(f"package {w.package}: {w.kind} {w.name} ({w.digest}) is not in the source cache {root}"
                         f"{where} and --offline is set{more}",
                         accepted=f"`{hint}` with network, or `{hint} --from DIR` with local upstream copies")
