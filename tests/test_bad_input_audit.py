@@ -154,3 +154,15 @@ def test_fetch_offline_of_an_unpinned_source_names_what_to_do(tmp_path):
               env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
     no_traceback(res)
     assert res.returncode == 2 and "(None)" not in res.stderr and "not pinned by content yet" in res.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["activate", "gcp-b200", "--shell", "tcsh"], "'tcsh'"),
+    (["build", "--ofline"], "--ofline"),
+    (["nosuchcommand"], "nosuchcommand"),
+])
+def test_usage_errors_are_one_line_naming_what_is_accepted(args, needle):
+    res = cli(*args, env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    no_traceback(res)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and needle in lines[0] and "--help" in lines[0], res.stderr

@@ -63,7 +63,12 @@ def run_activate(
 def main(argv: list[str]) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(
+    class OneLineParser(argparse.ArgumentParser):
+        def error(self, message: str):  # a usage error is one line naming what is accepted
+            sys.stderr.write(f"deepep-env: error: {' '.join(message.split())} (see `{self.prog} --help`)\n")
+            raise SystemExit(2)
+
+    parser = OneLineParser(
         # A fixed width: HelpFormatter otherwise imports shutil (and bz2, lzma) to ask the
         # terminal, on every add_argument.
         formatter_class=lambda prog: argparse.HelpFormatter(prog, width=100),

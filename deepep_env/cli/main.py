@@ -52,6 +52,14 @@ def build_app():
     return app
 
 
+def _usage_line(exc) -> str:
+    """click's usage errors in one line: the message, with the command to ask for help."""
+    msg = " ".join(str(exc.format_message()).split())
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None) if ctx is not None else None
+    return f"{msg} (see `{path} --help`)" if path else msg
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["activate"]:
@@ -88,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     except tuple(click_exc) as exc:
-        exc.show()
+        print(f"deepep-env: error: {_usage_line(exc)}", file=sys.stderr)
         return 2
     except abort_exc:
         # click turns KeyboardInterrupt and EOFError into Abort: never end without a word.
