@@ -110,8 +110,25 @@ def wait_port(port: int, proc: subprocess.Popen, what: str, log: Path | None = N
     raise RuntimeError(f"{what} did not listen on {port} within {timeout} s")
 
 
-def stop(proc: subprocess.Popen | None) -> None:
-    if proc is None or proc.poll() is not None:
+def stop(proc: subprocess.Popen | None, *, group: bool = False) -> None:
+    """Stop a server; ``group``: it was started in a session of its own (``start_new_session``), so its
+    children (quetz's multiprocessing workers) go too — the suite leaves no process behind."""
+    if proc is None:
+        return
+    if group:
+        import signal
+
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)   # the group outlives its leader: children are reached too
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                continue
+        return
+    if proc.poll() is not None:
         return
     proc.terminate()
     try:

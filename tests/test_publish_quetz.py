@@ -66,7 +66,7 @@ def quetz(tmp_path_factory):
     log = base / "quetz.log"
     proc = subprocess.Popen([str(venv / "bin" / "quetz"), "run", str(base / "deploy"), "--copy-conf", str(conf),
                              "--dev", "--port", str(port)], stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                            cwd=base)  # quetz writes quetz.log into its working directory
+                            cwd=base, start_new_session=True)  # quetz writes quetz.log into its working directory
     try:
         wait_port(port, proc, "quetz", log, timeout=120)
         match = re.search(r'Test API key created for user "\w+": ([0-9a-f]+)', log.read_text())
@@ -79,7 +79,7 @@ def quetz(tmp_path_factory):
         urllib.request.urlopen(req).read()
         yield url, key
     finally:
-        stop(proc)
+        stop(proc, group=True)
 
 
 def test_publish_to_quetz_then_install(quetz, pkgs, tmp_path, no_creds, captured: Captured):
