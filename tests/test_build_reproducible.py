@@ -162,3 +162,15 @@ def test_arguments_are_checked_before_any_build(tmp_path):
     for bad in ("0", "-4"):
         code, _, err = cli(*base, "-j", bad)
         assert code == 2 and "jobs" in err.lower()
+
+
+def test_without_a_terminal_build_prints_timestamped_progress(tmp_path):
+    """Issue 15: in CI or a log file, build printed nothing until a package finished."""
+    import re
+
+    sb = sandbox(tmp_path / "p")
+    sb.fill_cache()
+    code, out, err = cli("build", "--recipes", str(sb.graph), "--store", str(sb.store), "--channel", str(sb.channel),
+                         "--source-cache", str(sb.cache), "--offline")
+    assert code == 0, err
+    assert re.search(r"^\d\d:\d\d:\d\d start  libgreet h[0-9a-f]{10}_0$", err, re.M), err

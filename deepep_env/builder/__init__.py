@@ -44,7 +44,9 @@ from deepep_env.sources import SourceCache, fetch, primary_source, require_prese
 
 MANIFEST_FORMAT = "deepep-env/build-manifest/v1"
 
-Progress = Callable[[str, BuildNode, Optional["NodeResult"]], None]
+# (event, node, result): "start", "done" (result: NodeResult), "check", "log" (result: a line of the
+# build's log, as it is written).
+Progress = Callable[[str, BuildNode, Any], None]
 
 
 @dataclass
@@ -242,7 +244,8 @@ class _Builder:
                              primary=primary_source(node.package, list(staged)))
         try:
             res = run_rattler_build(node.recipe_dir / "recipe.yaml", ctx, package=node.package, output_dir=out_dir,
-                                    channels=channels, log_path=self._log(node), staged=list(staged.values()))
+                                    channels=channels, log_path=self._log(node), staged=list(staged.values()),
+                                    on_line=lambda line: self.progress("log", node, line))
         except UserError as exc:
             outside = list(node.meta.get("outside_requirements") or ())
             if "Failed to resolve dependencies" in exc.message and outside:

@@ -51,7 +51,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from deepep_env.atomic import write_text
 from deepep_env.errors import UserError
@@ -265,12 +265,15 @@ class _LiveLog:
     """rattler-build progress callback that appends each log line, timestamped, to ``<log>.live`` as
     it happens: a build killed midway (a time limit, a lost machine) still leaves its story."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_line: Optional[Callable[[str], None]] = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(path, "a", buffering=1, encoding="utf-8", errors="replace")
+        self._on_line = on_line
 
     def write(self, text: str) -> None:
         self._fh.write(f"[{time.strftime('%H:%M:%S')}] {text}\n")
+        if self._on_line is not None:
+            self._on_line(text)
 
     def on_download_start(self, event: Any) -> None:  # noqa: D102 - protocol methods
         pass
@@ -292,7 +295,8 @@ class _LiveLog:
 
 
 def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_dir: Path,
-        channels: Sequence[str], log_path: Path, staged: Sequence[Path] = (), test: bool = True) -> DriverResult:
+        channels: Sequence[str], log_path: Path, staged: Sequence[Path] = (), test: bool = True,
+        on_line: Optional[Callable[[str], None]] = None) -> DriverResult:
     """Render and build every output of ``recipe_file`` into ``output_dir``; keep the log at
     ``log_path``. Raises :class:`UserError` (one line, naming the log) on failure."""
     from rattler_build import ToolConfiguration
@@ -311,7 +315,7 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
     log: list[str] = []
     packages: list[Path] = []
     output_dir.mkdir(parents=True, exist_ok=True)
-    live = _LiveLog(log_path.with_name(log_path.name + ".live"))
+    live = _LiveLog(log_path.with_name(log_path.name + ".live"), on_line)
     for n in notes:
         live.write(f"deepep-env note: {n}")
         log.append(f"deepep-env note: {n}")

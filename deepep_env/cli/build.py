@@ -10,16 +10,36 @@ import typer
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json
 
 
+PROGRESS_EVERY_S = 20.0
+
+
 def _progress(console):
-    state = {"status": None}
+    """Live status on a terminal; elsewhere (CI, a log file) timestamped lines: the start of each
+    package, then its latest build-log line at most every PROGRESS_EVERY_S seconds."""
+    import time
+
+    state = {"status": None, "last": 0.0}
+    tty = console.is_terminal
+
+    def line(text: str) -> None:
+        console.print(f"{time.strftime('%H:%M:%S')} {text}", markup=False, highlight=False, soft_wrap=True)
 
     def cb(event, node, result):
         if event == "start":
-            state["status"] = console.status(f"[bold]{node.package}[/] {node.build_string}")
-            state["status"].start()
+            if tty:
+                state["status"] = console.status(f"[bold]{node.package}[/] {node.build_string}")
+                state["status"].start()
+            else:
+                line(f"start  {node.package} {node.build_string}")
+                state["last"] = time.monotonic()
+        elif event == "log":
+            if not tty and time.monotonic() - state["last"] >= PROGRESS_EVERY_S:
+                state["last"] = time.monotonic()
+                line(f"       {node.package}: {' '.join(str(result).split())[:200]}")
         elif event == "done":
             if state["status"] is not None:
                 state["status"].stop()
+                state["status"] = None
             colour = "green" if result.status == "built" else "dim"
             console.print(f"[{colour}]{result.status:6}[/] {node.package} {result.version} {node.build_string}"
                           f"  {result.seconds:.1f}s")
