@@ -174,3 +174,16 @@ def test_without_a_terminal_build_prints_timestamped_progress(tmp_path):
                          "--source-cache", str(sb.cache), "--offline")
     assert code == 0, err
     assert re.search(r"^\d\d:\d\d:\d\d start  libgreet h[0-9a-f]{10}_0$", err, re.M), err
+
+
+def test_a_killed_builds_partial_store_entry_is_cleaned_by_the_next_build_of_that_id(tmp_path):
+    sb = sandbox(tmp_path / "p")
+    sb.fill_cache()
+    r = sb.build()
+    lib = next(n for n in r.nodes if n.package == "libgreet")
+    shutil.rmtree(sb.store / f"{lib.id[7:17]}-libgreet")
+    left = sb.store / f".{lib.id[7:17]}-libgreet.abc123.partial"   # what a kill -9 inside Store.add leaves
+    left.mkdir()
+    (left / "half.conda").write_bytes(b"half")
+    sb.build()
+    assert not left.exists()

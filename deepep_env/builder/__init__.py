@@ -291,6 +291,7 @@ class _Builder:
                 with self._id_lock(node):
                     entry = self.store.lookup(node.id, node.package)  # another process may have built it
                     if entry is None:
+                        self.store.clean_partials_of(node.id, node.package)   # a killed build's leftovers
                         work = self._work(node)
                         files, seconds, notes = self._build_into(node, by, work / "out")
                         entry = self.store.add(node.id, node.package, node.preimage or {}, files, seconds)
