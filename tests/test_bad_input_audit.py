@@ -166,3 +166,17 @@ def test_usage_errors_are_one_line_naming_what_is_accepted(args, needle):
     no_traceback(res)
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and len(lines) == 1 and needle in lines[0] and "--help" in lines[0], res.stderr
+
+
+def test_a_spec_that_is_a_symlink_loop_is_named_as_such(tmp_path):
+    from deepep_env.errors import UserError
+    from deepep_env.project import Project
+    from deepep_env.spec import load_resolved
+
+    proj = tmp_path / "proj"
+    shutil.copytree(REPO / "recipes", proj / "recipes")
+    (proj / "env_specs").mkdir()
+    (proj / "env_specs" / "h200-nvlink.toml").symlink_to("h200-nvlink.toml")
+    with pytest.raises(UserError) as err:
+        load_resolved("h200-nvlink", Project(proj))
+    assert "symbolic link that resolves to nothing" in str(err.value) and "unknown env" not in str(err.value)

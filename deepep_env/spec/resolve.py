@@ -138,6 +138,9 @@ def load_resolved(name_or_path: str, project: Project | None = None) -> Resolved
         path = p
     else:
         path = project.spec_path(name_or_path)
+        if path.is_symlink() and not path.exists():   # exists() is False for a loop or a dangling link
+            raise UserError("the spec is a symbolic link that resolves to nothing (a loop, or a target that is "
+                            "gone)", file=path, accepted="a regular TOML file, or a link to one")
         if not path.exists():
             raise UserError(f"unknown env {name_or_path!r}", field="ENV",
                             accepted=", ".join(project.spec_names()) or "no specs in env_specs/")
