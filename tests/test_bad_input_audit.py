@@ -180,3 +180,18 @@ def test_a_spec_that_is_a_symlink_loop_is_named_as_such(tmp_path):
     with pytest.raises(UserError) as err:
         load_resolved("h200-nvlink", Project(proj))
     assert "symbolic link that resolves to nothing" in str(err.value) and "unknown env" not in str(err.value)
+
+
+def test_fetch_from_a_tarball_with_the_wrong_content_names_the_file_and_both_hashes(tmp_path):
+    import tarfile
+
+    def make(src, fx):
+        tree = tmp_path / "tampered" / "libgreet-1.0"
+        shutil.copytree(fx / "upstream" / "libgreet-1.0", tree)
+        (tree / "greet.c").write_text((tree / "greet.c").read_text() + "\n/* not upstream */\n")
+        with tarfile.open(src / "libgreet-1.0.tar.gz", "w:gz") as tf:
+            tf.add(tree, arcname="libgreet-1.0")
+    res = _fetch_from(tmp_path, make)
+    no_traceback(res)
+    assert res.returncode == 2 and "libgreet-1.0.tar.gz" in res.stderr
+    assert res.stderr.count("sha256:") >= 2 and "mismatch" in res.stderr

@@ -222,6 +222,11 @@ def _name_matches(want: Want, filename: str) -> bool:
     return any(k in filename for k in keys)
 
 
+def _meant_for(want: Want, filename: str) -> bool:
+    """A local copy named like one of the want's upstream files (its URL's basename, revision or tag)."""
+    return _name_matches(want, filename) or any(filename == u.rstrip("/").rsplit("/", 1)[-1] for u in want.urls)
+
+
 def import_dir(from_dir: Path, wants: Sequence[Want], cache: SourceCache) -> tuple[list[FetchItem], list[str]]:
     """Hash every entry of ``from_dir`` (archives, unpacked trees, patch files); store each one
     that matches a wanted digest. Returns (imported items, names of entries that matched nothing)."""
@@ -273,6 +278,9 @@ def import_dir(from_dir: Path, wants: Sequence[Want], cache: SourceCache) -> tup
             if w is None:
                 u = next((u for u in unpinned if u.kind == "source" and _name_matches(u, entry.name)), None)
                 if u is None:
+                    named = next((x for x in open_src.values() if _meant_for(x, entry.name)), None)
+                    if named is not None:   # the copy meant for this source, with other content
+                        raise _mismatch(named, digest, str(entry))
                     ignored.append(entry.name)
                     continue
                 unpinned.remove(u)
