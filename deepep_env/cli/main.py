@@ -108,9 +108,17 @@ def main(argv: list[str] | None = None) -> int:
     return rv if isinstance(rv, int) else 0
 
 
+# Commands whose children (build scripts, compilers, uploads) must not outlive a killed deepep-env.
+WATCHED_COMMANDS = frozenset({"build", "publish", "fetch", "install", "task"})   # not `run`: it execs
+
+
 def entry() -> None:
     """Console-script entry. py-rattler 0.28's runtime can abort at interpreter shutdown after any of
     its async calls ran (PyGILState_Release, exit 134): flush, then leave without the shutdown dance."""
+    if WATCHED_COMMANDS & set(sys.argv[1:2]):
+        from deepep_env.children import start_watchdog
+
+        start_watchdog()
     code = main()
     try:
         sys.stdout.flush()
