@@ -166,7 +166,7 @@ def _own_path_sources(info: RecipeInfo) -> dict[str, str]:
 def _catalog_source(info: RecipeInfo):
     if not (info.dir / "sources.toml").is_file():
         return None, (), info.version
-    cat = load_catalog(info.dir.parent, info.dir.name)
+    cat = load_catalog(info.dir.parent, info.dir.name, same_name=False)
     file = info.dir / "sources.toml"
     version = info.version
     pin = None

@@ -85,7 +85,9 @@ class Catalog(Strict):
     patches: dict[str, PatchPin] = Field(default_factory=dict)
 
 
-def load_catalog(recipes_dir: Path, package: str) -> Catalog:
+def load_catalog(recipes_dir: Path, package: str, *, same_name: bool = True) -> Catalog:
+    """``recipes_dir/package/sources.toml``. ``same_name``: the catalog's ``package`` must be the folder's
+    name (the project's recipes; a recipe graph's folders may be named otherwise)."""
     from deepep_env.spec.load import read_spec_bytes, show
 
     path = recipes_dir / package / "sources.toml"
@@ -108,7 +110,7 @@ def load_catalog(recipes_dir: Path, package: str) -> Catalog:
         err = exc.errors()[0]
         raise UserError(err["msg"], file=path, field=".".join(show(p, 40) if not isinstance(p, (str, int)) else str(p)
                                                              for p in err["loc"])) from None
-    if cat.package != package:  # a catalog copied from another recipe would pin the wrong upstream
+    if same_name and cat.package != package:  # a catalog copied from another recipe would pin the wrong upstream
         raise UserError(f"package = {show(cat.package)}, but this catalog is in recipes/{package}/", file=path,
                         field="package", accepted=show(package))
     return cat
