@@ -47,14 +47,12 @@ def host_view(r: ResolvedSpec, project: Project, *, root: str = "/", platform: O
         out["overlay"] = ov.to_dict()
     except UserError as err:
         out["errors"].append(f"overlay: {err}")
-    try:
-        from deepep_env.doctor.run import run_doctor
+    from deepep_env.doctor.run import run_doctor
 
+    try:
         rep = run_doctor(r.name, root=root, prefix=prefix if installed else None, platform=platform,
                          environ=environ, project=project, spec=r)
         out["doctor"] = rep.to_dict() if hasattr(rep, "to_dict") else rep
-    except ImportError:
-        pass
     except UserError as err:
         out["errors"].append(f"doctor: {err}")
     return out

@@ -76,10 +76,8 @@ def _lock_status(name: str, project: Project) -> dict[str, Any]:
     if not path.exists():
         return {"path": str(path.relative_to(project.root)), "status": "missing",
                 "hint": f"deepep-env build {name} && deepep-env lock {name}"}
-    try:
-        from deepep_env.lock import check_lock  # type: ignore[attr-defined]
-    except ImportError:
-        return {"path": str(path.relative_to(project.root)), "status": "present"}
+    from deepep_env.lock import check_lock
+
     try:
         res = check_lock(name, project)
     except UserError as err:

@@ -41,14 +41,8 @@ def build_app():
         add_completion=False,
         pretty_exceptions_enable=False,
     )
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"deepep_env.cli.{name}")
-        except ModuleNotFoundError as exc:  # a command not written yet must not break the others
-            if exc.name == f"deepep_env.cli.{name}":
-                continue
-            raise
-        module.register(app)
+    for name in COMMAND_MODULES:   # a command module that fails to import is an error, never a silent gap
+        importlib.import_module(f"deepep_env.cli.{name}").register(app)
     return app
 
 
