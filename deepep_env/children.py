@@ -14,8 +14,27 @@ import os
 import select
 import signal
 import time
+from typing import Optional
 
 SNAPSHOT_EVERY_S = 0.5
+
+
+def _stat(pid: int) -> Optional[list[str]]:
+    """Fields of /proc/PID/stat after the command name (state, ppid, …), or None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    # "pid (comm) state ppid …": comm may hold spaces and parentheses, so split after the last ')'
+    return text.rsplit(")", 1)[-1].split()
+
+
+def _start_time(pid: int) -> Optional[str]:
+    """When the process started (clock ticks since boot): with the pid, an identity that survives
+    pid reuse."""
+    f = _stat(pid)
+    return f[19] if f and len(f) > 19 else None
 
 
 def _ppids() -> dict[int, int]:
@@ -23,14 +42,8 @@ def _ppids() -> dict[int, int]:
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                stat = fh.read().decode("utf-8", "replace")
-        except OSError:
-            continue
-        # "pid (comm) state ppid …": comm may hold spaces and parentheses, so split after the last ')'
-        rest = stat.rsplit(")", 1)[-1].split()
-        if len(rest) > 1 and rest[1].isdigit():
+        rest = _stat(int(name))
+        if rest and len(rest) > 1 and rest[1].isdigit():
             out[int(name)] = int(rest[1])
     return out
 
@@ -50,10 +63,13 @@ def descendants(root: int) -> set[int]:
     return seen
 
 
-def _terminate(pids: set[int]) -> None:
+def _terminate(known: dict[int, Optional[str]]) -> None:
+    """Signal each process of the snapshot that is still the same process (pid and start time)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         alive = False
-        for pid in pids:
+        for pid, started in known.items():
+            if started is None or _start_time(pid) != started:
+                continue                          # gone, or the pid now belongs to someone else
             try:
                 os.kill(pid, sig)
                 alive = True
@@ -68,17 +84,17 @@ def _watch(read_fd: int, parent: int) -> None:
     """The watchdog's life: snapshot the parent's tree until the pipe closes, then clean up."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # a Ctrl-C is for the command; cleanup comes after
     me = os.getpid()
-    known: set[int] = set()
+    known: dict[int, Optional[str]] = {}
     while True:
         ready, _, _ = select.select([read_fd], [], [], SNAPSHOT_EVERY_S)
         if ready:
             break
-        known = descendants(parent) - {me}
+        known = {pid: _start_time(pid) for pid in descendants(parent) - {me}}
     # The parent is gone: its children were re-parented, so use the last snapshot (and what it spawned).
-    pids = set(known)
-    for pid in known:
-        pids |= descendants(pid)
-    _terminate(pids - {me})
+    for pid in list(known):
+        if _start_time(pid) == known[pid]:
+            known.update({d: _start_time(d) for d in descendants(pid) if d != me})
+    _terminate(known)
 
 
 def start_watchdog() -> bool:
