@@ -53,8 +53,18 @@ class BuildPlan:
 
 
 def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Identity and metadata of the components a node builds against that it does not build.
+
+    Host-provided (a Spack external): the provider and version enter the id, the path is metadata.
+    Conda-provided: the exact request the recipe makes (``conda_requests``) and the channels it is
+    solved from enter the id (docs/build-id.md §3)."""
     ident: dict[str, Any] = {}
     meta: dict[str, Any] = {}
+    requests = conda_requests(r)
+    channels = [c for c in r.channels if c != "local"]
+    for comp in ("cuda", "python", "pytorch"):
+        if comp in names and comp in requests:
+            ident[comp] = {"provider": "conda", "requests": requests[comp], "channels": channels}
     if "cuda" in names and r.cuda.provider == "host":
         ident["cuda"] = {"provider": "host", "version": r.cuda.version}
         meta["cuda_prefix"] = r.cuda.prefix or "/usr/local/cuda"
@@ -66,11 +76,47 @@ def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any],
         meta["python_executable"] = r.python.executable or f"python{r.python.version}"
     if "pytorch" in names and r.pytorch.provider in ("host", "pip"):
         ident["pytorch"] = {"provider": r.pytorch.provider, "version": r.pytorch.version, "cuda": r.pytorch.cuda}
-    if "rdma_core" in names:
+    if "rdma_core" in names and r.cuda.provider == "host":
         # rdma-core headers and libmlx5 link stub: a host prerequisite (DOCA-OFED/rdma-core), located by
         # DEEPEP_ENV_RDMA_CORE where it is not under /usr (the GPU machine gets Debian's, extracted).
+        # With conda CUDA the recipes take conda-forge's rdma-core into the host env instead.
         meta["rdma_core_prefix"] = os.environ.get("DEEPEP_ENV_RDMA_CORE", "/usr")
     return ident, meta
+
+
+# conda-forge's compiler variant keys (rattler-build's compiler()/stdlib() read them). Values of the
+# versions come from the spec's [toolchain] table; the names are conda-forge's.
+COMPILER_NAMES = {"c_compiler": "gcc", "cxx_compiler": "gxx", "cuda_compiler": "cuda-nvcc", "c_stdlib": "sysroot"}
+
+
+def conda_requests(r: ResolvedSpec) -> dict[str, list[str]]:
+    """What the recipes ask conda for, per conda-provided component (host requirements; the build
+    requirements are the compilers). The same strings are rendered into the recipes."""
+    out: dict[str, list[str]] = {}
+    if r.cuda.provider == "conda":
+        # (the compilers enter through the variant: c_compiler_version, cuda_compiler_version, …)
+        out["cuda"] = [f"cuda-version {r.cuda.version}.*", "cuda-cudart-dev", "rdma-core"]
+    if r.python.provider == "conda":
+        out["python"] = [f"python {r.python.version}.*"]
+    if r.pytorch.provider == "conda":
+        out["pytorch"] = [f"pytorch =={r.pytorch.version} {pytorch_build(r)}"]
+    return out
+
+
+def pytorch_build(r: ResolvedSpec) -> str:
+    return r.pytorch.build or f"cuda{r.pytorch.cuda.replace('.', '')}*"
+
+
+def _conda_variant(r: ResolvedSpec, *, python: bool) -> dict[str, Any]:
+    """Variant values only conda-provided builds read (empty for an all-host node)."""
+    v: dict[str, Any] = {}
+    if r.cuda.provider == "conda":
+        v.update(COMPILER_NAMES)
+        v.update({"c_compiler_version": r.toolchain.gcc, "cxx_compiler_version": r.toolchain.gcc,
+                  "cuda_compiler_version": r.cuda.version, "c_stdlib_version": r.toolchain.sysroot})
+    if python and r.pytorch.provider == "conda":
+        v["pytorch_build"] = pytorch_build(r)
+    return v
 
 
 def finish_node(node: BuildNode, dep_ids: dict[str, Optional[str]]) -> BuildNode:
@@ -120,6 +166,7 @@ def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
                 "cuda_architectures": r.cuda.sm_list,
                 "ibgda": r.nvshmem.ibgda,
                 "gdrcopy": r.nvshmem.gdrcopy,
+                **_conda_variant(r, python=False),
             },
             sources={"nvshmem": r.nvshmem.source}, patches=tuple(r.nvshmem.patches), externals=ext,
             deps=("gdrcopy",) if r.nvshmem.gdrcopy and r.gdrcopy is not None else (), meta=meta,
@@ -139,6 +186,7 @@ def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
             "cuda_version": r.cuda.version,
             "nvshmem_provider": r.nvshmem.provider,
             "nvshmem_version": r.nvshmem.version,
+            **_conda_variant(r, python=True),
         },
         sources={"deep-ep": r.deepep.source}, patches=tuple(r.deepep.patches), externals=ext,
         deps=("nvshmem",) if r.nvshmem.provider == "source" else (), meta=meta,

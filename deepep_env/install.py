@@ -253,6 +253,10 @@ def install_env(env: str, project, *, prefix: Optional[str | Path] = None, lock_
     lock = Path(lock_path) if lock_path else default_lock_path(project, r.name)
     pfx = Path(prefix).expanduser() if prefix else project.prefix_for(r.name)
     mirror_map = parse_mirrors(mirrors)
+    from deepep_env.lock.channels import channel_mirrors
+
+    for url, d in channel_mirrors().items():  # $DEEPEP_ENV_MIRRORS, after --mirror
+        mirror_map.setdefault(url, d)
     if r.publish_url:
         # The team URL of the local channel maps to this machine's builder channel when it has the file.
         mirror_map.setdefault(r.publish_url if r.publish_url.endswith("/") else r.publish_url + "/", project.channel)

@@ -192,7 +192,7 @@ def env_for_spec(r, project, warnings: list[str]) -> PixiEnv:
         comments.append(f"build plan unavailable ({exc}); deep-ep pinned by version only")
         warnings.append(f"{r.name}: build plan unavailable: {exc}")
     for req in component_requirements(r):
-        rest = req.spec.split(None, 1)[1]
+        rest = req.spec.split(None, 1)[1] if " " in req.spec else "*"
         if " " in rest:
             v, b = rest.split(None, 1)
             deps[req.name] = {"version": v, "build": b}

@@ -41,7 +41,24 @@ def store_entry(project: Project, package: str, build_id: str) -> Path:
     return project.store / f"{short_id(build_id, 10)}-{package}" / "entry.json"
 
 
+def _to_pin(n) -> list[dict[str, Any]]:
+    """Each source or patch of a node that has no content hash yet: where it would be fetched from,
+    so a user on a networked machine knows exactly what `deepep-env fetch` will pin."""
+    out: list[dict[str, Any]] = []
+    for name, pin in sorted(n.sources.items()):
+        if not pin.pinned:
+            out.append({"what": f"source {name}", "recipe": f"recipes/{n.package}/sources.toml",
+                        "version": n.version, "tag": pin.tag, "rev": pin.rev, "urls": list(pin.urls)})
+    for p in n.patches:
+        if not p.pin.sha256:
+            out.append({"what": f"patch {p.name}", "recipe": f"recipes/{n.package}/sources.toml", "urls": [p.pin.url]})
+    return out
+
+
 def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:
+    from deepep_env.builder.preview import preview_plan
+
+    reqs = preview_plan(bp)
     out = []
     for n in bp.nodes:
         out.append({
@@ -51,8 +68,11 @@ def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:
             "id": n.id,
             "deps": list(n.deps),
             "unpinned": list(n.unpinned),
+            "to_pin": _to_pin(n),
             "in_store": bool(n.id) and store_entry(project, n.package, n.id).is_file(),
             "preimage": n.preimage,
+            # what the recipe will ask rattler-build for, per output (build/host/run as rendered)
+            "requirements": reqs.get(n.package, {}),
         })
     return out
 

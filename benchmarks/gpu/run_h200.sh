@@ -11,6 +11,8 @@
 #   ptx        the aggressive-PTX variant (h200-nvlink-ptx): build, lock, install, intranode
 #   ab         both tests alternating upstream default (h200-nvlink) / aggressive PTX (AB_ROUNDS, default 2)
 #   repro      issue 14: this run's package sha256s against the committed lock; the packages to $OUT
+#   conda      issue 13: repack the machine's python/pytorch/CUDA as conda packages (repack_conda.py),
+#              build h200-nvlink-conda in isolated envs from them, lock, install, doctor, low-latency
 # Inputs when the machine has no network (see benchmarks/gpu/README.md):
 #   $GPU_DIR/sources/*.tar.gz   upstream trees (git archive of the pinned revisions)
 #   $GPU_DIR/debs/*.deb         rdma-core headers + libmlx5 link stub (Debian's libibverbs-dev & co.)
@@ -220,6 +222,43 @@ PYEOF
   done
 }
 
+conda_env() {
+  # Issue 13: Python, PyTorch and the CUDA toolkit as conda packages too. The machine's own binaries
+  # are repacked into a channel shaped like conda-forge's; NVSHMEM and DeepEP are built by
+  # rattler-build in isolated build/host envs from it; the lock holds every package; an empty prefix
+  # is installed from it and DeepEP's low-latency test runs with the prefix's own python.
+  local save=$ENV_NAME chan=/tmp/deepep-repack t
+  ENV_NAME=${CONDA_ENV:-h200-nvlink-conda}
+  step "conda: repack the machine's python, pytorch and CUDA as a conda-forge-shaped channel"
+  t=$(now)
+  $PY benchmarks/gpu/repack_conda.py "$chan" --wheels "$GPU_DIR/wheels" --rdma /tmp/deepep-rdma/usr \
+      > "$OUT/repack.log" 2>&1 || { tail -30 "$OUT/repack.log"; exit 1; }
+  grep -E '^repack_[a-z_]+=' "$OUT/repack.log" | figs
+  export DEEPEP_ENV_MIRRORS="https://conda.deepep-env.example/repack=$chan"
+  $DE fetch "$ENV_NAME" --from "$GPU_DIR/sources" || exit 1
+  build
+  lock
+  local prefix="$DEEPEP_ENV_STATE/envs/$ENV_NAME"
+  rm -rf "$prefix"
+  install_env
+  fig conda_lock_packages "$(grep -c '^- conda:' "$OUT/$ENV_NAME.pixi.lock")"
+  fig conda_prefix_mb "$(du -sm "$prefix" | cut -f1)"
+  doctor
+  # Where everything came from, as the prefix's own python sees it after DeepEP initialised NVSHMEM.
+  $DE run "$ENV_NAME" -- python3 -c '
+import sys, torch, deep_ep, os
+import deep_ep_cpp
+maps = [l.split()[-1] for l in open("/proc/self/maps") if "libnvshmem_host" in l]
+print("conda_sys_executable=" + sys.executable)
+print("conda_torch_file=" + torch.__file__)
+print("conda_deep_ep_cpp=" + deep_ep_cpp.__file__)
+print("conda_libnvshmem_host=" + (maps[0] if maps else "not-loaded"))
+print("conda_all_in_prefix=" + str(int(all(p.startswith(os.environ["CONDA_PREFIX"]) for p in [sys.executable, torch.__file__, deep_ep_cpp.__file__] + maps[:1]) and bool(maps))))
+' 2>&1 | tee "$OUT/conda-provenance.txt" | grep '^conda_' | figs
+  run_test conda_lowlatency test_low_latency.py $LL_ARGS
+  ENV_NAME=$save
+}
+
 baseline() {
   # The hand build field notes §3 compares against, repeated in this run on this machine: DeepEP from
   # the same tarball, `pip install` by hand against pip's NVSHMEM (no NVSHMEM_DIR), tests from source.
@@ -247,6 +286,7 @@ has lowlatency && run_test lowlatency test_low_latency.py $LL_ARGS
 has noop && noop
 has verified && verified
 has repro && repro
+has conda && conda_env
 has handbuild && handbuild
 has baseline && baseline
 has ptx && ptx

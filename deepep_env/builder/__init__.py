@@ -389,6 +389,25 @@ def write_manifest(report: BuildReport, state: Path, env: str) -> Path:
     return write_text(state / "builds" / f"{env}.json", json.dumps(data, indent=2) + "\n")
 
 
+def spec_channels_for_build(channels: Sequence[str], *, offline: bool) -> list[str]:
+    """The spec's channels other than ``local`` (e.g. conda-forge for conda-provided PyTorch), after
+    the dependency channel. A mirrored channel ($DEEPEP_ENV_MIRRORS) is read from its mirror, also
+    offline; an unmirrored remote one is left out offline rather than timing out on DNS."""
+    from deepep_env.lock.channels import channel_mirrors, file_url, named_channel_url, with_slash
+
+    mirrors = channel_mirrors()
+    out: list[str] = []
+    for c in channels:
+        if c == "local":
+            continue
+        url = with_slash(c) if "://" in c else named_channel_url(c)
+        if url in mirrors:
+            out.append(file_url(mirrors[url]))
+        elif not offline or url.startswith("file://"):
+            out.append(c)
+    return out
+
+
 def build_env(env_name: str, project, *, store: Optional[Path] = None, channel: Optional[Path] = None,
               source_cache: Optional[Path] = None, offline: bool = False, check: bool | Sequence[str] = False,
               jobs: Optional[int] = None, progress: Optional[Progress] = None) -> BuildReport:
@@ -398,9 +417,7 @@ def build_env(env_name: str, project, *, store: Optional[Path] = None, channel: 
 
     resolved = load_resolved(env_name, project)
     bp = plan(resolved, project)
-    # Remote channels of the spec (e.g. conda-forge for conda-provided PyTorch) come after the
-    # dependency channel; offline they are left out rather than timing out on DNS.
-    extra = [] if offline else [c for c in resolved.channels if c != "local"]
+    extra = spec_channels_for_build(resolved.channels, offline=offline)
     report = build_graph(
         list(bp.nodes), store=store or project.store, channel=channel or project.channel,
         source_cache=source_cache or project.source_cache, state=project.state, offline=offline, check=check,

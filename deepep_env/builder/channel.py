@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from deepep_env.atomic import write_bytes
+from deepep_env.atomic import write_bytes, write_text
 from deepep_env.errors import UserError
 from deepep_env.hashing import digest, file_sha256
 
@@ -47,6 +48,21 @@ def index(root: Path) -> None:
             shutil.rmtree(sub / "shards", ignore_errors=True)
 
 
+def forget(root: Path, rel: str) -> None:
+    """Drop ``rel``'s record from its subdir's repodata.json. rattler's indexer keeps the record of a
+    file name it has seen (measured: a file replaced under the same name kept its old sha256), so a
+    replaced file must be forgotten first or the channel would describe bytes it no longer holds."""
+    sub, _, name = rel.partition("/")
+    rd = root / sub / "repodata.json"
+    if not rd.is_file():
+        return
+    data = json.loads(rd.read_text())
+    if any(name in (data.get(k) or {}) for k in ("packages", "packages.conda")):
+        for k in ("packages", "packages.conda"):
+            (data.get(k) or {}).pop(name, None)
+        write_text(rd, json.dumps(data, indent=2, sort_keys=True))
+
+
 @dataclass(frozen=True)
 class Channel:
     root: Path
@@ -74,6 +90,8 @@ class Channel:
         if digest(data) != sha256:
             raise UserError(f"{src} changed while it was being published (sha256 is not {sha256[:23]}…)",
                             file=src, accepted="rerun `deepep-env build`: the store re-verifies its entries")
+        if dst.exists():
+            forget(self.root, rel)
         write_bytes(dst, data)
         return True
 

@@ -77,6 +77,10 @@ def _value(v: Any) -> Any:
     return str(v)
 
 
+# Keys rattler-build's compiler()/stdlib() functions read from the variant config (conda-provided CUDA).
+VARIANT_CONFIG_KEYS = ("c_compiler", "c_compiler_version", "cxx_compiler", "cxx_compiler_version",
+                       "cuda_compiler", "cuda_compiler_version", "c_stdlib", "c_stdlib_version")
+
 # Optional prefixes a recipe may read; "" when the plan gives none (scripts fall back with ${X:-…}).
 OPTIONAL_PREFIXES = ("cuda_prefix", "cuda_host_cxx", "python_executable", "rdma_core_prefix", "gdrcopy_prefix")
 
@@ -168,8 +172,11 @@ def render(recipe_file: Path, context: Mapping[str, Any], *, package: str):
         recipe = Stage0Recipe.from_file(recipe_file)
     except Exception as exc:  # noqa: BLE001 - rattler raises several parse error types
         raise UserError(f"package {package}: recipe does not parse: {_first_line(exc)}", file=recipe_file) from None
+    # conda-forge's compiler keys are variant keys (compiler('cuda') reads cuda_compiler and
+    # cuda_compiler_version from the variant config, not from the context).
+    variant = {k: [str(context[k])] for k in VARIANT_CONFIG_KEYS if context.get(k) not in (None, "")}
     try:
-        return recipe.render(VariantConfig(), RenderConfig(extra_context=dict(context)))
+        return recipe.render(VariantConfig(variant), RenderConfig(extra_context=dict(context)))
     except Exception as exc:  # noqa: BLE001
         msg = _first_line(exc)
         if "undefined" in msg:  # rattler does not say which name: find bare names nothing defines

@@ -54,6 +54,26 @@ def render_resolved(c: Console, d: dict[str, Any]) -> None:
                                                                    if b["unpinned"] else "to build")
         t.add_row(b["package"], b["version"], b["build_string"], _id(b["id"]), ", ".join(b["deps"]) or "-", store)
     c.print(t)
+    _render_requirements(c, d["builds"])
+    for b in d["builds"]:
+        for p in b.get("to_pin", []):
+            where = p["urls"][0] if p.get("urls") else (p.get("tag") or p.get("rev") or "?")
+            c.print(f"[yellow]to pin:[/yellow] {b['package']}: {p['what']} {p.get('version', '')} from {where} "
+                    f"({p['recipe']}) — run `deepep-env fetch {d['name']}` on a machine with network")
+
+
+def _render_requirements(c: Console, builds: list[dict[str, Any]]) -> None:
+    """What each build asks rattler-build for (the conda build graph), as the recipe renders it."""
+    rows = [(b["package"], out, sec, specs) for b in builds for out, secs in (b.get("requirements") or {}).items()
+            for sec, specs in secs.items()]
+    if not rows:
+        return
+    t = Table(title="recipe requirements (as rendered for this spec)")
+    for col in ("build", "output", "env", "requirements"):
+        t.add_column(col)
+    for pkg, out, sec, specs in rows:
+        t.add_row(pkg, out, sec, "\n".join(specs))
+    c.print(t)
 
 
 def render_plan(c: Console, d: dict[str, Any]) -> None:

@@ -68,6 +68,28 @@ def named_channel_url(name: str) -> str:
     return with_slash(Channel(name).base_url)
 
 
+MIRRORS_ENV = "DEEPEP_ENV_MIRRORS"
+
+
+def channel_mirrors(environ: Optional[dict] = None) -> dict[str, Path]:
+    """Where to read a channel from instead of its URL (pixi's ``[mirrors]``, rattler's mirror
+    config): ``$DEEPEP_ENV_MIRRORS`` = ``CHANNEL=DIR`` items separated by spaces, CHANNEL a name
+    (``conda-forge``) or a URL. A lock still names the channel's own URL; its packages' bytes come
+    from the mirror and are checked against the sha256 the lock records."""
+    from deepep_env.errors import UserError
+
+    text = (os.environ if environ is None else environ).get(MIRRORS_ENV, "")
+    out: dict[str, Path] = {}
+    for item in text.split():
+        chan, sep, d = item.partition("=")
+        if not sep or not chan or not d or not Path(d).is_absolute():
+            raise UserError(f"not a mirror: {redact(item)!r}", field=MIRRORS_ENV,
+                            accepted="CHANNEL=/abs/dir items separated by spaces, e.g. conda-forge=/srv/conda-forge")
+        url = with_slash(chan) if "://" in chan else named_channel_url(chan)
+        out[url] = Path(d)
+    return out
+
+
 @dataclass(frozen=True)
 class ChannelRef:
     spec: str          # as written in the spec: "local", "conda-forge", a URL
@@ -106,6 +128,7 @@ def resolve_channels(channels: list[str], *, publish_url: Optional[str], local_d
         for u, f in [*((c, "channels") for c in channels if "://" in c), ((publish_url or ""), "publish_url")]:
             if u:
                 check_url_has_no_secret(u, field=f)
+    mirrors = channel_mirrors()
     out: list[ChannelRef] = []
     for c in channels:
         if c == "local":
@@ -120,12 +143,10 @@ def resolve_channels(channels: list[str], *, publish_url: Optional[str], local_d
                 lock_url = source = here
             out.append(ChannelRef("local", source, lock_url, local=True,
                                   local_dir="" if source == here else str(local_dir)))
-        elif "://" in c:
-            u = with_slash(c)
-            out.append(ChannelRef(c, u, u))
         else:
-            u = named_channel_url(c)
-            out.append(ChannelRef(c, u, u))
+            u = with_slash(c) if "://" in c else named_channel_url(c)
+            mirror = mirrors.get(u)
+            out.append(ChannelRef(c, file_url(mirror) if mirror is not None else u, u))
     return out
 
 

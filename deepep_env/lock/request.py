@@ -136,6 +136,8 @@ def component_requirements(r) -> list[Requirement]:
     if r.nvshmem.provider == "conda":
         # conda-forge repacks NVIDIA's binaries as libnvshmem3 (runtime) / libnvshmem-dev (field notes §4).
         reqs.append(Requirement("libnvshmem3", f"libnvshmem3 =={r.nvshmem.version}", "nvshmem"))
+    for spec in getattr(r, "packages", []):
+        reqs.append(Requirement(spec.split()[0], spec, "extra", kind="extra"))
     return reqs
 
 

@@ -83,6 +83,10 @@ def check_url(u: str, what: str) -> str:
     return u
 
 
+# name [version [build]]: what a lock request and pixi.toml can both carry
+PACKAGE_SPEC_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}( [A-Za-z0-9.*=<>!,|_+-]{1,64}( [A-Za-z0-9_.*+-]{1,64})?)?$")
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, strict=True)
 
@@ -230,6 +234,17 @@ class HostSpec(Strict):
         return v
 
 
+class ToolchainSpec(Strict):
+    """The conda compilers a build uses when CUDA comes from conda (conda-forge's variant keys
+    ``c_compiler_version``/``cxx_compiler_version`` and ``c_stdlib_version``). Host builds use the
+    machine's compilers and ignore this table."""
+
+    gcc: str = Field("14", pattern=r"^[0-9]{1,2}$",
+                     description="gcc_linux-64/gxx_linux-64 major version (conda-forge's default for CUDA 12.9/13.0: 14)")
+    sysroot: str = Field("2.28", pattern=r"^2\.[0-9]{1,2}$",
+                         description="sysroot_linux-64 (glibc) version the build links against (conda-forge: 2.28)")
+
+
 class EnvSpec(Strict):
     format: int = Field(description="spec format version; this reader knows " + ", ".join(map(str, SUPPORTED_FORMATS)))
     name: str = Field(pattern=NAME_RE)
@@ -254,6 +269,9 @@ class EnvSpec(Strict):
     nvshmem: NvshmemSpec
     gdrcopy: Optional[GdrcopySpec] = None
     deepep: DeepEPSpec
+    toolchain: ToolchainSpec = Field(default_factory=ToolchainSpec)
+    packages: list[str] = Field(default_factory=list, description="further conda packages of the env, as match "
+                                "specs, e.g. 'numpy' (DeepEP's tests import it); solved and locked with the rest")
     host: HostSpec = Field(default_factory=HostSpec)
     env: dict[str, str] = Field(default_factory=dict, description="extra runtime variables for the overlay")
 
@@ -264,6 +282,14 @@ class EnvSpec(Strict):
             if not ENV_NAME_RE.match(k):
                 raise ValueError(f"not an environment variable name: {k!r}")
         return v
+
+    @field_validator("packages")
+    @classmethod
+    def _packages(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not PACKAGE_SPEC_RE.match(p):
+                raise ValueError(f"not a conda match spec: {p[:60]!r} (e.g. 'numpy', 'numpy >=2', 'numpy ==2.1 py312*')")
+        return _unique(v, "package")
 
     _p = field_validator("platforms")(lambda cls, v: _items(v, "platform"))
     _s = field_validator("subdirs")(lambda cls, v: _unique(v, "subdir"))

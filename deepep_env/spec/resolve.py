@@ -104,7 +104,7 @@ def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> Resolv
             patches=_patches(spec.deepep.patches, deepep_cat, "deepep.patches", file),
             require=spec.deepep.require, aggressive_ptx=spec.deepep.aggressive_ptx, torch_cuda_arch_list=arch_list,
         ),
-        host=spec.host, env=spec.env,
+        toolchain=spec.toolchain, packages=list(spec.packages), host=spec.host, env=spec.env,
     )
     first_error = None
     candidates = _nvshmem_candidates(spec, nvshmem_cat, file)

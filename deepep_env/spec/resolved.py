@@ -7,7 +7,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from deepep_env.spec.catalog import PatchPin, SourcePin
-from deepep_env.spec.model import HostSpec, Strict
+from deepep_env.spec.model import HostSpec, Strict, ToolchainSpec
 
 
 class RPatch(Strict):
@@ -89,6 +89,8 @@ class ResolvedSpec(Strict):
     nvshmem: RNvshmem
     gdrcopy: Optional[RGdrcopy] = None
     deepep: RDeepEP
+    toolchain: ToolchainSpec = Field(default_factory=ToolchainSpec)
+    packages: list[str] = Field(default_factory=list)
     host: HostSpec
     env: dict[str, str] = Field(default_factory=dict)
     decisions: list[str] = Field(default_factory=list, description="what resolve decided and why")

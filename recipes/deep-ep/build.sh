@@ -4,9 +4,35 @@ set -euo pipefail
 # setup.py appends `git rev-parse --short HEAD` to its version: never let it see an enclosing repo.
 export GIT_DIR=/nonexistent GIT_CEILING_DIRECTORIES=/
 
-PY="${DEEPEP_PYTHON:?python_executable not set}"
+# Host mode: the machine's Python and CUDA toolkit (python_executable, cuda_prefix). Conda mode: the
+# host env's python and conda-forge's CUDA layout (recipe.yaml says which packages).
+PY="${DEEPEP_PYTHON:-$PREFIX/bin/python}"
+[ -x "$PY" ] || command -v "$PY" >/dev/null || { echo "deepep-env: no Python at $PY (python_executable, or python in the host env)" >&2; exit 1; }
 site="$PREFIX/lib/python${DEEPEP_PY_VERSION}/site-packages"
-export CUDA_HOME="${DEEPEP_CUDA_PREFIX:-/usr/local/cuda}"
+
+# conda-forge's CUDA is split: nvcc, ptxas and nvvm in the build env, the target's headers and
+# libraries in the host env under targets/x86_64-linux. torch.utils.cpp_extension wants one
+# CUDA_HOME (bin/nvcc, include/, lib64/): this folder joins the two without copying anything.
+conda_cuda_home() {
+  local home="$1" tgt="targets/x86_64-linux"
+  rm -rf "$home" && mkdir -p "$home/bin"
+  for e in "$BUILD_PREFIX"/bin/*; do ln -s "$e" "$home/bin/"; done
+  [ -d "$BUILD_PREFIX/nvvm" ] && ln -s "$BUILD_PREFIX/nvvm" "$home/nvvm"
+  ln -s "$PREFIX/$tgt/include" "$home/include"
+  ln -s "$PREFIX/$tgt/lib" "$home/lib64"
+  mkdir -p "$home/targets" && ln -s "$PREFIX/$tgt" "$home/$tgt"
+  echo "$home"
+}
+if [ "${DEEPEP_CUDA_PROVIDER:-host}" = conda ]; then
+  export CUDA_HOME="$(conda_cuda_home "${SRC_DIR:-$PWD}/../cuda-home")"
+  # nvcc compiles host code with the env's g++ (gxx_linux-64 sets CXX), not whatever c++ is on PATH.
+  [ -n "${CXX:-}" ] && export CUDAHOSTCXX="${CUDAHOSTCXX:-$(command -v "$CXX")}"
+  export CPATH="$PREFIX/targets/x86_64-linux/include${CPATH:+:$CPATH}"
+  RDMA="${DEEPEP_RDMA_CORE_PREFIX:-$PREFIX}"
+else
+  export CUDA_HOME="${DEEPEP_CUDA_PREFIX:-/usr/local/cuda}"
+  RDMA="${DEEPEP_RDMA_CORE_PREFIX:-/usr}"
+fi
 
 # Reproducible nvcc (docs/build-id.md §7): nvcc names its temporary files, and the module id of each
 # relocatable-device-code unit, after its own process id, and both end up in the objects (measured on
@@ -60,10 +86,9 @@ for d in "$CUDA_HOME/targets/x86_64-linux/include/cccl" "$CUDA_HOME/include/cccl
   [ -d "$d" ] && export CPATH="$d${CPATH:+:$CPATH}"
 done
 # DeepEP's configs.cuh and NVSHMEM's installed nvshmem_common_ibgda.h include <infiniband/mlx5dv.h>.
-RDMA="${DEEPEP_RDMA_CORE_PREFIX:-/usr}"
 [ -d "$RDMA/include/infiniband" ] && export CPATH="$RDMA/include${CPATH:+:$CPATH}"
 
-echo "deepep-env: DeepEP ${DEEPEP_REVISION} arch=${TORCH_CUDA_ARCH_LIST} DISABLE_AGGRESSIVE_PTX_INSTRS=${DISABLE_AGGRESSIVE_PTX_INSTRS} python=$PY jobs=$MAX_JOBS"
+echo "deepep-env: DeepEP ${DEEPEP_REVISION} arch=${TORCH_CUDA_ARCH_LIST} DISABLE_AGGRESSIVE_PTX_INSTRS=${DISABLE_AGGRESSIVE_PTX_INSTRS} python=$PY cuda=${DEEPEP_CUDA_PROVIDER:-host} jobs=$MAX_JOBS"
 "$PY" -c "import torch, sys; print('deepep-env: torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])"
 
 mkdir -p "$site"

@@ -8,7 +8,31 @@ export GIT_DIR=/nonexistent GIT_CEILING_DIRECTORIES=/
 
 on_off() { case "$1" in true|True|1|ON|on) echo ON ;; *) echo OFF ;; esac; }
 
-export CUDA_HOME="${DEEPEP_CUDA_PREFIX:-/usr/local/cuda}"
+# conda-forge's CUDA is split: nvcc, ptxas and nvvm in the build env, the target's headers and
+# libraries in the host env under targets/x86_64-linux. CMake and NVSHMEM want one CUDA_HOME: this
+# folder joins the two without copying. Its path is short and a function of the build string alone:
+# NVSHMEM embeds CUDA_HOME in its build variables (nvshmem-info -b), whose printer truncates long values.
+conda_cuda_home() {
+  local home="$1" tgt="targets/x86_64-linux"
+  rm -rf "$home" && mkdir -p "$home/bin" "$home/targets"
+  for e in "$BUILD_PREFIX"/bin/*; do ln -s "$e" "$home/bin/"; done
+  [ -d "$BUILD_PREFIX/nvvm" ] && ln -s "$BUILD_PREFIX/nvvm" "$home/nvvm"
+  ln -s "$PREFIX/$tgt/include" "$home/include"
+  ln -s "$PREFIX/$tgt/lib" "$home/lib64"
+  ln -s "$PREFIX/$tgt" "$home/$tgt"
+  echo "$home"
+}
+if [ "${DEEPEP_CUDA_PROVIDER:-host}" = conda ]; then
+  CUDA_HOME="$(conda_cuda_home "/tmp/deepep-env-cuda-${DEEPEP_BUILD_STRING:-build}")"
+  trap 'rm -rf "$CUDA_HOME"' EXIT
+  export CUDA_HOME
+  # nvcc compiles host code with the env's g++ (gxx_linux-64 sets CXX), not whatever c++ is on PATH.
+  if [ -n "${CXX:-}" ] && [ -z "${DEEPEP_CUDA_HOST_CXX:-}" ]; then DEEPEP_CUDA_HOST_CXX="$(command -v "$CXX")"; fi
+  RDMA="${DEEPEP_RDMA_CORE_PREFIX:-$PREFIX}"
+else
+  export CUDA_HOME="${DEEPEP_CUDA_PREFIX:-/usr/local/cuda}"
+  RDMA="${DEEPEP_RDMA_CORE_PREFIX:-/usr}"
+fi
 
 # Reproducible nvcc (docs/build-id.md §7): nvcc names its temporary files, and the module id of each
 # relocatable-device-code unit, after its own process id, and both end up in the objects (measured on
@@ -49,7 +73,6 @@ SHIM
 [ -n "${DEEPEP_SOURCE_DATE_EPOCH:-}" ] && export SOURCE_DATE_EPOCH="$DEEPEP_SOURCE_DATE_EPOCH"
 NVCC_HOME="$(reproducible_nvcc "$CUDA_HOME" "${SRC_DIR:-$PWD}/../nvcc-shim")"
 export NVSHMEM_DEVICELIB_CUDA_HOME="$NVCC_HOME"   # the device library's own CMake project takes nvcc from here
-RDMA="${DEEPEP_RDMA_CORE_PREFIX:-/usr}"
 IBGDA=$(on_off "${NVSHMEM_WANT_IBGDA:-true}")
 GDR=$(on_off "${NVSHMEM_WANT_GDRCOPY:-false}")
 
