@@ -200,6 +200,7 @@ repro() {
   # name=value lines; `build --lock` prints `identical` or the first differing members. The packages
   # themselves go to $RESULTS (split under the 16 MB return limit) so two machines can be diffed.
   step "reproducible bytes: this run's packages against lockfiles/$MAIN_ENV.pixi.lock"
+  [ -f "$OUT/$ENV_NAME.pixi.lock" ] || $DE lock "$ENV_NAME" -o "$OUT/$ENV_NAME.pixi.lock" >/dev/null
   $PY - "$OUT/$ENV_NAME.pixi.lock" "lockfiles/$MAIN_ENV.pixi.lock" <<'PYEOF' | figs
 import sys
 from deepep_env.lock.lockfile import read_lock
