@@ -232,6 +232,8 @@ def render_manifest(envs: list[PixiEnv], subdirs: dict[str, tuple[str, str]]) ->
                  'name = "deepep-env"\n'
                  "channels = []\n"
                  "channel-priority = \"strict\"\n"
+                 "# Rich `platforms` tables (cuda/glibc per platform) need pixi 0.71: older pixi says so in one line.\n"
+                 'requires-pixi = ">=0.71"\n'
                  "# One entry per (subdir, CUDA) the specs target: the virtual packages the locks are solved with.\n"
                  f"platforms = {_array_multiline(plats)}\n")
     for e in envs:

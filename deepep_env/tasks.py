@@ -157,11 +157,49 @@ def plan_task(project, name: str, *, environment: Optional[str] = None, args: Se
             continue  # an alias: only its dependencies run
         if isinstance(cmd, list):
             cmd = " ".join(shlex.quote(c) for c in cmd)
-        if t == name and args:
-            cmd = cmd + " " + " ".join(shlex.quote(a) for a in args)  # pixi appends extra arguments
+        given = list(args) if t == name else []
+        if td.get("args"):  # pixi renders declared args into `{{ name }}` placeholders (MiniJinja)
+            cmd = render_task_args(cmd, td["args"], given, task=t, path=path)
+        elif given:
+            cmd = cmd + " " + " ".join(shlex.quote(a) for a in given)  # pixi appends extra arguments
         cwd = str((project.root / td["cwd"]).resolve()) if td.get("cwd") else str(project.root)
         plan.steps.append(TaskStep(name=t, cmd=cmd, cwd=cwd, env={str(k): str(v) for k, v in (td.get("env") or {}).items()}))
     return plan
+
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def render_task_args(cmd: str, declared: Sequence[Any], given: Sequence[str], *, task: str, path: Path) -> str:
+    """pixi's task ``args``: names (or ``{arg, default}`` tables) filled from the command line in order,
+    defaults for the rest, substituted where the command says ``{{ name }}``."""
+    names: list[str] = []
+    defaults: dict[str, str] = {}
+    for a in declared:
+        n = a.get("arg") if isinstance(a, dict) else a
+        if not isinstance(n, str) or not n:
+            raise UserError(f"task {task!r}: an `args` entry is neither a name nor {{arg, default}}", file=path,
+                            field=f"tasks.{task}.args", accepted='["who", { arg = "greeting", default = "hi" }]')
+        names.append(n)
+        if isinstance(a, dict) and "default" in a:
+            defaults[n] = str(a["default"])
+    if len(given) > len(names):
+        raise UserError(f"task {task!r} takes {len(names)} argument(s) ({', '.join(names)}), got {len(given)}",
+                        field="ARGS", accepted=" ".join(f"<{n}>" for n in names))
+    values = dict(zip(names, given))
+    for n in names[len(given):]:
+        if n not in defaults:
+            raise UserError(f"task {task!r}: argument {n!r} has no default and was not given", field="ARGS",
+                            accepted=" ".join(f"<{x}>" for x in names))
+        values[n] = defaults[n]
+
+    def sub(m: "re.Match[str]") -> str:
+        if m.group(1) not in values:
+            raise UserError(f"task {task!r} uses {{{{ {m.group(1)} }}}} but declares no such argument", file=path,
+                            field=f"tasks.{task}.cmd", accepted=", ".join(names))
+        return values[m.group(1)]
+
+    return _PLACEHOLDER.sub(sub, cmd)
 
 
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")

@@ -1,4 +1,7 @@
-"""Version comparison and conda-style ranges, without importing rattler (kept light for activate).
+"""Version comparison and conda-style ranges, by conda's rules (rattler's implementation).
+
+rattler is imported inside the functions, so the activate path (which never compares versions)
+does not pay for it. Strings rattler cannot parse fall back to a plain dotted-number order.
 
 Versions are dotted numbers with optional suffixes ('3.5.19', '2.10.0', '12.9'); ranges are
 comma-joined clauses ('>=3.3.9,<3.6', '==2.28.9', '3.4.5').
@@ -7,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-_CLAUSE = re.compile(r"^\s*(==|>=|<=|!=|~=|>|<)?\s*([0-9][0-9A-Za-z.+_-]*)\s*$")
+_CLAUSE = re.compile(r"^\s*(==|>=|<=|!=|~=|>|<)?\s*([0-9][0-9A-Za-z.+_*-]*)\s*$")
 
 
 def _key(v: str) -> tuple:
@@ -24,8 +27,15 @@ def _key(v: str) -> tuple:
 
 
 def version_cmp(a: str, b: str) -> int:
-    ka, kb = _key(a), _key(b)
-    return (ka > kb) - (ka < kb)
+    """-1/0/1 by conda's ordering (pre-releases before the release: 1.0rc1 < 1.0; 2.11.0rc2 < 2.11.0)."""
+    try:
+        from rattler import Version
+
+        va, vb = Version(a), Version(b)
+    except Exception:  # noqa: BLE001 - not a conda version: dotted-number order
+        ka, kb = _key(a), _key(b)
+        return (ka > kb) - (ka < kb)
+    return (va > vb) - (va < vb)
 
 
 def version_lt(a: str, b: str) -> bool:
@@ -34,13 +44,19 @@ def version_lt(a: str, b: str) -> bool:
 
 def is_exact(v: str) -> bool:
     m = _CLAUSE.match(v)
-    return bool(m) and (m.group(1) in (None, "==")) and "," not in v
+    return bool(m) and (m.group(1) in (None, "==")) and "," not in v and "*" not in v
 
 
 def exact_value(v: str) -> str:
     m = _CLAUSE.match(v)
     assert m
     return m.group(2)
+
+
+def _starts(version: str, head: str) -> bool:
+    """``12.9.*`` matches 12.9 and 12.9.1, not 12.90 (conda's prefix match is by segment)."""
+    v, h = version.split("."), head.split(".")
+    return all(version_cmp(x, y) == 0 for x, y in zip(v, h)) and len(v) >= len(h)
 
 
 def version_matches(version: str, spec: str) -> bool:
@@ -51,7 +67,7 @@ def version_matches(version: str, spec: str) -> bool:
         op, ref = m.group(1) or "==", m.group(2)
         c = version_cmp(version, ref)
         if op == "==" and ref.endswith("*"):
-            ok = version.startswith(ref.rstrip("*"))
+            ok = _starts(version, ref.rstrip("*").rstrip("."))
         elif op == "==":
             ok = c == 0
         elif op == "!=":

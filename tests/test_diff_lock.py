@@ -164,3 +164,17 @@ def test_bad_arguments(tmp_path, capsys):
     bad.write_text("not: [a, lock")
     rc, _, err = lf.run_cli(capsys, "diff", bad, bad)
     assert rc == 2 and "not a readable pixi.lock" in err and "Traceback" not in err
+
+
+def test_diff_pixi_json_is_pixi_update_shape(two_locks, capsys):
+    """Issue 13 conformance: `--format pixi-json` is what `pixi update --json` prints (pixi's
+    LockFileJsonDiff), the input of pixi-diff-to-markdown."""
+    _, old, new, _ = two_locks
+    rc, out, _ = lf.run_cli(capsys, "diff", str(old), str(new), "--format", "pixi-json")
+    assert rc == 0
+    data = json.loads(out)
+    assert data["version"] == 1
+    rows = {r["name"]: r for r in data["environment"]["lt-conda"]["linux-64"]}
+    assert rows["nccl"]["before"]["version"] == "2.28.9" and rows["nccl"]["after"]["version"] == "2.27.7"
+    assert rows["nccl"]["type"] == "conda" and rows["nccl"]["explicit"] is True
+    assert rows["deep-ep"]["before"]["build"] != rows["deep-ep"]["after"]["build"]

@@ -47,3 +47,48 @@ def test_export_needs_a_lock(lt_world, tmp_path, capsys):
     assert rc == 2 and "no lock to export" in err
     rc, _, err = lf.run_cli(capsys, "export", "lt-conda", "--format", "yaml", "--project", proj.root)
     assert rc == 2 and "unknown format" in err
+
+
+def _two_rich_platforms(repo_root, tmp_path, drop_one: bool = False):
+    """A pixi-style lock with linux-64-cuda130 and linux-64-cuda129 on one subdir (what pixi ≥0.71
+    writes for rich platform entries), made from the committed h200-nvlink lock."""
+    t = (repo_root / "lockfiles" / "h200-nvlink.pixi.lock").read_text()
+    t = t.replace("platforms:\n- name: linux-64\n", "platforms:\n- name: linux-64-cuda130\n  subdir: linux-64\n", 1)
+    block = t[t.index("- name: linux-64-cuda130"):t.index("environments:")]
+    t = t.replace("environments:", block.replace("linux-64-cuda130", "linux-64-cuda129") + "environments:", 1)
+    pk = t[t.index("    packages:\n") + len("    packages:\n"):t.index("packages:\n- conda")]
+    t = t.replace("      linux-64:\n", "      linux-64-cuda130:\n", 1)
+    other = pk.replace("linux-64:", "linux-64-cuda129:", 1)
+    if drop_one:
+        other = "\n".join(ln for ln in other.splitlines() if "deepep-nvshmem" not in ln) + "\n"
+    t = t.replace("packages:\n- conda", other + "packages:\n- conda", 1)
+    p = tmp_path / "two.pixi.lock"
+    p.write_text(t)
+    return p
+
+
+def test_two_rich_platforms_on_one_subdir_export_once(repo_root, tmp_path):
+    """Issue 13 conformance: was `platforms: [linux-64, linux-64]` with every package twice, which
+    conda-lock's own parser rejects."""
+    from conda_lock.lockfile import parse_conda_lock_file, write_conda_lock_file
+
+    from deepep_env.lock.export import to_conda_lock
+
+    src = _two_rich_platforms(repo_root, tmp_path)
+    model = to_conda_lock(src, "h200-nvlink", output=tmp_path / "out.yml")
+    assert list(model.metadata.platforms) == ["linux-64"] and len(model.package) == 2
+    write_conda_lock_file(model, tmp_path / "out.yml", metadata_choices=None)
+    assert len(parse_conda_lock_file(tmp_path / "out.yml").package) == 2
+
+
+def test_different_package_sets_on_one_subdir_need_a_platform(repo_root, tmp_path):
+    from deepep_env.errors import UserError
+    from deepep_env.lock.export import to_conda_lock
+
+    src = _two_rich_platforms(repo_root, tmp_path, drop_one=True)
+    with pytest.raises(UserError, match="share subdir linux-64 with different packages"):
+        to_conda_lock(src, "h200-nvlink")
+    model = to_conda_lock(src, "h200-nvlink", platform="linux-64-cuda129")
+    assert [p.name for p in model.package] == ["deep-ep"]
+    with pytest.raises(UserError, match="no platform 'nope'"):
+        to_conda_lock(src, "h200-nvlink", platform="nope")

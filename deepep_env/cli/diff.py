@@ -11,7 +11,7 @@ def register(app: typer.Typer) -> None:
     def diff_cmd(
         old: str = typer.Argument(..., help="old lock: a path or REV:path (git)"),
         new: str = typer.Argument(..., help="new lock: a path or REV:path (git)"),
-        fmt: str = typer.Option("table", "--format", "-f", help="table, markdown or json"),
+        fmt: str = typer.Option("table", "--format", "-f", help="table, markdown, json, or pixi-json (the `pixi update --json` shape)"),
         as_json: bool = typer.Option(False, "--json", help="same as --format json"),
     ) -> None:
         """Added, removed and changed packages (pinned components first) and changed build ids."""
@@ -21,10 +21,16 @@ def register(app: typer.Typer) -> None:
 
         if as_json:
             fmt = "json"
-        if fmt not in ("table", "markdown", "json"):
-            raise UserError(f"unknown format {fmt!r}", field="--format", accepted="table, markdown, json")
+        if fmt not in ("table", "markdown", "json", "pixi-json"):
+            raise UserError(f"unknown format {fmt!r}", field="--format", accepted="table, markdown, json, pixi-json")
         d = diff_locks(old, new)
-        if fmt == "json":
+        if fmt == "pixi-json":
+            import json
+
+            from deepep_env.lock.diff import pixi_update_json
+
+            sys.stdout.write(json.dumps(pixi_update_json(d), indent=2) + "\n")
+        elif fmt == "json":
             sys.stdout.write(render.diff_json(d))
         elif fmt == "markdown":
             sys.stdout.write(render.diff_markdown(d))

@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
         fmt: str = typer.Option("conda-lock", "--format", "-f", help="conda-lock"),
         output: Optional[str] = typer.Option(None, "--output", "-o", help="output file (default lockfiles/<ENV>.conda-lock.yml)"),
         lock: Optional[str] = typer.Option(None, "--lock", help="pixi lock to read (default lockfiles/<ENV>.pixi.lock)"),
+        platform: Optional[str] = typer.Option(None, "--platform", help="the lock platform to export when several share a subdir"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -24,7 +25,7 @@ def register(app: typer.Typer) -> None:
 
         if fmt != "conda-lock":
             raise UserError(f"unknown format {fmt!r}", field="--format", accepted="conda-lock")
-        res = export_conda_lock(env, project(project_dir), lock_path=lock, output=output)
+        res = export_conda_lock(env, project(project_dir), lock_path=lock, output=output, platform=platform)
         if as_json:
             print_json(res.to_dict())
         else:

@@ -167,6 +167,28 @@ class LockDiff:
                 "build_ids": [asdict(b) for b in self.build_ids]}
 
 
+def pixi_update_json(d: LockDiff) -> dict[str, Any]:
+    """The shape of ``pixi update --json`` (pixi's ``LockFileJsonDiff``: ``{"version": 1, "environment":
+    {env: {platform: [{name, before, after, type, explicit}]}}}``), which pixi-diff-to-markdown and
+    other pixi tooling read. ``explicit`` marks the spec's pinned components. Changes of bytes only
+    (same version and build) have no place in it: they stay in ``--format json``."""
+    def rec(version: str, build: str, kind: str) -> dict[str, str]:
+        return {"version": version, "build": build} if kind == "conda" else {"version": version}
+
+    envs: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for s in d.sections:
+        rows = [{"name": a.name, "before": None, "after": rec(a.version, a.build, a.kind), "type": a.kind,
+                 "explicit": a.component is not None} for a in s.added]
+        rows += [{"name": r.name, "before": rec(r.version, r.build, r.kind), "after": None, "type": r.kind,
+                  "explicit": r.component is not None} for r in s.removed]
+        rows += [{"name": c.name, "before": rec(c.old_version, c.old_build, c.kind),
+                  "after": rec(c.new_version, c.new_build, c.kind), "type": c.kind, "explicit": c.pinned}
+                 for c in s.changed if (c.old_version, c.old_build) != (c.new_version, c.new_build)]
+        if rows:
+            envs.setdefault(s.env, {})[s.platform] = sorted(rows, key=lambda r: r["name"])
+    return {"version": 1, "environment": envs}
+
+
 def _channel_of(url: str, channels: list[str], kind: str = "conda") -> str:
     if kind != "conda":
         return ""  # PyPI packages come from an index, not a channel

@@ -49,7 +49,30 @@ class ExportResult:
         return {"env": self.env, "path": str(self.path), "packages": self.packages, "platforms": self.platforms}
 
 
-def to_conda_lock(lock_path: Path, env: str, *, output: Optional[Path] = None):
+def _per_subdir(data, e, lock_path: Path, platform: Optional[str]) -> list[tuple[str, list[LockedPackage]]]:
+    """conda-lock keys everything by subdir; pixi's rich platforms can put several platforms (e.g.
+    ``linux-64-cuda129`` and ``linux-64-cuda130``) on one subdir. Identical package sets export once;
+    different ones need ``--platform`` to say which."""
+    by: dict[str, list[tuple[str, list[LockedPackage]]]] = {}
+    for plat, pkgs in sorted(e.packages.items()):
+        if platform and plat != platform:
+            continue
+        by.setdefault(data.platforms.get(plat, {}).get("subdir", plat), []).append((plat, pkgs))
+    if platform and not by:
+        raise UserError(f"the lock has no platform {platform!r} in this environment", file=lock_path,
+                        field="--platform", accepted=", ".join(sorted(e.packages)))
+    out = []
+    for subdir, plats in sorted(by.items()):
+        urls = {frozenset(p.url for p in pkgs) for _, pkgs in plats}
+        if len(urls) > 1:
+            raise UserError(f"platforms {', '.join(p for p, _ in plats)} share subdir {subdir} with different packages; "
+                            "conda-lock has one package set per subdir", file=lock_path, field="--platform",
+                            accepted=" or ".join(p for p, _ in plats))
+        out.append((subdir, plats[0][1]))
+    return out
+
+
+def to_conda_lock(lock_path: Path, env: str, *, output: Optional[Path] = None, platform: Optional[str] = None):
     """The conda-lock ``Lockfile`` model of one environment of a pixi lock."""
     from conda_lock.lockfile.v2prelim.models import (
         HashModel, LockedDependency, Lockfile, LockMeta,
@@ -63,8 +86,7 @@ def to_conda_lock(lock_path: Path, env: str, *, output: Optional[Path] = None):
     packages: list = []
     content_hash: dict[str, str] = {}
     subdirs: list[str] = []
-    for plat, pkgs in sorted(e.packages.items()):
-        subdir = data.platforms.get(plat, {}).get("subdir", plat)
+    for subdir, pkgs in _per_subdir(data, e, lock_path, platform):
         subdirs.append(subdir)
         conda = [p for p in pkgs if p.kind == "conda"]
         content_hash[subdir] = _content_hash(conda)
@@ -74,6 +96,10 @@ def to_conda_lock(lock_path: Path, env: str, *, output: Optional[Path] = None):
                     name=p.name, version=p.version, manager="pip", platform=subdir, dependencies={},
                     url=p.url, hash=HashModel(), categories={"main"}))
                 continue
+            if not p.sha256 or "://" not in p.url:
+                raise UserError(f"{p.name} is a pixi-build source package (built from {p.url or 'a source'}): "
+                                "conda-lock has no form for it", file=lock_path, field=f"environments.{env}",
+                                accepted="a lock whose packages are all built (lock the source package's output)")
             packages.append(LockedDependency(
                 name=p.name, version=p.version, manager="conda", platform=subdir,
                 dependencies=_dependencies(p.depends), url=p.url,
@@ -86,7 +112,7 @@ def to_conda_lock(lock_path: Path, env: str, *, output: Optional[Path] = None):
 
 
 def export_conda_lock(env: str, project, *, lock_path: Optional[str | Path] = None,
-                      output: Optional[str | Path] = None) -> ExportResult:
+                      output: Optional[str | Path] = None, platform: Optional[str] = None) -> ExportResult:
     """``deepep-env export ENV --format conda-lock``: write ``conda-lock.yml`` beside the lock."""
     from conda_lock.lockfile import write_conda_lock_file
 
@@ -97,7 +123,7 @@ def export_conda_lock(env: str, project, *, lock_path: Optional[str | Path] = No
     if not src.is_file():
         raise UserError("no lock to export", file=src, accepted=f"run `deepep-env lock {env}` first")
     out = Path(output) if output else project.lockfiles / f"{env}.conda-lock.yml"
-    model = to_conda_lock(src, env, output=out)
+    model = to_conda_lock(src, env, output=out, platform=platform)
     with tempfile.TemporaryDirectory(prefix="deepep-env-export-") as tmp:
         f = Path(tmp) / out.name
         write_conda_lock_file(model, f, metadata_choices=None)

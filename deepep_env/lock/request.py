@@ -132,7 +132,9 @@ def component_requirements(r) -> list[Requirement]:
         build = r.pytorch.build or f"cuda{r.pytorch.cuda.replace('.', '')}*"
         reqs.append(Requirement("pytorch", f"pytorch =={r.pytorch.version} {build}", "pytorch"))
     if r.nccl.provider == "conda":
-        reqs.append(Requirement("nccl", f"nccl =={r.nccl.version}", "nccl"))
+        # conda-forge versions NCCL with NVIDIA's four numbers (2.28.9.1): `==2.28.9` would match none
+        # (found solving against conda-forge's records, tests/test_conda_mode.py).
+        reqs.append(Requirement("nccl", f"nccl {r.nccl.version}.*", "nccl"))
     if r.nvshmem.provider == "conda":
         # conda-forge repacks NVIDIA's binaries as libnvshmem3 (runtime) / libnvshmem-dev (field notes §4).
         reqs.append(Requirement("libnvshmem3", f"libnvshmem3 =={r.nvshmem.version}", "nvshmem"))
