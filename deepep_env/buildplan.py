@@ -99,12 +99,8 @@ def conda_requests(r: ResolvedSpec) -> dict[str, list[str]]:
     if r.python.provider == "conda":
         out["python"] = [f"python {r.python.version}.*"]
     if r.pytorch.provider == "conda":
-        out["pytorch"] = [f"pytorch =={r.pytorch.version} {pytorch_build(r)}"]
+        out["pytorch"] = [f"pytorch =={r.pytorch.version} {r.pytorch.build_glob}"]
     return out
-
-
-def pytorch_build(r: ResolvedSpec) -> str:
-    return r.pytorch.build or f"cuda{r.pytorch.cuda.replace('.', '')}*"
 
 
 def _conda_variant(r: ResolvedSpec, *, python: bool) -> dict[str, Any]:
@@ -115,7 +111,7 @@ def _conda_variant(r: ResolvedSpec, *, python: bool) -> dict[str, Any]:
         v.update({"c_compiler_version": r.toolchain.gcc, "cxx_compiler_version": r.toolchain.gcc,
                   "cuda_compiler_version": r.cuda.version, "c_stdlib_version": r.toolchain.sysroot})
     if python and r.pytorch.provider == "conda":
-        v["pytorch_build"] = pytorch_build(r)
+        v["pytorch_build"] = r.pytorch.build_glob
     return v
 
 

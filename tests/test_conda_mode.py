@@ -73,8 +73,7 @@ def _solve(specs, channels, cuda="12.9"):
 
 
 def _channel(tmp: Path, records: list[dict]) -> str:
-    from deepep_env.builder.channel import index
-
+    """A records-only channel for our own packages, in the repodata shape the builder's indexer writes."""
     pkgs = {f"{r['name']}-{r['version']}-{r['build']}.conda": {**r, "subdir": "linux-64", "build_number": 0,
                                                                "sha256": "0" * 64, "size": 1} for r in records}
     (tmp / "linux-64").mkdir(parents=True)
@@ -82,7 +81,6 @@ def _channel(tmp: Path, records: list[dict]) -> str:
                                                                  "packages.conda": pkgs}))
     (tmp / "noarch").mkdir()
     (tmp / "noarch" / "repodata.json").write_text(json.dumps({"info": {"subdir": "noarch"}, "packages": {}}))
-    assert index  # the same repodata shape the builder's indexer writes
     return tmp.resolve().as_uri()
 
 

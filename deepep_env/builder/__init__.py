@@ -393,14 +393,14 @@ def spec_channels_for_build(channels: Sequence[str], *, offline: bool) -> list[s
     """The spec's channels other than ``local`` (e.g. conda-forge for conda-provided PyTorch), after
     the dependency channel. A mirrored channel ($DEEPEP_ENV_MIRRORS) is read from its mirror, also
     offline; an unmirrored remote one is left out offline rather than timing out on DNS."""
-    from deepep_env.lock.channels import channel_mirrors, file_url, named_channel_url, with_slash
+    from deepep_env.lock.channels import channel_mirrors, channel_url, file_url
 
     mirrors = channel_mirrors()
     out: list[str] = []
     for c in channels:
         if c == "local":
             continue
-        url = with_slash(c) if "://" in c else named_channel_url(c)
+        url = channel_url(c)
         if url in mirrors:
             out.append(file_url(mirrors[url]))
         elif not offline or url.startswith("file://"):

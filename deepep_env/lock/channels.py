@@ -68,6 +68,11 @@ def named_channel_url(name: str) -> str:
     return with_slash(Channel(name).base_url)
 
 
+def channel_url(entry: str) -> str:
+    """A spec's channel entry (a name or a URL, not ``local``) as the URL a lock records."""
+    return with_slash(entry) if "://" in entry else named_channel_url(entry)
+
+
 MIRRORS_ENV = "DEEPEP_ENV_MIRRORS"
 
 
@@ -85,8 +90,7 @@ def channel_mirrors(environ: Optional[dict] = None) -> dict[str, Path]:
         if not sep or not chan or not d or not Path(d).is_absolute():
             raise UserError(f"not a mirror: {redact(item)!r}", field=MIRRORS_ENV,
                             accepted="CHANNEL=/abs/dir items separated by spaces, e.g. conda-forge=/srv/conda-forge")
-        url = with_slash(chan) if "://" in chan else named_channel_url(chan)
-        out[url] = Path(d)
+        out[channel_url(chan)] = Path(d)
     return out
 
 
@@ -144,7 +148,7 @@ def resolve_channels(channels: list[str], *, publish_url: Optional[str], local_d
             out.append(ChannelRef("local", source, lock_url, local=True,
                                   local_dir="" if source == here else str(local_dir)))
         else:
-            u = with_slash(c) if "://" in c else named_channel_url(c)
+            u = channel_url(c)
             mirror = mirrors.get(u)
             out.append(ChannelRef(c, file_url(mirror) if mirror is not None else u, u))
     return out

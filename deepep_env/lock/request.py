@@ -129,8 +129,7 @@ def component_requirements(r) -> list[Requirement]:
             reqs.append(Requirement("cuda-nvcc", f"cuda-nvcc {r.cuda.version}.*", "cuda"))
             reqs.append(Requirement("cuda-cuobjdump", f"cuda-cuobjdump {r.cuda.version}.*", "cuda"))
     if r.pytorch.provider == "conda":
-        build = r.pytorch.build or f"cuda{r.pytorch.cuda.replace('.', '')}*"
-        reqs.append(Requirement("pytorch", f"pytorch =={r.pytorch.version} {build}", "pytorch"))
+        reqs.append(Requirement("pytorch", f"pytorch =={r.pytorch.version} {r.pytorch.build_glob}", "pytorch"))
     if r.nccl.provider == "conda":
         # conda-forge versions NCCL with NVIDIA's four numbers (2.28.9.1): `==2.28.9` would match none
         # (found solving against conda-forge's records, tests/test_conda_mode.py).
@@ -138,7 +137,7 @@ def component_requirements(r) -> list[Requirement]:
     if r.nvshmem.provider == "conda":
         # conda-forge repacks NVIDIA's binaries as libnvshmem3 (runtime) / libnvshmem-dev (field notes §4).
         reqs.append(Requirement("libnvshmem3", f"libnvshmem3 =={r.nvshmem.version}", "nvshmem"))
-    for spec in getattr(r, "packages", []):
+    for spec in r.packages:
         reqs.append(Requirement(spec.split()[0], spec, "extra", kind="extra"))
     return reqs
 

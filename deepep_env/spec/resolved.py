@@ -39,6 +39,11 @@ class RPytorch(Strict):
     provider: Literal["host", "conda", "pip"]
     build: Optional[str] = None
 
+    @property
+    def build_glob(self) -> str:
+        """The conda build string a conda PyTorch must match: the spec's, else ``cuda<XY>*``."""
+        return self.build or f"cuda{self.cuda.replace('.', '')}*"
+
 
 class RNccl(Strict):
     version: str
