@@ -50,11 +50,11 @@ def generate(channel: Path, n: int, bumped: set[int], version: str) -> None:
 
 def request(channel: Path):
     from deepep_env.lock.channels import ChannelRef, file_url
-    from deepep_env.lock.request import LockRequest, Requirement, virtual_packages
+    from deepep_env.lock.platforms import platform_for
+    from deepep_env.lock.request import LockRequest, Requirement
 
     ref = ChannelRef("local", file_url(channel), TEAM_URL, local=True)
-    return LockRequest(env="bench", subdirs=["linux-64"], channels=[ref],
-                       virtual_packages={"linux-64": virtual_packages("12.9", "linux-64")},
+    return LockRequest(env="bench", platforms=[platform_for("linux-64", "12.9")], channels=[ref],
                        requirements=[Requirement("bench-app", "bench-app", "extra", kind="extra")])
 
 

@@ -108,7 +108,7 @@ def _table(name: str, rows: dict[str, Any], comments: tuple[str, ...] = ()) -> s
 class PixiEnv:
     spec: str
     name: str
-    platform: str
+    platform: Any                    # deepep_env.lock.platforms.LockPlatformDef
     channels: list[str]
     dependencies: dict[str, Any]
     env: dict[str, str]
@@ -130,10 +130,6 @@ class PixiSync:
                 "warnings": self.warnings, "diff": self.diff}
 
 
-def platform_name(subdir: str, cuda: str) -> str:
-    return f"{subdir}-cuda{cuda.replace('.', '')}"
-
-
 def _python_cmd(r) -> str:
     if r.python.provider == "host" and r.python.executable:
         return r.python.executable
@@ -153,6 +149,7 @@ def _nvlink_only(r) -> bool:
 def env_for_spec(r, project, warnings: list[str]) -> PixiEnv:
     from deepep_env.buildplan import plan as build_plan
     from deepep_env.lock.channels import file_url
+    from deepep_env.lock.platforms import platform_for
     from deepep_env.lock.request import component_requirements
 
     name = pixi_env_name(r.name)
@@ -207,7 +204,7 @@ def env_for_spec(r, project, warnings: list[str]) -> PixiEnv:
     python = _python_cmd(r)
     tasks: dict[str, dict[str, Any]] = {
         INSTALL_TASK: {"cmd": f"deepep-env install {r.name}",
-                       "description": f"install {r.name} from lockfiles/{r.name}.pixi.lock (sha256-verified; "
+                       "description": f"install {r.name} from pixi.lock (sha256-verified; "
                                       "a no-op when up to date)"},
     }
     for tname, (script, desc) in TEST_TASKS.items():
@@ -215,29 +212,28 @@ def env_for_spec(r, project, warnings: list[str]) -> PixiEnv:
             continue  # NVLink-only specs have no RDMA NICs: there is no internode run to make
         tasks[tname] = {"cmd": task_command(r.name, script, python), "depends-on": [INSTALL_TASK],
                         "description": desc}
-    return PixiEnv(spec=r.name, name=name, platform=platform_name(r.subdirs[0], r.cuda.version), channels=channels,
+    return PixiEnv(spec=r.name, name=name, platform=platform_for(r.subdirs[0], r.cuda.version), channels=channels,
                    dependencies=deps, env=dict(r.env), tasks=tasks, comments=comments)
 
 
-def render_manifest(envs: list[PixiEnv], subdirs: dict[str, tuple[str, str]]) -> str:
-    from deepep_env.lock.request import ARCHSPEC, GLIBC, LINUX
-
+def render_manifest(envs: list[PixiEnv], platforms: list, unlocked: list[str]) -> str:
     parts = [HEADER]
-    plats = []
-    for pname in sorted(subdirs):
-        subdir, cuda = subdirs[pname]
-        plats.append({"name": pname, "platform": subdir, "cuda": cuda, "glibc": GLIBC, "linux": LINUX,
-                      "archspec": ARCHSPEC.get(subdir, "0")})
+    plats = [p.manifest_entry() for p in platforms]
     parts.append("[workspace]\n"
                  'name = "deepep-env"\n'
                  "channels = []\n"
                  "channel-priority = \"strict\"\n"
                  "# Rich `platforms` tables (cuda/glibc per platform) need pixi 0.71: older pixi says so in one line.\n"
                  'requires-pixi = ">=0.71"\n'
-                 "# One entry per (subdir, CUDA) the specs target: the virtual packages the locks are solved with.\n"
+                 "# One entry per (subdir, CUDA) the specs target: the virtual packages the lock is solved with.\n"
+                 "# pixi.lock names them p1, p2, … in this order, as pixi writes them.\n"
                  f"platforms = {_array_multiline(plats)}\n")
+    if unlocked:
+        parts.append("# Specs with no environment here yet: pixi checks every environment against pixi.lock, so only\n"
+                     "# locked specs are environments (`deepep-env lock SPEC`, then `deepep-env pixi sync`).\n"
+                     + "".join(f"#   {u}\n" for u in unlocked))
     for e in envs:
-        parts.append(_table(f"feature.{_key(e.name)}", {"channels": e.channels, "platforms": [e.platform]},
+        parts.append(_table(f"feature.{_key(e.name)}", {"channels": e.channels, "platforms": [e.platform.name]},
                             tuple(e.comments)))
         parts.append(_table(f"feature.{_key(e.name)}.dependencies", e.dependencies))
         if e.env:
@@ -249,16 +245,42 @@ def render_manifest(envs: list[PixiEnv], subdirs: dict[str, tuple[str, str]]) ->
     return "\n".join(parts)
 
 
+def _locked_envs(project) -> set[str]:
+    from deepep_env.lock.lockfile import read_lock
+
+    if not project.pixi_lock.is_file():
+        return set()
+    return set(read_lock(project.pixi_lock).envs)
+
+
+def _not_locked_note(r, project) -> str:
+    from deepep_env.buildplan import plan as build_plan
+
+    try:
+        unpinned = sorted({u for n in build_plan(r, project).nodes for u in n.unpinned})
+    except UserError as exc:
+        return f"{r.name}: no build plan ({exc})"
+    if unpinned:
+        return f"{r.name}: {', '.join(unpinned)} not pinned by content yet (`deepep-env fetch {r.name}` with network)"
+    return f"{r.name}: not in pixi.lock (`deepep-env build {r.name} && deepep-env lock {r.name}`)"
+
+
 def generate(project) -> tuple[str, list[str], list[str]]:
-    """(pixi.toml text, environment names, warnings) for every spec in ``env_specs/``."""
+    """(pixi.toml text, environment names, warnings): one environment per spec locked in
+    pixi.lock, the platforms of every spec."""
+    from deepep_env.lock.request import workspace_platforms
     from deepep_env.spec.resolve import load_resolved
 
     warnings: list[str] = []
     envs: list[PixiEnv] = []
+    unlocked: list[str] = []
     seen: dict[str, str] = {}
-    subdirs: dict[str, tuple[str, str]] = {}
+    locked = _locked_envs(project)
     for name in project.spec_names():
         r = load_resolved(name, project)
+        if pixi_env_name(r.name) not in locked:
+            unlocked.append(_not_locked_note(r, project))
+            continue
         e = env_for_spec(r, project, warnings)
         if e.name in seen:
             raise UserError(f"specs {seen[e.name]!r} and {name!r} map to one pixi environment {e.name!r}",
@@ -266,11 +288,10 @@ def generate(project) -> tuple[str, list[str], list[str]]:
         seen[e.name] = name
         if len(r.subdirs) > 1:
             warnings.append(f"{name}: pixi.toml lists {r.subdirs[0]} only (one rich platform per feature)")
-        subdirs[e.platform] = (r.subdirs[0], r.cuda.version)
         envs.append(e)
-    if not envs:
+    if not project.spec_names():
         raise UserError("no specs to generate pixi.toml from", file=project.env_specs, accepted="env_specs/<name>.toml")
-    return render_manifest(envs, subdirs), [e.name for e in envs], warnings
+    return render_manifest(envs, workspace_platforms(project), unlocked), [e.name for e in envs], warnings
 
 
 def sync(project, *, check: bool = False, path: Optional[Path] = None) -> PixiSync:

@@ -92,8 +92,8 @@ def _resolved_data(r: ResolvedSpec, project: Project) -> dict[str, Any]:
 
 
 def _lock_status(name: str, project: Project) -> dict[str, Any]:
-    path = project.lockfiles / f"{name}.pixi.lock"
-    if not path.exists():
+    path = project.pixi_lock
+    if not path.exists() or not _has_env(path, name):
         return {"path": str(path.relative_to(project.root)), "status": "missing",
                 "hint": f"deepep-env build {name} && deepep-env lock {name}"}
     from deepep_env.lock import check_lock
@@ -104,6 +104,14 @@ def _lock_status(name: str, project: Project) -> dict[str, Any]:
         return {"path": str(path.relative_to(project.root)), "status": "error", "error": str(err)}
     return {"path": str(path.relative_to(project.root)), **_as_data(res)}
 
+
+def _has_env(path: Path, env: str) -> bool:
+    from deepep_env.lock.lockfile import read_lock
+
+    try:
+        return read_lock(path).env(env) is not None
+    except UserError:
+        return True  # unreadable: check_lock says so, as an error
 
 def _as_data(obj: Any) -> Any:
     if hasattr(obj, "to_dict"):

@@ -1,4 +1,4 @@
-"""Where a deepep-env project lives: the folder holding env_specs/, recipes/, lockfiles/, pixi.toml.
+"""Where a deepep-env project lives: the folder holding env_specs/, recipes/, pixi.toml, pixi.lock.
 
 Found from ``--project``, else ``$DEEPEP_ENV_PROJECT``, else the nearest parent of the current
 directory that has ``env_specs/``. Tool state (store, local channel, installed prefixes) lives in
@@ -45,12 +45,13 @@ class Project:
         return self.root / "recipes"
 
     @property
-    def lockfiles(self) -> Path:
-        return self.root / "lockfiles"
-
-    @property
     def pixi_toml(self) -> Path:
         return self.root / "pixi.toml"
+
+    @property
+    def pixi_lock(self) -> Path:
+        """The one lock of the project, every environment in it: where pixi reads it."""
+        return self.root / "pixi.lock"
 
     @property
     def state(self) -> Path:

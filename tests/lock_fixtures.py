@@ -185,12 +185,12 @@ def run_cli(capsys, *args: str) -> tuple[int, str, str]:
 def data_request(project, env: str, packages: list[str], subdirs: list[str]):
     """A lock request given as data: explicit package specs, the spec's channels and CUDA."""
     from deepep_env.lock.channels import resolve_channels
-    from deepep_env.lock.request import LockRequest, Requirement, virtual_packages
+    from deepep_env.lock.platforms import platform_for
+    from deepep_env.lock.request import LockRequest, Requirement
     from deepep_env.spec.resolve import load_resolved
 
     r = load_resolved(env, project)
     refs = resolve_channels(list(r.channels), publish_url=r.publish_url, local_dir=project.channel)
     reqs = [Requirement(p.split()[0], p, "extra", kind="extra") for p in packages]
-    return LockRequest(env=env, subdirs=list(subdirs), channels=refs,
-                       virtual_packages={s: virtual_packages(r.cuda.version, s) for s in subdirs},
+    return LockRequest(env=env, platforms=[platform_for(s, r.cuda.version) for s in subdirs], channels=refs,
                        requirements=reqs, spec_version=r.version, publish_url=r.publish_url)

@@ -123,8 +123,6 @@ def test_a_build_script_writing_into_a_dependency_cannot_reach_later_builds(tmp_
 
 def test_build_against_a_lock_says_identical_or_names_the_package(tmp_path):
     """`build --lock FILE`: the packages a rebuild gives are the lock's, by sha256."""
-    from deepep_env.lock.lockfile import write_lock  # noqa: F401 - the format the CLI reads
-
     sb = sandbox(tmp_path / "p")
     sb.fill_cache()
     r = sb.build()

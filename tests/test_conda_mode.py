@@ -64,9 +64,9 @@ def test_plan_json_lists_requirements_and_what_to_pin(repo, capsys):
 def _solve(specs, channels, cuda="12.9"):
     from rattler import MatchSpec, Subdir, solve
 
-    from deepep_env.lock.request import virtual_packages
+    from deepep_env.lock.platforms import platform_for
 
-    vps = [v.rattler() for v in virtual_packages(cuda, "linux-64")]
+    vps = [v.rattler() for v in platform_for("linux-64", cuda).virtual_packages]
     recs = asyncio.run(solve(sources=channels, specs=[MatchSpec(s) for s in specs],
                              platforms=[Subdir("linux-64"), Subdir("noarch")], virtual_packages=vps))
     return {r.name.normalized: r for r in recs}

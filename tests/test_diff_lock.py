@@ -25,13 +25,13 @@ def two_locks(lt_world, tmp_path, monkeypatch):
     proj = lf.project_copy(lt_world, tmp_path / "proj")
     lock_env("lt-conda", proj)
     old = tmp_path / "old.pixi.lock"
-    shutil.copy(proj.lockfiles / "lt-conda.pixi.lock", old)
+    shutil.copy(proj.pixi_lock, old)
     lf.set_spec_value(proj, "lt-conda", '[nccl]\nversion = "2.28.9"', '[nccl]\nversion = "2.27.7"')
     recipe = proj.recipes / "deep-ep" / "recipe.yaml"
     recipe.write_text(recipe.read_text() + "# rebuilt\n")
     builds = lf.build_env(proj.root, "lt-conda", proj.channel, tmp_path / "work")
     lock_env("lt-conda", proj)
-    return proj, old, proj.lockfiles / "lt-conda.pixi.lock", builds
+    return proj, old, proj.pixi_lock, builds
 
 
 def test_diff_is_data_with_pinned_first_and_build_ids(two_locks, lt_world):
@@ -41,7 +41,7 @@ def test_diff_is_data_with_pinned_first_and_build_ids(two_locks, lt_world):
     d = diff_locks(str(old), str(new))
     assert not d.empty
     (sec,) = d.sections
-    assert sec.env == "lt-conda" and sec.platform == "linux-64"
+    assert sec.env == "lt-conda" and sec.platform == "linux-64-cuda129"
     changed = {c.name: c for c in sec.changed}
     assert set(changed) == {"nccl", "deep-ep"}
     assert changed["nccl"].change == "downgraded"
@@ -94,20 +94,25 @@ def test_diff_git_revisions(two_locks, capsys, monkeypatch):
     proj, old, new, _ = two_locks
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
     subprocess.run(["git", "init", "-q", str(proj.root)], check=True)
-    shutil.copy(old, proj.lockfiles / "lt-conda.pixi.lock.new")
-    shutil.move(str(proj.lockfiles / "lt-conda.pixi.lock"), proj.root / "new.lock")
-    shutil.move(str(proj.lockfiles / "lt-conda.pixi.lock.new"), proj.lockfiles / "lt-conda.pixi.lock")
-    subprocess.run([*git, "-C", str(proj.root), "add", "lockfiles"], check=True)
+    shutil.move(str(proj.pixi_lock), proj.root / "new.lock")
+    shutil.copy(old, proj.pixi_lock)
+    subprocess.run([*git, "-C", str(proj.root), "add", "pixi.lock"], check=True)
     subprocess.run([*git, "-C", str(proj.root), "commit", "-qm", "old lock"], check=True)
-    shutil.move(str(proj.root / "new.lock"), proj.lockfiles / "lt-conda.pixi.lock")
+    shutil.move(str(proj.root / "new.lock"), proj.pixi_lock)
     monkeypatch.chdir(proj.root)
-    rc, out, err = lf.run_cli(capsys, "diff", "HEAD:lockfiles/lt-conda.pixi.lock", "lockfiles/lt-conda.pixi.lock", "--json")
+    rc, out, err = lf.run_cli(capsys, "diff", "HEAD:pixi.lock", "pixi.lock", "--json")
     assert rc == 0, err
     data = json.loads(out)
-    assert data["old"] == "HEAD:lockfiles/lt-conda.pixi.lock"
+    assert data["old"] == "HEAD:pixi.lock"
     assert {c["name"] for c in data["sections"][0]["changed"]} == {"nccl", "deep-ep"}
-    rc, _, err = lf.run_cli(capsys, "diff", "HEAD:lockfiles/nope.pixi.lock", "lockfiles/lt-conda.pixi.lock")
-    assert rc == 2 and "cannot read lockfiles/nope.pixi.lock at HEAD" in err
+    # The review flow's defaults: the committed pixi.lock against the working tree's, one environment.
+    rc, out2, err = lf.run_cli(capsys, "diff", "--json", "-e", "lt-conda")
+    assert rc == 0, err
+    assert json.loads(out2)["sections"] == data["sections"]
+    rc, _, err = lf.run_cli(capsys, "diff", "-e", "nope")
+    assert rc == 2 and "no environment 'nope' in either lock" in err
+    rc, _, err = lf.run_cli(capsys, "diff", "HEAD:nope.pixi.lock", "pixi.lock")
+    assert rc == 2 and "cannot read nope.pixi.lock at HEAD" in err
 
 
 def test_diff_reads_pixi_v6_locks_with_pypi_packages(tmp_path, capsys):
@@ -174,7 +179,7 @@ def test_diff_pixi_json_is_pixi_update_shape(two_locks, capsys):
     assert rc == 0
     data = json.loads(out)
     assert data["version"] == 1
-    rows = {r["name"]: r for r in data["environment"]["lt-conda"]["linux-64"]}
+    rows = {r["name"]: r for r in data["environment"]["lt-conda"]["linux-64-cuda129"]}
     assert rows["nccl"]["before"]["version"] == "2.28.9" and rows["nccl"]["after"]["version"] == "2.27.7"
     assert rows["nccl"]["type"] == "conda" and rows["nccl"]["explicit"] is True
     assert rows["deep-ep"]["before"]["build"] != rows["deep-ep"]["after"]["build"]

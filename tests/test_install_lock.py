@@ -28,7 +28,7 @@ def proj(lt_world, tmp_path, monkeypatch):
 def _lock(proj, env, capsys):
     rc, _, err = lf.run_cli(capsys, "lock", env, "--project", proj.root)
     assert rc == 0, err
-    return proj.lockfiles / f"{env}.pixi.lock"
+    return proj.pixi_lock
 
 
 def _pkg_file(root, name, build):
@@ -110,7 +110,7 @@ def test_tampered_lock_is_refused_and_the_working_prefix_is_left_exactly_as_it_w
     text = lock.read_text()
     from deepep_env.lock import read_lock
 
-    sha = {p.name: p.sha256 for p in read_lock(lock).env("lt-host").packages["linux-64"]}["deep-ep"]
+    sha = {p.name: p.sha256 for p in read_lock(lock).env("lt-host").packages_for("linux-64")}["deep-ep"]
     lock.write_text(text.replace(sha, "0" * 64))
     rc, _, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)
     assert rc == 2
@@ -196,7 +196,7 @@ def test_install_downloads_from_http_and_verifies(proj, capsys, http_channel):
     shutil.rmtree(proj.channel)  # no local build: lock reads the served channel, install downloads
     rc, _, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
     assert rc == 0, err
-    assert f"{url}/linux-64/deep-ep" in (proj.lockfiles / "lt-host.pixi.lock").read_text()
+    assert f"{url}/linux-64/deep-ep" in (proj.pixi_lock).read_text()
     rc, out, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root, "--json")
     assert rc == 0, err
     assert json.loads(out)["downloaded"] == 3

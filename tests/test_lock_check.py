@@ -43,7 +43,7 @@ def test_check_reason(case, proj, capsys):
 
     c = tomllib.loads((case / "case.toml").read_text())
     env = c["env"]
-    path = proj.lockfiles / f"{env}.pixi.lock"
+    path = proj.pixi_lock
     if "request" in c:
         rq = c["request"]
         lock_request(lf.data_request(proj, env, rq["packages"], rq["lock_subdirs"]), path)
@@ -60,7 +60,7 @@ def test_check_reason(case, proj, capsys):
             assert e["old"] in text, e["old"]
             path.write_text(text.replace(e["old"], e["new"], 1))
         for name in c.get("channel_touch", []):
-            (url,) = [p.url for p in read_lock(path).env(env).packages["linux-64"] if p.name == name]
+            (url,) = [p.url for p in read_lock(path).env(env).packages_for("linux-64") if p.name == name]
             (f,) = proj.channel.glob(f"*/{url.rsplit('/', 1)[-1]}")
             data = bytearray(f.read_bytes())
             data[len(data) // 2] ^= 0xFF          # other bytes under the same name and build id

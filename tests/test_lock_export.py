@@ -21,13 +21,13 @@ def test_export_conda_lock_round_trips_through_conda_lock(lt_world, tmp_path, mo
     lock_env("lt-conda", proj)
     rc, out, err = lf.run_cli(capsys, "export", "lt-conda", "--format", "conda-lock", "--project", proj.root)
     assert rc == 0, err
-    path = proj.lockfiles / "lt-conda.conda-lock.yml"
+    path = proj.root / "lt-conda.conda-lock.yml"
     assert path.is_file() and "wrote" in out
     parsed = parse_conda_lock_file(path)
     assert parsed.metadata.platforms == ["linux-64"]
     assert [c.url for c in parsed.metadata.channels][0] == "https://conda.deepep-env.invalid/lt-conda"
-    assert parsed.metadata.sources == ["lt-conda.pixi.lock"]
-    locked = {p.name: p for p in read_lock(proj.lockfiles / "lt-conda.pixi.lock").env("lt-conda").packages["linux-64"]}
+    assert parsed.metadata.sources == ["pixi.lock"]
+    locked = {p.name: p for p in read_lock(proj.pixi_lock).env("lt-conda").packages_for("linux-64")}
     got = {p.name: p for p in parsed.package}
     assert set(got) == set(locked)
     for name, p in got.items():
@@ -50,20 +50,18 @@ def test_export_needs_a_lock(lt_world, tmp_path, capsys):
 
 
 def _two_rich_platforms(repo_root, tmp_path, drop_one: bool = False):
-    """A pixi-style lock with linux-64-cuda130 and linux-64-cuda129 on one subdir (what pixi ≥0.71
-    writes for rich platform entries), made from the committed h200-nvlink lock."""
-    t = (repo_root / "lockfiles" / "h200-nvlink.pixi.lock").read_text()
-    t = t.replace("platforms:\n- name: linux-64\n", "platforms:\n- name: linux-64-cuda130\n  subdir: linux-64\n", 1)
-    block = t[t.index("- name: linux-64-cuda130"):t.index("environments:")]
-    t = t.replace("environments:", block.replace("linux-64-cuda130", "linux-64-cuda129") + "environments:", 1)
-    pk = t[t.index("    packages:\n") + len("    packages:\n"):t.index("packages:\n- conda")]
-    t = t.replace("      linux-64:\n", "      linux-64-cuda130:\n", 1)
-    other = pk.replace("linux-64:", "linux-64-cuda129:", 1)
-    if drop_one:
-        other = "\n".join(ln for ln in other.splitlines() if "deepep-nvshmem" not in ln) + "\n"
-    t = t.replace("packages:\n- conda", other + "packages:\n- conda", 1)
+    """A lock with linux-64-cuda130 and linux-64-cuda129 on one subdir (what pixi ≥0.71 writes for
+    rich platform entries, as p1/p2), made from the committed h200-nvlink records."""
+    from deepep_env.lock.lockfile import EnvSection, _existing_sections, write_env
+    from deepep_env.lock.platforms import platform_for
+
+    secs, _ = _existing_sections(repo_root / "pixi.lock")
+    (recs,) = secs["h200-nvlink"].records.values()
+    other = [r for r in recs if not (drop_one and r.name.normalized == "deepep-nvshmem")]
     p = tmp_path / "two.pixi.lock"
-    p.write_text(t)
+    write_env(p, "h200-nvlink", EnvSection(secs["h200-nvlink"].channels,
+                                           {"linux-64-cuda130": recs, "linux-64-cuda129": other}),
+              [platform_for("linux-64", "12.9"), platform_for("linux-64", "13.0")])
     return p
 
 

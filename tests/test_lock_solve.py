@@ -25,7 +25,7 @@ def test_lock_pins_our_build_ids_and_names_channels_by_url(proj, lt_world, capsy
 
     rc, out, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
     assert rc == 0, err
-    path = proj.lockfiles / "lt-host.pixi.lock"
+    path = proj.pixi_lock
     text = path.read_text()
     assert "\nversion: 7\n" in text
     # No machine path anywhere: the local channel is named by the spec's publish_url.
@@ -33,31 +33,33 @@ def test_lock_pins_our_build_ids_and_names_channels_by_url(proj, lt_world, capsy
     data = read_lock(path)
     env = data.env("lt-host")
     assert env.channels == ["https://conda.deepep-env.invalid/lt-host/"]
-    pkgs = {p.name: p for p in env.packages["linux-64"]}
+    pkgs = {p.name: p for p in env.packages_for("linux-64")}
     assert set(pkgs) == {"deep-ep", "deepep-nvshmem", "deepep-testdep"}
     builds = lt_world.builds["lt-host"]
     assert pkgs["deep-ep"].build == builds["deep-ep"]
     assert pkgs["deepep-nvshmem"].build == builds["nvshmem"]
     assert pkgs["deep-ep"].url == f"https://conda.deepep-env.invalid/lt-host/linux-64/deep-ep-1.2.1-{builds['deep-ep']}.conda"
     assert all(p.sha256 and len(p.sha256) == 64 for p in pkgs.values())
-    # Virtual packages come from the spec (CUDA 12.9), not from this machine (which has no GPU).
-    assert data.platforms["linux-64"]["virtual_packages"] == [
-        "__unix=0", "__linux=4.18", "__glibc=2.28", "__cuda=12.9", "__archspec=1=x86_64"]
-    # Provenance line: which spec version and build ids the lock was made from.
-    assert data.meta["format"] == "deepep-env/lock-meta/v1"
-    assert data.meta["spec_version"] == "2026.1.0"
-    assert data.meta["builds"]["deep-ep"]["build"] == builds["deep-ep"]
+    # Virtual packages come from the spec (CUDA 12.9), not from this machine (which has no GPU), under
+    # the rich platform's name and spelled as pixi writes them (lock/platforms.py cites pixi's source).
+    assert data.platforms["linux-64-cuda129"] == {"subdir": "linux-64", "virtual_packages": [
+        "__cuda=12.9", "__archspec=0=x86_64", "__glibc=2.28", "__linux=4.18", "__unix=0=0"]}
+    # Provenance line: which spec version and build ids the lock was made from, per environment.
+    assert text.startswith('# deepep-env-lock: {"envs":{"lt-host":') and '"format":"deepep-env/lock-meta/v2"' in text
+    meta = data.meta_for("lt-host")
+    assert meta["spec_version"] == "2026.1.0"
+    assert meta["builds"]["deep-ep"]["build"] == builds["deep-ep"]
 
 
 def test_lock_is_readable_by_rattler_and_relock_is_byte_identical(proj, capsys):
     from rattler import LockFile
 
     assert lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)[0] == 0
-    path = proj.lockfiles / "lt-host.pixi.lock"
+    path = proj.pixi_lock
     first = path.read_bytes()
     mtime = path.stat().st_mtime_ns
     lock = LockFile.from_path(path)
-    assert [n for n, _ in lock.environments()] == ["lt-host"]
+    assert [n for n, _ in lock.environments()] == ["default", "lt-host"]  # pixi always has a `default` environment
     rc, out, _ = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root, "--json")
     assert rc == 0
     import json
@@ -72,7 +74,7 @@ def test_conda_components_are_solved_with_their_pins(proj, capsys):
     rc, _, err = lf.run_cli(capsys, "lock", "lt-conda", "--project", proj.root)
     assert rc == 0
     assert "valid on this machine only" in err  # the stand-in conda-forge is a file:// channel
-    pkgs = {p.name: p for p in read_lock(proj.lockfiles / "lt-conda.pixi.lock").env("lt-conda").packages["linux-64"]}
+    pkgs = {p.name: p for p in read_lock(proj.pixi_lock).env("lt-conda").packages_for("linux-64")}
     assert pkgs["pytorch"].version == "2.10.0" and pkgs["pytorch"].build.startswith("cuda129")
     assert pkgs["nccl"].version == "2.28.9"
     assert pkgs["python"].version.startswith("3.12.")
@@ -84,7 +86,7 @@ def test_host_and_pip_components_are_not_solved(proj, capsys):
     from deepep_env.lock import read_lock
 
     assert lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)[0] == 0
-    names = {p.name for p in read_lock(proj.lockfiles / "lt-host.pixi.lock").env("lt-host").packages["linux-64"]}
+    names = {p.name for p in read_lock(proj.pixi_lock).env("lt-host").packages_for("linux-64")}
     assert not names & {"python", "pytorch", "nccl", "cuda-version"}
 
 
@@ -93,7 +95,7 @@ def test_no_publish_url_gives_a_machine_local_lock_with_a_warning(proj, capsys):
     rc, out, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root, "--json")
     assert rc == 0
     assert "valid on this machine only" in err
-    text = (proj.lockfiles / "lt-host.pixi.lock").read_text()
+    text = (proj.pixi_lock).read_text()
     assert proj.channel.resolve().as_uri() in text
     assert '"machine_local":true' in text
 
@@ -118,7 +120,7 @@ def test_unreachable_channel_fails_fast_naming_it_and_writes_nothing(proj, capsy
     assert len(err.strip().splitlines()) == 1, err
     assert "Traceback" not in err
     assert elapsed < 20  # seconds, not rattler's minute of retries (a loose bound; not a benchmark)
-    assert not (proj.lockfiles / "lt-conda.pixi.lock").exists()
+    assert not (proj.pixi_lock).exists()
 
 
 def test_missing_local_build_fails_naming_the_package(proj, capsys):
@@ -128,7 +130,7 @@ def test_missing_local_build_fails_naming_the_package(proj, capsys):
     rc, _, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
     assert rc == 2
     assert "cannot solve lt-host for linux-64" in err and "deep-ep" in err and "nothing written" in err
-    assert not (proj.lockfiles / "lt-host.pixi.lock").exists()
+    assert not (proj.pixi_lock).exists()
 
 
 def test_no_local_channel_and_unreachable_publish_url(proj, capsys):
@@ -153,7 +155,7 @@ def test_explicit_channel_dir(proj, capsys, tmp_path):
     shutil.move(str(proj.channel), other)
     rc, _, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root, "--channel", other)
     assert rc == 0, err
-    assert "https://conda.deepep-env.invalid/lt-host/linux-64/deep-ep" in (proj.lockfiles / "lt-host.pixi.lock").read_text()
+    assert "https://conda.deepep-env.invalid/lt-host/linux-64/deep-ep" in (proj.pixi_lock).read_text()
 
 
 def test_lock_a_request_given_as_data(proj, tmp_path):
@@ -166,9 +168,9 @@ def test_lock_a_request_given_as_data(proj, tmp_path):
     assert res.changed
     data = read_lock(tmp_path / "x.pixi.lock")
     env = data.env("lt-host")
-    assert sorted(env.packages) == ["linux-64", "linux-aarch64"]
-    assert [p.name for p in env.packages["linux-aarch64"]] == ["deepep-testdep"]
-    assert data.platforms["linux-aarch64"]["virtual_packages"][-1] == "__archspec=1=aarch64"
+    assert sorted(env.packages) == ["linux-64-cuda129", "linux-aarch64-cuda129"]
+    assert [p.name for p in env.packages["linux-aarch64-cuda129"]] == ["deepep-testdep"]
+    assert data.platforms["linux-aarch64-cuda129"]["virtual_packages"][1] == "__archspec=0=aarch64"
 
 
 def test_unknown_env_is_a_clear_error(proj, capsys):
@@ -182,4 +184,4 @@ def test_a_publish_url_with_credentials_is_refused(proj, capsys):
     rc, out, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
     assert rc == 2 and "carries credentials" in err
     assert "s3cret-token" not in err + out
-    assert not (proj.lockfiles / "lt-host.pixi.lock").exists()
+    assert not (proj.pixi_lock).exists()

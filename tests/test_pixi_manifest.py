@@ -39,8 +39,32 @@ def lt_world(tmp_path_factory):
 
 
 @pytest.fixture
-def proj(lt_world, tmp_path):
-    return lf.project_copy(lt_world, tmp_path / "proj")
+def proj(lt_world, tmp_path, monkeypatch):
+    """A project whose two specs are locked: pixi.toml has an environment per locked spec."""
+    from deepep_env.lock import lock_env
+
+    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
+    p = lf.project_copy(lt_world, tmp_path / "proj")
+    for env in ("lt-host", "lt-conda"):
+        lock_env(env, p)
+    return p
+
+
+def test_only_locked_specs_are_environments(lt_world, tmp_path, capsys, monkeypatch):
+    """pixi checks every environment of the manifest against pixi.lock (pixi's lf/outdated.rs): a spec
+    without a lock is named in a comment, not declared as an environment `pixi install --locked`
+    would refuse. Its platform stays declared (the lock's pN numbering follows the declared list)."""
+    from deepep_env.lock import lock_env
+
+    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
+    p = lf.project_copy(lt_world, tmp_path / "proj")
+    lock_env("lt-conda", p)
+    assert lf.run_cli(capsys, "pixi", "sync", "--project", p.root)[0] == 0
+    text = p.pixi_toml.read_text()
+    m = tomllib.loads(text)
+    assert set(m["environments"]) == {"lt-conda"} and "lt-host" not in m["feature"]
+    assert "#   lt-host: not in pixi.lock (`deepep-env build lt-host && deepep-env lock lt-host`)" in text
+    assert [x["name"] for x in m["workspace"]["platforms"]] == ["linux-64-cuda129"]
 
 
 def test_generated_manifest_is_valid_pixi(proj, pixi_schema, capsys):
@@ -124,7 +148,9 @@ def test_repo_pixi_toml_is_valid_and_in_step_with_env_specs(repo_root, pixi_sche
     assert path.is_file(), "pixi.toml is missing: run `deepep-env pixi sync`"
     m = tomllib.loads(path.read_text())
     validate(m, pixi_schema)
-    specs = sorted(p.stem for p in (repo_root / "env_specs").glob("*.toml"))
-    assert sorted(m["environments"]) == specs
+    from deepep_env.lock import read_lock
+
+    locked = sorted(set(read_lock(repo_root / "pixi.lock").envs) - {"default"})
+    assert sorted(m["environments"]) == locked
     rc, out, err = lf.run_cli(capsys, "pixi", "sync", "--check", "--project", repo_root)
     assert rc == 0, f"pixi.toml drifted from env_specs/ (run `deepep-env pixi sync`): {err}{out[:2000]}"

@@ -31,9 +31,10 @@ def lt_world(tmp_path_factory):
 def proj(lt_world, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
     p = lf.project_copy(lt_world, tmp_path / "proj")
+    for env in ("lt-host", "lt-conda"):   # pixi.toml has an environment per locked spec
+        assert lf.run_cli(capsys, "lock", env, "--project", p.root)[0] == 0
+        assert lf.run_cli(capsys, "lock", env, "--check", "--project", p.root)[0] == 0
     assert lf.run_cli(capsys, "pixi", "sync", "--project", p.root)[0] == 0
-    assert lf.run_cli(capsys, "lock", "lt-host", "--project", p.root)[0] == 0
-    assert lf.run_cli(capsys, "lock", "lt-host", "--check", "--project", p.root)[0] == 0
     return p
 
 

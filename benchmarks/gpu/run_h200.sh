@@ -199,15 +199,15 @@ repro() {
   # Issue 14 on GPUs: the sha256 of every package this run built, beside the committed lock's, as
   # name=value lines; `build --lock` prints `identical` or the first differing members. The packages
   # themselves go to $RESULTS (split under the 16 MB return limit) so two machines can be diffed.
-  step "reproducible bytes: this run's packages against lockfiles/$MAIN_ENV.pixi.lock"
+  step "reproducible bytes: this run's packages against $MAIN_ENV in the committed pixi.lock"
   [ -f "$OUT/$ENV_NAME.pixi.lock" ] || $DE lock "$ENV_NAME" -o "$OUT/$ENV_NAME.pixi.lock" >/dev/null
-  $PY - "$OUT/$ENV_NAME.pixi.lock" "lockfiles/$MAIN_ENV.pixi.lock" <<'PYEOF' | figs
+  $PY - "$OUT/$ENV_NAME.pixi.lock" "$ENV_NAME" pixi.lock "$MAIN_ENV" <<'PYEOF' | figs
 import sys
 from deepep_env.lock.lockfile import read_lock
-def shas(p):
-    d = read_lock(p)
-    return {q.name: (q.build, q.sha256) for e in d.envs.values() for ps in e.packages.values() for q in ps}
-new, old = shas(sys.argv[1]), shas(sys.argv[2])
+def shas(p, env):
+    e = read_lock(p).env(env)
+    return {q.name: (q.build, q.sha256) for ps in (e.packages.values() if e else []) for q in ps}
+new, old = shas(sys.argv[1], sys.argv[2]), shas(sys.argv[3], sys.argv[4])
 for name, (build, sha) in sorted(new.items()):
     k = name.replace("-", "_")
     print(f"repro_{k}_build={build}")
@@ -216,7 +216,7 @@ for name, (build, sha) in sorted(new.items()):
         print(f"repro_{k}_same_id_as_committed={int(old[name][0] == build)}")
         print(f"repro_{k}_same_sha256_as_committed={int(old[name][1] == sha)}")
 PYEOF
-  $DE build "$ENV_NAME" --offline --lock "lockfiles/$MAIN_ENV.pixi.lock" 2>/dev/null | tee "$OUT/build-vs-committed-lock.txt"
+  $DE build "$ENV_NAME" --offline --lock pixi.lock 2>/dev/null | tee "$OUT/build-vs-committed-lock.txt"
   local f
   for f in "$DEEPEP_ENV_STATE"/channel/linux-64/*.conda; do
     split -b 15M -d "$f" "$RESULTS/$(basename "$f")." 2>/dev/null

@@ -1,7 +1,9 @@
-"""`deepep-env diff OLD NEW`: what changed between two locks (paths or REV:path)."""
+"""`deepep-env diff [OLD [NEW]] [-e ENV]`: what changed between two locks (paths or REV:path);
+by default the committed pixi.lock against the working tree's, per environment."""
 from __future__ import annotations
 
 import sys
+from typing import Optional
 
 import typer
 
@@ -9,8 +11,9 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("diff")
     def diff_cmd(
-        old: str = typer.Argument(..., help="old lock: a path or REV:path (git)"),
-        new: str = typer.Argument(..., help="new lock: a path or REV:path (git)"),
+        old: str = typer.Argument("HEAD:pixi.lock", help="old lock: a path or REV:path (git)"),
+        new: str = typer.Argument("pixi.lock", help="new lock: a path or REV:path (git)"),
+        env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="only these environments (repeatable)"),
         fmt: str = typer.Option("table", "--format", "-f", help="table, markdown, json, or pixi-json (the `pixi update --json` shape)"),
         as_json: bool = typer.Option(False, "--json", help="same as --format json"),
     ) -> None:
@@ -23,7 +26,7 @@ def register(app: typer.Typer) -> None:
             fmt = "json"
         if fmt not in ("table", "markdown", "json", "pixi-json"):
             raise UserError(f"unknown format {fmt!r}", field="--format", accepted="table, markdown, json, pixi-json")
-        d = diff_locks(old, new)
+        d = diff_locks(old, new, envs=env)
         if fmt == "pixi-json":
             import json
 

@@ -13,8 +13,8 @@ def register(app: typer.Typer) -> None:
     def export_cmd(
         env: str = typer.Argument(..., help="env name"),
         fmt: str = typer.Option("conda-lock", "--format", "-f", help="conda-lock"),
-        output: Optional[str] = typer.Option(None, "--output", "-o", help="output file (default lockfiles/<ENV>.conda-lock.yml)"),
-        lock: Optional[str] = typer.Option(None, "--lock", help="pixi lock to read (default lockfiles/<ENV>.pixi.lock)"),
+        output: Optional[str] = typer.Option(None, "--output", "-o", help="output file (default <ENV>.conda-lock.yml in the project)"),
+        lock: Optional[str] = typer.Option(None, "--lock", help="pixi lock to read (default: the project's pixi.lock)"),
         platform: Optional[str] = typer.Option(None, "--platform", help="the lock platform to export when several share a subdir"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,

@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
     def install_cmd(
         env: str = typer.Argument(..., help="env name (env_specs/<name>.toml)"),
         prefix: Optional[str] = typer.Option(None, "--prefix", help="target prefix (default <state>/envs/<ENV>)"),
-        lock: Optional[str] = typer.Option(None, "--lock", help="lock file (default lockfiles/<ENV>.pixi.lock)"),
+        lock: Optional[str] = typer.Option(None, "--lock", help="lock file (default: the project's pixi.lock)"),
         mirror: Optional[List[str]] = typer.Option(None, "--mirror", help="URL=DIR: take packages the lock names under URL from DIR"),
         force: bool = typer.Option(False, "--force", help="reinstall even when the prefix is up to date"),
         project_dir: Optional[str] = ProjectOpt,

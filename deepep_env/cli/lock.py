@@ -1,4 +1,4 @@
-"""`deepep-env lock ENV [--check]`: solve the spec into lockfiles/<ENV>.pixi.lock, or say why it is stale."""
+"""`deepep-env lock ENV [--check]`: solve the spec into the project's pixi.lock, or say why it is stale."""
 from __future__ import annotations
 
 import sys
@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
         env: str = typer.Argument(..., help="env name (env_specs/<name>.toml)"),
         channel: Optional[str] = typer.Option(None, "--channel", help="the local channel folder (default <state>/channel)"),
         check: bool = typer.Option(False, "--check", help="do not solve: exit 1 when the lock no longer satisfies the spec"),
-        output: Optional[str] = typer.Option(None, "--output", "-o", help="lock path (default lockfiles/<ENV>.pixi.lock)"),
+        output: Optional[str] = typer.Option(None, "--output", "-o", help="lock path (default: the project's pixi.lock)"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:

@@ -1,4 +1,5 @@
-"""`deepep-env pixi sync [--check]`: pixi.toml generated from env_specs/."""
+"""`deepep-env pixi sync [--check]`: pixi.toml generated from env_specs/; `deepep-env pixi verdict`:
+would pixi accept pixi.lock for pixi.toml without re-solving?"""
 from __future__ import annotations
 
 import sys
@@ -32,5 +33,38 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write("\n".join(res.diff[:60]) + "\n")
             raise_if_stale(res)
         print(f"{res.path}: {res.status} ({len(res.environments)} environments: {', '.join(res.environments)})")
+
+    @pixi_app.command("verdict")
+    def verdict_cmd(
+        manifest: Optional[str] = typer.Option(None, "--manifest", help="pixi.toml (default: the project's)"),
+        lock: Optional[str] = typer.Option(None, "--lock", help="pixi.lock (default: beside the manifest)"),
+        project_dir: Optional[str] = ProjectOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """pixi's satisfiability check of pixi.lock against pixi.toml, per environment (exit 1 when pixi
+        would re-solve: `pixi install --locked` would refuse)."""
+        from pathlib import Path
+
+        from deepep_env.errors import StaleError
+        from deepep_env.lock.satisfy import verdict
+        from deepep_env.pixi import load_manifest
+
+        mpath = Path(manifest) if manifest else project(project_dir).pixi_toml
+        lpath = Path(lock) if lock else mpath.parent / "pixi.lock"
+        if not lpath.is_file():
+            raise StaleError("no pixi.lock: pixi would solve every environment", file=lpath,
+                             accepted="run `deepep-env lock ENV`")
+        res = verdict(load_manifest(mpath), lpath, mpath.parent.resolve())
+        if as_json:
+            print_json({"manifest": str(mpath), "lock": str(lpath), "environments": [v.to_dict() for v in res]})
+        else:
+            for v in res:
+                print(f"{v.env}: {'satisfiable' if v.satisfiable else 'would re-solve'}")
+                for r in v.reasons:
+                    print(f"  {r}")
+        bad = [v.env for v in res if not v.satisfiable]
+        if bad:
+            raise StaleError(f"pixi would re-solve {', '.join(bad)}", file=lpath,
+                             accepted="run `deepep-env lock ENV` for each, then `deepep-env pixi sync`")
 
     app.add_typer(pixi_app, name="pixi")

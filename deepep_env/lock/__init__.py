@@ -3,7 +3,7 @@
 Specification and design choices: docs/lockfiles.md.
 
 - :func:`lock_env` / :func:`lock_request` — solve a spec (or a :class:`LockRequest` given as data)
-  with py-rattler and write ``lockfiles/<ENV>.pixi.lock``.
+  with py-rattler into the project's ``pixi.lock``.
 - :func:`check_lock` / :func:`check_request` — is the lock still what the spec asks? (:class:`LockCheck`)
 - :func:`diff_locks` / :func:`diff_data` — :class:`LockDiff` between two locks (paths or ``REV:path``).
 - :func:`export_conda_lock` — ``conda-lock.yml`` through conda-lock's models.
@@ -17,7 +17,8 @@ from deepep_env.lock.check import (
 from deepep_env.lock.diff import LockDiff, diff_data, diff_locks
 from deepep_env.lock.export import export_conda_lock
 from deepep_env.lock.lockfile import LockData, LockedPackage, read_lock
-from deepep_env.lock.request import LockRequest, Requirement, VirtualPkg, request_for_env, virtual_packages
+from deepep_env.lock.platforms import LockPlatformDef, VirtualPkg, platform_for
+from deepep_env.lock.request import LockRequest, Requirement, request_for_env
 from deepep_env.lock.solve import LockResult, default_lock_path, lock_env, lock_request
 
 __all__ = [
@@ -25,5 +26,5 @@ __all__ = [
     "PackageMissing", "PackageNotRequired", "PinChanged", "PlatformAdded", "PlatformRemoved", "Reason",
     "VirtualPackagesChanged", "check_lock", "check_request", "LockDiff", "diff_data", "diff_locks",
     "export_conda_lock", "LockData", "LockedPackage", "read_lock", "LockRequest", "Requirement", "VirtualPkg",
-    "request_for_env", "virtual_packages", "LockResult", "default_lock_path", "lock_env", "lock_request",
+    "request_for_env", "LockPlatformDef", "platform_for", "LockResult", "default_lock_path", "lock_env", "lock_request",
 ]

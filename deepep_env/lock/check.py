@@ -212,16 +212,57 @@ def _spec_rest(spec: str) -> str:
     return spec.split(None, 1)[1] if " " in spec.strip() else "*"
 
 
+def _platform_pairs(req: LockRequest, lock: LockData, env, res: LockCheck) -> list[tuple[Any, str]]:
+    """(wanted platform, its locked platform name) for the package checks, reasons for the rest.
+
+    A wanted platform matches the locked one of its name; failing that, the one locked platform on
+    the same subdir that no wanted platform names (a CUDA change renames ``linux-64-cuda129`` to
+    ``linux-64-cuda130``: reported as the virtual-package change it is, and its packages still checked)."""
+    locked = {n: env.subdirs.get(n, n) for n in env.packages}
+    wanted = {p.name for p in req.platforms}
+    spare = [n for n in sorted(locked) if n not in wanted]
+    pairs: list[tuple[Any, str]] = []
+    for plat in req.platforms:
+        name = plat.name if plat.name in locked else None
+        if name is None:
+            same = [n for n in spare if locked[n] == plat.subdir]
+            if len(same) != 1:
+                res.reasons.append(PlatformAdded(plat.name))
+                continue
+            name = same[0]
+            spare.remove(name)
+        info = lock.platforms.get(name) or {}
+        have = tuple(sorted(info.get("virtual_packages") or []))
+        if have != tuple(sorted(plat.strings)) or name != plat.name or info.get("subdir") != plat.subdir:
+            label = plat.name if name == plat.name else f"{name} -> {plat.name}"
+            res.reasons.append(VirtualPackagesChanged(label, have, tuple(sorted(plat.strings))))
+        pairs.append((plat, name))
+    res.reasons += [PlatformRemoved(n) for n in spare]
+    return pairs
+
+
 def check_request(req: LockRequest, lock: Optional[LockData], path: Path) -> LockCheck:
     res = LockCheck(env=req.env, path=path)
     if lock is None:
         res.reasons.append(LockMissing(str(path)))
         return res
-    res.made_from = dict(lock.meta)
+    res.made_from = lock.meta_for(req.env)
     env = lock.env(req.env)
     if env is None:
         res.reasons.append(EnvironmentMissing(req.env, tuple(sorted(lock.envs))))
         return res
+    _check_channels(req, env, res)
+    for _plat, pname in _platform_pairs(req, lock, env, res):
+        pkgs = [p for p in env.packages.get(pname, []) if p.kind == "conda"]
+        by_name: dict[str, list[LockedPackage]] = {}
+        for p in pkgs:
+            by_name.setdefault(p.name, []).append(p)
+        roots = _check_pins(req, pname, by_name, res) | _check_builds(req, pname, pkgs, res)
+        _check_closure(pname, roots, by_name, res)
+    return res
+
+
+def _check_channels(req: LockRequest, env, res: LockCheck) -> None:
     want_channels = tuple(c.lock_url for c in req.channels)
     have_channels = tuple(c if c.endswith("/") else c + "/" for c in env.channels)
     if want_channels != have_channels:
@@ -231,86 +272,73 @@ def check_request(req: LockRequest, lock: Optional[LockData], path: Path) -> Loc
             why = "the spec has no publish_url" if c.local else "the spec names a file:// channel"
             res.warnings.append(f"the lock names {c.lock_url}: valid on this machine only ({why})")
 
-    plat_of = {name: info["subdir"] for name, info in lock.platforms.items() if name in env.packages}
-    by_subdir = {sub: name for name, sub in plat_of.items()}
-    for sub in req.subdirs:
-        if sub not in by_subdir:
-            res.reasons.append(PlatformAdded(sub))
-    for sub in sorted(by_subdir):
-        if sub not in req.subdirs:
-            res.reasons.append(PlatformRemoved(sub))
 
+def _check_pins(req: LockRequest, pname: str, by_name: dict[str, list[LockedPackage]], res: LockCheck) -> set[str]:
+    """Each conda component and extra package is locked and matches its pin; returns their names."""
+    roots: set[str] = set()
+    for r in req.requirements:
+        if r.kind == "built" or not r.root:
+            continue  # ours are matched by build string (_check_builds): output names need not be known
+        found = by_name.get(r.name, [])
+        roots.add(r.name)
+        if not found:
+            res.reasons.append(PackageMissing(pname, r.name, _spec_rest(r.spec)))
+        elif not any(_matches(r.spec, p) for p in found):
+            p = found[0]
+            res.reasons.append(PinChanged(pname, r.component, r.name, f"{p.version} {p.build}", _spec_rest(r.spec)))
+    return roots
+
+
+def _check_builds(req: LockRequest, pname: str, pkgs: list[LockedPackage], res: LockCheck) -> set[str]:
+    """Each of our builds is locked with the build id the plan computes now; returns the names of
+    the top build's outputs (the roots of the env)."""
     local_urls = tuple(c.lock_url for c in req.channels if c.local)
-    for sub in req.subdirs:
-        pname = by_subdir.get(sub)
-        if pname is None:
+    roots: set[str] = set()
+    for node in req.built:
+        ours = [p for p in pkgs if p.build == node.build_string and p.version == node.version]
+        if ours:
+            if node.top:
+                roots.update(p.name for p in ours)
             continue
-        want_vp = tuple(sorted(str(v) for v in req.virtual_packages.get(sub, [])))
-        have_vp = tuple(sorted(lock.platforms[pname].get("virtual_packages") or []))
-        if want_vp != have_vp:
-            res.reasons.append(VirtualPackagesChanged(sub, have_vp, want_vp))
-        pkgs = [p for p in env.packages.get(pname, []) if p.kind == "conda"]
-        by_name: dict[str, list[LockedPackage]] = {}
-        for p in pkgs:
-            by_name.setdefault(p.name, []).append(p)
-        roots: set[str] = set()
+        stale = [p for p in pkgs if p.build_id and node.package in p.name
+                 and (not local_urls or p.url.startswith(local_urls))]
+        for p in stale:
+            old = p.build if p.version == node.version else f"{p.version} {p.build}"
+            new = node.build_string if p.version == node.version else f"{node.version} {node.build_string}"
+            res.reasons.append(BuildIdChanged(pname, p.name, old, new))
+            if node.top:
+                roots.add(p.name)
+        if not stale and node.top:
+            res.reasons.append(PackageMissing(pname, node.package, f"=={node.version} {node.build_string}"))
+    return roots
 
-        for r in req.requirements:
-            if r.kind == "built":
-                continue  # matched by build string below: output names need not be known
-            if not r.root:
-                continue
-            found = by_name.get(r.name, [])
-            roots.add(r.name)
-            if not found:
-                res.reasons.append(PackageMissing(sub, r.name, _spec_rest(r.spec)))
-            elif not any(_matches(r.spec, p) for p in found):
-                p = found[0]
-                res.reasons.append(PinChanged(sub, r.component, r.name, f"{p.version} {p.build}", _spec_rest(r.spec)))
 
-        for node in req.built:
-            ours = [p for p in pkgs if p.build == node.build_string and p.version == node.version]
-            if ours:
-                if node.top:
-                    roots.update(p.name for p in ours)
-                continue
-            stale = [p for p in pkgs if p.build_id and node.package in p.name
-                     and (not local_urls or p.url.startswith(local_urls))]
-            for p in stale:
-                old = p.build if p.version == node.version else f"{p.version} {p.build}"
-                new = node.build_string if p.version == node.version else f"{node.version} {node.build_string}"
-                res.reasons.append(BuildIdChanged(sub, p.name, old, new))
-                if node.top:
-                    roots.add(p.name)
-            if not stale and node.top:
-                res.reasons.append(PackageMissing(sub, node.package, f"=={node.version} {node.build_string}"))
-
-        # Nothing extra, nothing missing: walk the dependency graph from the roots.
-        seen: set[str] = set()
-        stack = [n for n in roots if n in by_name]
-        while stack:
-            n = stack.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            for p in by_name.get(n, []):
-                for dep in p.depends:
-                    d = _dep_name(dep)
-                    if d.startswith("__"):
-                        continue
-                    if d not in by_name:
-                        res.reasons.append(DependencyMissing(sub, p.name, dep))
-                    elif d not in seen:
-                        stack.append(d)
-        for name in sorted(by_name):
-            if name not in seen:
-                res.reasons.append(PackageNotRequired(sub, name))
-    return res
+def _check_closure(pname: str, roots: set[str], by_name: dict[str, list[LockedPackage]], res: LockCheck) -> None:
+    """Nothing extra, nothing missing: walk the dependency graph from the roots."""
+    seen: set[str] = set()
+    stack = [n for n in roots if n in by_name]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        for p in by_name.get(n, []):
+            for dep in p.depends:
+                d = _dep_name(dep)
+                if d.startswith("__"):
+                    continue
+                if d not in by_name:
+                    res.reasons.append(DependencyMissing(pname, p.name, dep))
+                elif d not in seen:
+                    stack.append(d)
+    for name in sorted(by_name):
+        if name not in seen:
+            res.reasons.append(PackageNotRequired(pname, name))
 
 
 def check_lock(env: str, project, *, channel: Optional[str | Path] = None,
                lock_path: Optional[str | Path] = None, request: Optional[LockRequest] = None) -> LockCheck:
-    """``deepep-env lock ENV --check``: is ``lockfiles/<ENV>.pixi.lock`` still what the spec asks?"""
+    """``deepep-env lock ENV --check``: is ENV in the project's ``pixi.lock`` still what the spec asks?"""
     from deepep_env.lock.request import request_for_env
     from deepep_env.lock.solve import default_lock_path
     from deepep_env.spec.resolve import load_resolved

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deepep_env.errors import UserError
-from deepep_env.lock.lockfile import LockData, LockedPackage, read_lock
+from deepep_env.lock.lockfile import LockData, LockedEnv, LockedPackage, read_lock
 
 # Review order of the pinned components (issue 5); every other package follows, by name.
 # Names are conda's (normalised, lower case) and PyPI's (`torch`, NVIDIA's `nvidia-*-cu12` wheels, which
@@ -231,19 +231,71 @@ def _index(pkgs: list[LockedPackage]) -> dict[tuple[str, str], LockedPackage]:
     return {(p.kind, p.name): p for p in pkgs}
 
 
-def diff_data(old: LockData, new: LockData, *, old_label: str = "", new_label: str = "") -> LockDiff:
-    d = LockDiff(old=old_label or str(old.path), new=new_label or str(new.path))
-    pairs: list[tuple[str, Optional[str], Optional[str]]]
+def _env_pairs(old: LockData, new: LockData, d: LockDiff) -> list[tuple[str, Optional[str], Optional[str]]]:
+    """(label, old env, new env) to compare."""
     if len(old.envs) == 1 and len(new.envs) == 1 and set(old.envs) != set(new.envs):
         # Two single-environment locks (e.g. two specs' locks): compare them with each other
         # rather than reporting one environment removed and another added.
         (on,), (nn,) = tuple(old.envs), tuple(new.envs)
-        pairs = [(f"{on} → {nn}", on, nn)]
-    else:
-        d.envs_added = sorted(set(new.envs) - set(old.envs))
-        d.envs_removed = sorted(set(old.envs) - set(new.envs))
-        pairs = [(n, n if n in old.envs else None, n if n in new.envs else None)
-                 for n in sorted(set(old.envs) | set(new.envs))]
+        return [(f"{on} → {nn}", on, nn)]
+    d.envs_added = sorted(set(new.envs) - set(old.envs))
+    d.envs_removed = sorted(set(old.envs) - set(new.envs))
+    return [(n, n if n in old.envs else None, n if n in new.envs else None)
+            for n in sorted(set(old.envs) | set(new.envs))]
+
+
+def _platform_pairs(oe: Optional[LockedEnv], ne: Optional[LockedEnv]) -> list[tuple[str, Optional[str], Optional[str]]]:
+    """(label, old platform, new platform): by name, and a platform renamed on the same subdir
+    (``linux-64-cuda129`` → ``linux-64-cuda130``: a CUDA bump) compared with its predecessor, so the
+    review shows what moved rather than everything removed and added."""
+    old = {n: oe.subdirs.get(n, n) for n in oe.packages} if oe else {}
+    new = {n: ne.subdirs.get(n, n) for n in ne.packages} if ne else {}
+    pairs = [(p, p, p) for p in sorted(set(old) & set(new))]
+    gone = sorted(set(old) - set(new))
+    came = sorted(set(new) - set(old))
+    for o in list(gone):
+        same = [n for n in came if new[n] == old[o]]
+        if len(same) == 1 and sum(old[x] == old[o] for x in gone) == 1:
+            pairs.append((f"{o} → {same[0]}", o, same[0]))
+            gone.remove(o)
+            came.remove(same[0])
+    pairs += [(p, p, None) for p in gone] + [(p, None, p) for p in came]
+    return sorted(pairs)
+
+
+def _section(d: LockDiff, env_name: str, label: str, opkgs: list[LockedPackage], npkgs: list[LockedPackage],
+             och: list[str], nch: list[str]) -> PlatformDiff:
+    opk, npk = _index(opkgs), _index(npkgs)
+    sec = PlatformDiff(env=env_name, platform=label)
+    for key in sorted(set(opk) | set(npk), key=lambda k: (order_key(k[1]), k[0])):
+        o, n = opk.get(key), npk.get(key)
+        if o is None:
+            sec.added.append(PackageEntry(n.name, n.version, n.build, n.kind, component_of(n.name),
+                                          _channel_of(n.url, nch, n.kind)))
+        elif n is None:
+            sec.removed.append(PackageEntry(o.name, o.version, o.build, o.kind, component_of(o.name),
+                                            _channel_of(o.url, och, o.kind)))
+        else:
+            oc, nc = _channel_of(o.url, och, o.kind), _channel_of(n.url, nch, n.kind)
+            kind = _change_kind(o, n, oc, nc)
+            if not kind:
+                sec.unchanged += 1
+                continue
+            sec.changed.append(PackageChange(
+                name=n.name, old_version=o.version, new_version=n.version, old_build=o.build,
+                new_build=n.build, change=kind, kind=n.kind, component=component_of(n.name),
+                old_build_id=o.build_id, new_build_id=n.build_id, old_channel=oc, new_channel=nc))
+            if (o.build_id or n.build_id) and o.build_id != n.build_id:
+                d.build_ids.append(BuildIdChange(env_name, label, n.name, o.build_id, n.build_id))
+            elif (n.kind == "conda" and o.build != n.build
+                  and component_of(n.name) in _BUILD_ID_COMPONENTS):
+                d.build_ids.append(BuildIdChange(env_name, label, n.name, _build_id(o), _build_id(n)))
+    return sec
+
+
+def diff_data(old: LockData, new: LockData, *, old_label: str = "", new_label: str = "") -> LockDiff:
+    d = LockDiff(old=old_label or str(old.path), new=new_label or str(new.path))
+    pairs = _env_pairs(old, new, d)
     d.platforms_added = sorted(set(new.platforms) - set(old.platforms))
     d.platforms_removed = sorted(set(old.platforms) - set(new.platforms))
     _platform_changes(old, new, d)
@@ -254,35 +306,10 @@ def diff_data(old: LockData, new: LockData, *, old_label: str = "", new_label: s
         nch = list(ne.channels) if ne else []
         if oe and ne and och != nch:
             d.channels_changed.append({"env": env_name, "old": och, "new": nch})
-        plats = sorted(set(oe.packages if oe else {}) | set(ne.packages if ne else {}))
-        for plat in plats:
-            opk = _index(oe.packages.get(plat, []) if oe else [])
-            npk = _index(ne.packages.get(plat, []) if ne else [])
-            sec = PlatformDiff(env=env_name, platform=plat)
-            for key in sorted(set(opk) | set(npk), key=lambda k: (order_key(k[1]), k[0])):
-                o, n = opk.get(key), npk.get(key)
-                if o is None:
-                    sec.added.append(PackageEntry(n.name, n.version, n.build, n.kind, component_of(n.name),
-                                                  _channel_of(n.url, nch, n.kind)))
-                elif n is None:
-                    sec.removed.append(PackageEntry(o.name, o.version, o.build, o.kind, component_of(o.name),
-                                                    _channel_of(o.url, och, o.kind)))
-                else:
-                    oc, nc = _channel_of(o.url, och, o.kind), _channel_of(n.url, nch, n.kind)
-                    kind = _change_kind(o, n, oc, nc)
-                    if not kind:
-                        sec.unchanged += 1
-                        continue
-                    sec.changed.append(PackageChange(
-                        name=n.name, old_version=o.version, new_version=n.version, old_build=o.build,
-                        new_build=n.build, change=kind, kind=n.kind, component=component_of(n.name),
-                        old_build_id=o.build_id, new_build_id=n.build_id, old_channel=oc, new_channel=nc))
-                    if (o.build_id or n.build_id) and o.build_id != n.build_id:
-                        d.build_ids.append(BuildIdChange(env_name, plat, n.name, o.build_id, n.build_id))
-                    elif (n.kind == "conda" and o.build != n.build
-                          and component_of(n.name) in _BUILD_ID_COMPONENTS):
-                        d.build_ids.append(BuildIdChange(env_name, plat, n.name, _build_id(o), _build_id(n)))
-            d.sections.append(sec)
+        for label, op, np_ in _platform_pairs(oe, ne):
+            opkgs = oe.packages.get(op, []) if oe and op else []
+            npkgs = ne.packages.get(np_, []) if ne and np_ else []
+            d.sections.append(_section(d, env_name, label, opkgs, npkgs, och, nch))
     return d
 
 
@@ -320,7 +347,7 @@ def load_lock_arg(arg: str, *, cwd: Optional[Path] = None) -> tuple[LockData, st
         return read_lock(p), arg
     m = _REV_PATH.match(arg)
     if not m:
-        raise UserError("lock file not found", file=arg, accepted="a path, or REV:path such as HEAD~1:lockfiles/x.pixi.lock")
+        raise UserError("lock file not found", file=arg, accepted="a path, or REV:path such as HEAD~1:pixi.lock")
     rev, rel = m.group("rev"), m.group("path")
     try:
         out = subprocess.run(["git", "show", f"{rev}:{rel}"], cwd=cwd, capture_output=True, check=False, timeout=60)
@@ -341,8 +368,23 @@ def load_lock_arg(arg: str, *, cwd: Optional[Path] = None) -> tuple[LockData, st
     return data, arg
 
 
-def diff_locks(old: str, new: str, *, cwd: Optional[Path] = None) -> LockDiff:
-    """``deepep-env diff OLD NEW``."""
+def only_envs(lock: LockData, envs: list[str]) -> LockData:
+    """``lock`` with the environments ``envs`` only (and the platforms they use): one environment of
+    the project's pixi.lock reviewed on its own."""
+    keep = {n: e for n, e in lock.envs.items() if n in envs}
+    used = {p for e in keep.values() for p in e.packages}
+    return LockData(path=lock.path, platforms={n: v for n, v in lock.platforms.items() if n in used}, envs=keep,
+                    meta={n: m for n, m in lock.meta.items() if n in envs}, version=lock.version)
+
+
+def diff_locks(old: str, new: str, *, cwd: Optional[Path] = None, envs: Optional[list[str]] = None) -> LockDiff:
+    """``deepep-env diff OLD NEW [-e ENV]…``."""
     o, ol = load_lock_arg(old, cwd=cwd)
     n, nl = load_lock_arg(new, cwd=cwd)
+    if envs:
+        unknown = sorted(set(envs) - set(o.envs) - set(n.envs))
+        if unknown:
+            raise UserError(f"no environment {', '.join(map(repr, unknown))} in either lock", field="--env",
+                            accepted=", ".join(sorted(set(o.envs) | set(n.envs))) or "none")
+        o, n = only_envs(o, envs), only_envs(n, envs)
     return diff_data(o, n, old_label=ol, new_label=nl)

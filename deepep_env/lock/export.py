@@ -122,7 +122,7 @@ def export_conda_lock(env: str, project, *, lock_path: Optional[str | Path] = No
     src = Path(lock_path) if lock_path else default_lock_path(project, env)
     if not src.is_file():
         raise UserError("no lock to export", file=src, accepted=f"run `deepep-env lock {env}` first")
-    out = Path(output) if output else project.lockfiles / f"{env}.conda-lock.yml"
+    out = Path(output) if output else project.root / f"{env}.conda-lock.yml"
     model = to_conda_lock(src, env, output=out, platform=platform)
     with tempfile.TemporaryDirectory(prefix="deepep-env-export-") as tmp:
         f = Path(tmp) / out.name

@@ -3,10 +3,14 @@
 Reading goes through py-rattler, so every lock version pixi ever wrote (v1 … v7) reads the same;
 what comes out is plain dataclasses that the check, the diff, the export and the installer share.
 
-Writing: rattler writes the lock; deepep-env prepends one comment line with its provenance
-(``# deepep-env-lock: {json}``: env, spec version, our build ids, channels). YAML comments are
-ignored by pixi and rattler, so the file stays a plain pixi.lock; the line is what `lock --check`
-and reviewers read to see which build ids a lock was made from.
+Writing: one pixi.lock holds every environment (the project's root ``pixi.lock``, the file pixi
+reads beside pixi.toml). :func:`write_env` replaces one environment and keeps every other one as
+it was: their channels and records are read back and written again by rattler, which writes a
+record the same bytes it read (tested). rattler writes the lock; deepep-env prepends one comment
+line with its provenance per environment (``# deepep-env-lock: {json}``: spec version, our build
+ids, channels). YAML comments are ignored by pixi and rattler, so the file stays a plain pixi.lock;
+the line is what `lock --check` and reviewers read to see which build ids a lock was made from. A
+lock pixi rewrote has no such line: build ids are then read from build strings (``h<id>_N``).
 """
 from __future__ import annotations
 
@@ -20,7 +24,10 @@ from typing import Any, Optional
 from deepep_env.errors import UserError
 
 META_PREFIX = "# deepep-env-lock: "
-META_FORMAT = "deepep-env/lock-meta/v1"
+# v1: one environment's fields at the top level (``env`` names it); v2: ``envs`` maps each
+# environment to those fields. Both read; v2 is written.
+META_FORMAT = "deepep-env/lock-meta/v2"
+META_FORMATS_READ = ("deepep-env/lock-meta/v1", META_FORMAT)
 OUR_BUILD = re.compile(r"^h([0-9a-f]{10})_(\d+)$")
 
 
@@ -63,6 +70,11 @@ class LockedEnv:
     name: str
     channels: list[str]
     packages: dict[str, list[LockedPackage]] = field(default_factory=dict)  # platform name → packages
+    subdirs: dict[str, str] = field(default_factory=dict)                  # platform name → conda subdir
+
+    def packages_for(self, subdir: str) -> list[LockedPackage]:
+        """The packages of the env's platform on ``subdir`` (a spec has one CUDA, so one platform)."""
+        return [p for name, pkgs in self.packages.items() if self.subdirs.get(name) == subdir for p in pkgs]
 
 
 @dataclass
@@ -70,13 +82,16 @@ class LockData:
     path: Path
     platforms: dict[str, dict[str, Any]]   # name → {"subdir", "virtual_packages"}
     envs: dict[str, LockedEnv]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, dict[str, Any]] = field(default_factory=dict)  # env → deepep-env's provenance
     version: Optional[int] = None          # the lock format (`version:` line), None when not found
 
     def env(self, name: str) -> Optional[LockedEnv]:
         if name in self.envs:
             return self.envs[name]
         return None
+
+    def meta_for(self, env: str) -> dict[str, Any]:
+        return dict(self.meta.get(env) or {})
 
 
 def _hex(b: Any) -> Optional[str]:
@@ -85,14 +100,24 @@ def _hex(b: Any) -> Optional[str]:
     return b.hex() if isinstance(b, (bytes, bytearray)) else str(b)
 
 
-def _read_meta(text: str) -> dict[str, Any]:
+def read_meta(text: str, path: Path) -> dict[str, dict[str, Any]]:
+    """env → provenance fields, from the header line (none: a lock pixi or rattler wrote)."""
     for line in text.splitlines()[:5]:
         if line.startswith(META_PREFIX):
             try:
                 meta = json.loads(line[len(META_PREFIX):])
             except ValueError:
-                return {}
-            return meta if isinstance(meta, dict) else {}
+                meta = None
+            fmt = meta.get("format") if isinstance(meta, dict) else None
+            if fmt not in META_FORMATS_READ:
+                raise UserError(f"unknown deepep-env header ({fmt or 'not a JSON object'!s})", file=path,
+                                field="# deepep-env-lock", accepted=", ".join(META_FORMATS_READ))
+            if fmt == META_FORMATS_READ[0]:
+                return {str(meta.get("env")): {k: v for k, v in meta.items() if k not in ("format", "env")}}
+            envs = meta.get("envs")
+            if not isinstance(envs, dict) or not all(isinstance(v, dict) for v in envs.values()):
+                raise UserError("'envs' must map environment names to objects", file=path, field="# deepep-env-lock")
+            return envs
     return {}
 
 
@@ -102,6 +127,21 @@ _VERSION_LINE = re.compile(r"^version:\s*(\d+)\s*$", re.M)
 def _read_version(text: str) -> Optional[int]:
     m = _VERSION_LINE.search(text)
     return int(m.group(1)) if m else None
+
+
+def row_names(platforms) -> dict[str, str]:
+    """On-disk platform name → the name readers use: a ``pN`` alias (pixi's and ours, see
+    lock/platforms.py) becomes the spec's name for its identity (``linux-64-cuda130``), as pixi's
+    ``align_platform_names`` restores the manifest's; any other name stays."""
+    from deepep_env.lock.platforms import ALIAS_RE, canonical_name
+
+    disk = {p.name: (str(p.subdir), list(p.virtual_packages)) for p in platforms}
+    out = {n: n for n in disk}
+    for n, (subdir, vps) in disk.items():
+        name = canonical_name(subdir, vps) if ALIAS_RE.match(n) else ""
+        if name and name not in disk and name not in out.values():
+            out[n] = name
+    return out
 
 
 def read_lock(path: str | Path) -> LockData:
@@ -124,13 +164,15 @@ def read_lock(path: str | Path) -> LockData:
     version = _read_version(text)
     try:
         lf = LockFile.from_path(path)
-        platforms = {p.name: {"subdir": str(p.subdir), "virtual_packages": list(p.virtual_packages)}
+        names = row_names(lf.platforms())
+        platforms = {names[p.name]: {"subdir": str(p.subdir), "virtual_packages": list(p.virtual_packages)}
                      for p in lf.platforms()}
         envs: dict[str, LockedEnv] = {}
         for name, e in lf.environments():
             le = LockedEnv(name=name, channels=[str(c) for c in e.channels()])
             for plat, pkgs in e.packages_by_platform().items():
-                le.packages[plat.name] = [_locked(p, str(plat.subdir)) for p in pkgs]
+                le.packages[names[plat.name]] = [_locked(p, str(plat.subdir)) for p in pkgs]
+                le.subdirs[names[plat.name]] = str(plat.subdir)
             envs[name] = le
     except UserError:
         raise
@@ -140,7 +182,7 @@ def read_lock(path: str | Path) -> LockData:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"not a readable pixi.lock ({first})", file=path,
                         accepted="a pixi.lock (v1-v7); regenerate it with `deepep-env lock ENV`") from None
-    return LockData(path=path, platforms=platforms, envs=envs, meta=_read_meta(text), version=version)
+    return LockData(path=path, platforms=platforms, envs=envs, meta=read_meta(text, path), version=version)
 
 
 def _locked(p: Any, subdir: str) -> LockedPackage:
@@ -188,35 +230,81 @@ def conda_records(path: str | Path, env: str, platform: str) -> list:
     if e is None:
         raise UserError(f"the lock has no environment {env!r}", file=path,
                         accepted=", ".join(n for n, _ in lf.environments()))
+    names = row_names(lf.platforms())
     for p in e.platforms():
-        if p.name == platform:
+        if names[p.name] == platform:
             return e.conda_repodata_records_for_platform(p) or []
     raise UserError(f"the lock has no platform {platform!r} for {env}", file=path,
-                    accepted=", ".join(p.name for p in e.platforms()) or "none")
+                    accepted=", ".join(names[p.name] for p in e.platforms()) or "none")
 
 
-def write_lock(path: Path, *, env: str, channels: list[str], platforms: dict[str, list[str]],
-               records: dict[str, list], meta: dict[str, Any]) -> tuple[bytes, bool]:
-    """Write a pixi.lock v7 atomically; returns (its bytes, whether the file changed). ``platforms``:
-    subdir → virtual package strings; ``records``: subdir → rattler RepoDataRecords (URLs already as
-    the lock must name them). An unchanged lock is not rewritten (its mtime stays)."""
+@dataclass
+class EnvSection:
+    """One environment as the writer needs it: channels, and per platform the rattler records."""
+
+    channels: list[str]
+    records: dict[str, list]                      # platform name → RepoDataRecords
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _existing_sections(path: Path) -> tuple[dict[str, EnvSection], dict[str, Any]]:
+    """Every environment of the lock at ``path`` (none if absent) and its platform objects by name."""
+    from rattler import LockFile
+
+    if not path.exists():
+        return {}, {}
+    data = read_lock(path)   # a lock we cannot read is one clear line, never overwritten
+    for name, env in data.envs.items():
+        pypi = [p.name for pkgs in env.packages.values() for p in pkgs if p.kind != "conda" or not p.sha256]
+        if pypi:
+            raise UserError(f"environment {name!r} has packages deepep-env does not write ({', '.join(pypi[:3])}); "
+                            "not rewriting the lock", file=path, accepted="a lock of conda binary packages only")
+    lf = LockFile.from_path(path)
+    names = row_names(lf.platforms())
+    plats = {names[p.name]: (str(p.subdir), list(p.virtual_packages)) for p in lf.platforms()}
+    out: dict[str, EnvSection] = {}
+    for name, e in lf.environments():
+        recs = {names[p.name]: list(e.conda_repodata_records_for_platform(p) or []) for p in e.platforms()}
+        out[name] = EnvSection([str(c) for c in e.channels()], recs, data.meta_for(name))
+    return out, plats
+
+
+def write_env(path: Path, env: str, section: EnvSection, platforms: list) -> tuple[bytes, bool]:
+    """Write ``env`` into the pixi.lock at ``path`` (created if absent), every other environment kept
+    as it is; atomically. ``platforms``: the workspace's :class:`LockPlatformDef` s in the
+    manifest's declaration order, ``env``'s among them (a platform of the same name in the lock is
+    replaced: pixi.toml declares one definition per name). As pixi writes it: every workspace
+    platform gets a row (pixi's ``default`` environment covers them all), rich platforms under
+    ``pN`` aliases numbered in that order, and a ``default`` environment (the project's has no
+    dependencies) is kept or written empty. Returns (bytes, changed); an unchanged lock is not
+    rewritten (its mtime stays)."""
     from rattler import LockChannel, LockFile, LockPlatform
+    from rattler.platform.subdir import Subdir
 
     from deepep_env.atomic import write_bytes
+    from deepep_env.lock.platforms import aliases
 
-    lf = LockFile([LockPlatform(s, virtual_packages=list(v)) for s, v in platforms.items()])
-    # Field notes §5: use the LockPlatform objects the lock itself hands back.
-    by_name = {p.name: p for p in lf.platforms()}
-    lf.set_channels(env, [LockChannel(c) for c in channels])
-    for subdir, recs in records.items():
-        for rec in sorted(recs, key=lambda r: r.name.normalized):
-            lf.add_conda_package(env, by_name[subdir], rec)
+    sections, old_plats = _existing_sections(path)
+    sections[env] = section
+    sections.setdefault("default", EnvSection([], {}))
+    defs = {name: row for name, row in old_plats.items()}
+    defs.update({p.name: (p.subdir, p.strings) for p in platforms})
+    used = {pn for s in sections.values() for pn in s.records} | {p.name for p in platforms}
+    alias = aliases([p.name for p in platforms], used)
+    lf = LockFile([LockPlatform(alias[n], Subdir(defs[n][0]), list(defs[n][1])) for n in sorted(used)])
+    by_name = {p.name: p for p in lf.platforms()}   # field notes §5: the lock's own platform objects
+    for name in sorted(sections):
+        s = sections[name]
+        lf.set_channels(name, [LockChannel(c) for c in s.channels])
+        for pname, recs in sorted(s.records.items()):
+            for rec in sorted(recs, key=lambda r: (r.name.normalized, str(r.version), str(r.build))):
+                lf.add_conda_package(name, by_name[alias[pname]], rec)
     with tempfile.TemporaryDirectory(prefix="deepep-env-lock-") as tmp:
         tmp_path = Path(tmp) / "pixi.lock"
         lf.to_path(tmp_path)
         body = tmp_path.read_bytes()
-    header = (META_PREFIX + json.dumps({"format": META_FORMAT, **meta}, sort_keys=True, separators=(",", ":"))
-              + "\n").encode("utf-8")
+    meta = {"format": META_FORMAT, "envs": {n: sections[n].meta for n in sorted(sections) if sections[n].meta}}
+    header = (META_PREFIX + json.dumps(meta, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
     data = header + body
     if path.is_file() and path.read_bytes() == data:
         return data, False

@@ -13,8 +13,8 @@ Which specs are solved (docs/lockfiles.md §2):
 - the components the spec says come from conda (``provider = "conda"``): python, cuda-version,
   pytorch, nccl, libnvshmem3. ``host``/``pip`` components are the machine's: never solved.
 
-Virtual packages come from the spec, never from this machine: a lock made on a laptop must be the
-lock a B200 node gets.
+Platforms (pixi's rich platform name, subdir and virtual packages) come from the spec through
+:func:`deepep_env.lock.platforms.platform_for`, never from this machine.
 """
 from __future__ import annotations
 
@@ -24,40 +24,10 @@ from typing import Optional
 
 from deepep_env.errors import UserError
 from deepep_env.lock.channels import ChannelRef, read_index, resolve_channels
-
-# pixi's defaults for a linux platform without system requirements (pixi docs "system
-# requirements"); conda-forge's current baseline is glibc 2.28 (alma8), and CUDA 12.x/13.x
-# packages need it.
-GLIBC = "2.28"
-LINUX = "4.18"
-ARCHSPEC = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
+from deepep_env.lock.platforms import LockPlatformDef, VirtualPkg, platform_for
 
 # Build strings of packages deepep-env builds: "h" + 10 hex digits of the build id (buildplan.py).
 OUR_BUILD_RE = r"^h([0-9a-f]{10})_(\d+)$"
-
-
-@dataclass(frozen=True)
-class VirtualPkg:
-    name: str
-    version: str
-    build: str = "0"
-
-    def __str__(self) -> str:
-        # The lock's `virtual-packages` strings: name=version[=build], as rattler writes them.
-        return f"{self.name}={self.version}" + (f"={self.build}" if self.build != "0" else "")
-
-    def rattler(self):
-        from rattler import BuildString, GenericVirtualPackage, PackageName, Version
-
-        return GenericVirtualPackage(PackageName(self.name), Version(self.version), BuildString(self.build))
-
-
-def virtual_packages(cuda_version: Optional[str], subdir: str) -> list[VirtualPkg]:
-    vps = [VirtualPkg("__unix", "0"), VirtualPkg("__linux", LINUX), VirtualPkg("__glibc", GLIBC)]
-    if cuda_version:
-        vps.append(VirtualPkg("__cuda", cuda_version))
-    vps.append(VirtualPkg("__archspec", "1", ARCHSPEC.get(subdir, "0")))
-    return vps
 
 
 @dataclass(frozen=True)
@@ -86,13 +56,32 @@ class BuiltNode:
 @dataclass
 class LockRequest:
     env: str
-    subdirs: list[str]
+    platforms: list[LockPlatformDef]
     channels: list[ChannelRef]
-    virtual_packages: dict[str, list[VirtualPkg]]
     requirements: list[Requirement]
     built: list[BuiltNode] = field(default_factory=list)
     spec_version: str = ""
     publish_url: Optional[str] = None
+    # Every platform the manifest declares, in its order (pixi numbers the lock's rows by it);
+    # empty: this request's own platforms.
+    workspace: list[LockPlatformDef] = field(default_factory=list)
+
+    @property
+    def workspace_platforms(self) -> list[LockPlatformDef]:
+        out = list(self.workspace)
+        return out + [p for p in self.platforms if p.name not in {w.name for w in out}]
+
+    @property
+    def subdirs(self) -> list[str]:
+        return [p.subdir for p in self.platforms]
+
+    @property
+    def virtual_packages(self) -> dict[str, list[VirtualPkg]]:
+        """subdir → the virtual packages it is solved with."""
+        return {p.subdir: list(p.virtual_packages) for p in self.platforms}
+
+    def platform(self, subdir: str) -> LockPlatformDef:
+        return next(p for p in self.platforms if p.subdir == subdir)
 
     @property
     def roots(self) -> list[Requirement]:
@@ -104,8 +93,9 @@ class LockRequest:
 
     def to_dict(self) -> dict:
         return {
-            "env": self.env, "subdirs": self.subdirs, "channels": [c.to_dict() for c in self.channels],
-            "virtual_packages": {k: [str(v) for v in vs] for k, vs in self.virtual_packages.items()},
+            "env": self.env, "platforms": [{"name": p.name, "subdir": p.subdir, "virtual_packages": p.strings}
+                                           for p in self.platforms],
+            "channels": [c.to_dict() for c in self.channels],
             "requirements": [asdict(r) for r in self.requirements],
             "built": [asdict(b) for b in self.built], "spec_version": self.spec_version,
         }
@@ -170,6 +160,23 @@ def built_requirements(nodes: list[BuiltNode], index: list[dict]) -> list[Requir
     return reqs
 
 
+def workspace_platforms(project) -> list[LockPlatformDef]:
+    """The platforms of every spec of the project, by name: pixi.toml's ``[workspace] platforms``.
+    A spec that does not load is left out here (``pixi sync`` and ``spec check`` report it)."""
+    from deepep_env.spec.resolve import load_resolved
+
+    found: dict[str, LockPlatformDef] = {}
+    for name in project.spec_names():
+        try:
+            r = load_resolved(name, project)
+        except UserError:
+            continue
+        for s in r.subdirs:
+            p = platform_for(s, r.cuda.version)
+            found[p.name] = p
+    return [found[n] for n in sorted(found)]
+
+
 def request_for_env(r, project, *, channel_dir: Optional[Path] = None, for_check: bool = False,
                     client_obj=None) -> LockRequest:
     """The lock request a resolved spec implies (build plan included)."""
@@ -185,6 +192,6 @@ def request_for_env(r, project, *, channel_dir: Optional[Path] = None, for_check
             if ref.local:
                 index += read_index(ref, r.subdirs, client_obj)
     reqs = built_requirements(nodes, index) + component_requirements(r)
-    vps = {s: virtual_packages(r.cuda.version, s) for s in r.subdirs}
-    return LockRequest(env=r.name, subdirs=list(r.subdirs), channels=refs, virtual_packages=vps,
+    return LockRequest(env=r.name, platforms=[platform_for(s, r.cuda.version) for s in r.subdirs], channels=refs,
+                       workspace=workspace_platforms(project),
                        requirements=reqs, built=nodes, spec_version=r.version, publish_url=r.publish_url)

@@ -1,4 +1,4 @@
-"""Solve a :class:`LockRequest` with py-rattler and write ``lockfiles/<ENV>.pixi.lock``.
+"""Solve a :class:`LockRequest` with py-rattler and write its environment into ``pixi.lock``.
 
 Order of work, so that a failure writes nothing: probe every channel (seconds), solve every
 subdir, rewrite the local channel's URLs to the spec's ``publish_url``, then write the lock
@@ -18,7 +18,7 @@ from typing import Any, Optional
 from deepep_env.errors import UserError
 from deepep_env.lock.channels import client as make_client
 from deepep_env.lock.channels import probe, redact
-from deepep_env.lock.lockfile import write_lock
+from deepep_env.lock.lockfile import EnvSection, write_env
 from deepep_env.lock.request import LockRequest, request_for_env
 
 SOLVE_TIMEOUT_S = 600
@@ -30,8 +30,9 @@ def cache_dir() -> Optional[Path]:
     return Path(v) if v else None
 
 
-def default_lock_path(project, env: str) -> Path:
-    return project.lockfiles / f"{env}.pixi.lock"
+def default_lock_path(project, env: Optional[str] = None) -> Path:
+    """The project's one lock, ``pixi.lock`` beside ``pixi.toml``: every environment is in it."""
+    return project.pixi_lock
 
 
 @dataclass
@@ -130,21 +131,24 @@ def lock_request(req: LockRequest, path: Path, *, client_obj=None) -> LockResult
             if not any(str(r.build) == node.build_string for r in recs):
                 warnings.append(f"{node.package} {node.version} {node.build_string} is not in the {subdir} solution "
                                 "(nothing depends on it)")
-    platforms = {s: [str(v) for v in req.virtual_packages.get(s, [])] for s in req.subdirs}
+    platforms = {p.name: p.strings for p in req.platforms}
     channels = [c.lock_url for c in req.channels]
-    meta = {"env": req.env, "spec_version": req.spec_version, "channels": channels, "machine_local": machine_local,
+    meta = {"spec_version": req.spec_version, "channels": channels, "machine_local": machine_local,
             "builds": {n.package: {"version": n.version, "build": n.build_string, "id": n.build_id}
                        for n in req.built}}
-    _, changed = write_lock(path, env=req.env, channels=channels, platforms=platforms, records=records, meta=meta)
-    packages = {s: [{"name": r.name.normalized, "version": str(r.version), "build": str(r.build)}
-                    for r in sorted(recs, key=lambda r: r.name.normalized)] for s, recs in records.items()}
+    by_platform = {req.platform(sub).name: recs for sub, recs in records.items()}
+    _, changed = write_env(path, req.env, EnvSection(channels, by_platform, meta),
+                           req.workspace_platforms)
+    packages = {p: [{"name": r.name.normalized, "version": str(r.version), "build": str(r.build)}
+                    for r in sorted(recs, key=lambda r: r.name.normalized)] for p, recs in by_platform.items()}
     return LockResult(env=req.env, path=path, changed=changed, channels=channels, platforms=platforms,
                       packages=packages, machine_local=machine_local, warnings=warnings)
 
 
 def lock_env(env: str, project, *, channel: Optional[str | Path] = None,
              output: Optional[str | Path] = None) -> LockResult:
-    """``deepep-env lock ENV``: solve the spec's packages and write ``lockfiles/<ENV>.pixi.lock``."""
+    """``deepep-env lock ENV``: solve the spec's packages into the project's ``pixi.lock`` (ENV's
+    environment replaced, every other kept)."""
     from deepep_env.spec.resolve import load_resolved
 
     r = load_resolved(env, project)

@@ -1,0 +1,218 @@
+"""The project's one pixi.lock, as pixi reads it (issue 16): rows written as pixi writes them, pixi's
+satisfiability verdict derived from pixi.toml and the lock (deepep_env/lock/satisfy.py, rules cited
+from pixi's source there and in docs/lockfiles.md), and third-party readers of the lock."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import lock_fixtures as lf
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def _verdict(manifest_path: Path, lock_path: Path) -> dict[str, list[str]]:
+    from deepep_env.lock.satisfy import verdict
+
+    m = tomllib.loads(manifest_path.read_text())
+    return {v.env: v.reasons for v in verdict(m, lock_path, manifest_path.parent)}
+
+
+def test_repo_lock_is_what_pixi_accepts_for_repo_manifest(repo_root):
+    """The committed pair: every environment of pixi.toml, `default` included, is satisfiable, so
+    `pixi install --locked` installs exactly the reviewed lock (no re-solve)."""
+    got = _verdict(repo_root / "pixi.toml", repo_root / "pixi.lock")
+    m = tomllib.loads((repo_root / "pixi.toml").read_text())
+    assert set(got) == set(m["environments"]) | {"default"}
+    assert got == {env: [] for env in got}, got
+
+
+def test_rows_are_written_as_pixi_writes_them(repo_root):
+    """pixi ≥ 0.71 (crates/pixi_core/src/lock_file/platform_rename.rs shorten_platform_names): rich
+    platforms as p1, p2… in the manifest's order, subdir written, virtual packages in declared order
+    then subdir defaults, spelled as rattler's GenericVirtualPackage displays them."""
+    text = (repo_root / "pixi.lock").read_text()
+    assert "- name: p1\n  subdir: linux-64\n  virtual-packages:\n  - __cuda=12.9\n  - __archspec=0=x86_64\n" \
+           "  - __glibc=2.28\n  - __linux=4.18\n  - __unix=0=0\n" in text
+    assert "- name: p2\n  subdir: linux-64\n  virtual-packages:\n  - __cuda=13.0\n" in text
+    assert "  default:\n    channels: []\n    packages: {}\n" in text
+    from deepep_env.lock import read_lock
+
+    data = read_lock(repo_root / "pixi.lock")   # read back under the spec's names
+    assert set(data.platforms) == {"linux-64-cuda129", "linux-64-cuda130"}
+    assert list(data.env("h200-nvlink").packages) == ["linux-64-cuda130"]
+
+
+def _mutate(tmp_path: Path, repo_root: Path, lock_edit=None, manifest_edit=None) -> dict[str, list[str]]:
+    m, lk = tmp_path / "pixi.toml", tmp_path / "pixi.lock"
+    mt, lt = (repo_root / "pixi.toml").read_text(), (repo_root / "pixi.lock").read_text()
+    m.write_text(manifest_edit(mt) if manifest_edit else mt)
+    lk.write_text(lock_edit(lt) if lock_edit else lt)
+    return _verdict(m, lk)
+
+
+def _old_rows(t: str) -> str:
+    """The lock format deepep-env wrote before: `linux-64` rows with `__unix=0`, `__archspec=1=x86_64`."""
+    t = re.sub(r"- name: p2\n  subdir: linux-64\n  virtual-packages:\n(  - .*\n)+",
+               "- name: linux-64\n  virtual-packages:\n  - __unix=0\n  - __linux=4.18\n  - __glibc=2.28\n"
+               "  - __cuda=13.0\n  - __archspec=1=x86_64\n", t)
+    return t.replace("      p2:\n", "      linux-64:\n")
+
+
+CASES = {
+    # (lock edit, manifest edit, env, expected reason fragment)
+    "old-row-spelling": (_old_rows, None, "h200-nvlink", "UnsatisfiableMatchSpec"),
+    "no-default-env": (lambda t: t.replace("  default:\n    channels: []\n    packages: {}\n", ""), None, "default",
+                       "environment missing from the lock"),
+    "channel-appended": (None, lambda t: t.replace('channels = ["https://conda.deepep-env.example/h200"]',
+                                                   'channels = ["https://conda.deepep-env.example/h200", "conda-forge"]'),
+                         "h200-nvlink", "ChannelsExtended"),
+    "channel-replaced": (None, lambda t: t.replace('channels = ["https://conda.deepep-env.example/h200"]',
+                                                   'channels = ["conda-forge"]'), "h200-nvlink", "ChannelsMismatch"),
+    "build-pin-changed": (None, lambda t: t.replace('build = "h9af0250dfa_0"', 'build = "h0000000000_0"'),
+                          "h200-nvlink", "UnsatisfiableMatchSpec"),
+    "cuda-changed": (lambda t: t.replace("  - __cuda=13.0\n", "  - __cuda=13.1\n"), None, "h200-nvlink",
+                     "UnsatisfiableMatchSpec"),
+    "extra-package": (None, lambda t: t.replace('[feature.h200-nvlink-conda.dependencies]\n',
+                                                '[feature.h200-nvlink-conda.dependencies]\n').replace(
+        'numpy = "*"\n', ''), "h200-nvlink-conda", "TooManyCondaPackages"),
+    "options-differ": (lambda t: t.replace("  h200-nvlink:\n    channels:", "  h200-nvlink:\n    options:\n"
+                                           "      strategy: lowest-version\n    channels:"), None, "h200-nvlink",
+                       "SolveStrategyMismatch"),
+    "env-not-in-manifest": (lambda t: t.replace("environments:\n", "environments:\n  stray:\n    channels: []\n"
+                                                "    packages: {}\n", 1), None, "stray", "not in the manifest"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_verdict_names_why_pixi_would_re_solve(case, repo_root, tmp_path):
+    lock_edit, manifest_edit, env, fragment = CASES[case]
+    got = _mutate(tmp_path, repo_root, lock_edit, manifest_edit)
+    assert any(fragment in r for r in got.get(env, [])), got
+    # Everything else stays satisfiable: one change, one finding.
+    # (Both h200 environments share the linux-64-cuda130 row: a change to it reaches both.)
+    others = {e: r for e, r in got.items() if r and e != env}
+    assert not others or (case in ("cuda-changed", "old-row-spelling") and set(others) == {"h200-nvlink-conda"}), others
+
+
+def test_verdict_cli_exit_codes(repo_root, tmp_path, capsys):
+    rc, out, _ = lf.run_cli(capsys, "pixi", "verdict", "--project", repo_root)
+    assert rc == 0 and "h200-nvlink: satisfiable" in out
+    (tmp_path / "pixi.toml").write_text((repo_root / "pixi.toml").read_text())
+    (tmp_path / "pixi.lock").write_text(_old_rows((repo_root / "pixi.lock").read_text()))
+    rc, out, err = lf.run_cli(capsys, "pixi", "verdict", "--manifest", tmp_path / "pixi.toml", "--json")
+    assert rc == 1 and "pixi would re-solve h200-nvlink" in err
+    data = json.loads(out)
+    assert {e["env"]: e["satisfiable"] for e in data["environments"]}["h200-nvlink"] is False
+
+
+@pytest.fixture(scope="module")
+def lt_world(tmp_path_factory):
+    return lf.world(tmp_path_factory)
+
+
+def test_a_fresh_project_locked_and_synced_is_satisfiable(lt_world, tmp_path, capsys, monkeypatch):
+    """What deepep-env writes for a new project (lock each spec, then pixi sync) is what pixi accepts,
+    and relocking one environment leaves every other environment's bytes in the lock as they were."""
+    from deepep_env.lock import lock_env
+
+    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
+    proj = lf.project_copy(lt_world, tmp_path / "proj")
+    lock_env("lt-conda", proj)
+    lock_env("lt-host", proj)
+    assert lf.run_cli(capsys, "pixi", "sync", "--project", proj.root)[0] == 0
+    assert _verdict(proj.pixi_toml, proj.pixi_lock) == {"default": [], "lt-conda": [], "lt-host": []}
+
+    def section(text: str, env: str) -> str:
+        return text[text.index(f"  {env}:\n"):].split("\n  lt-", 1)[0]
+
+    before = proj.pixi_lock.read_text()
+    lf.set_spec_value(proj, "lt-host", 'version = "2026.1.0"', 'version = "2026.1.1"')
+    lock_env("lt-host", proj)
+    after = proj.pixi_lock.read_text()
+    assert after != before  # the header records the new spec version
+    assert section(after, "lt-conda") == section(before, "lt-conda")
+    assert after.split("\npackages:\n", 1)[1] == before.split("\npackages:\n", 1)[1]
+
+
+def _tool(name: str) -> str:
+    exe = shutil.which(name) or str(Path(sys.executable).with_name(name))
+    if not Path(exe).exists():
+        pytest.fail(f"{name} is not installed: it is in the test extras (pip install -e '.[test]')")
+    return exe
+
+
+PIXI_TO_CONDA_LOCK = "pixi-to-conda-lock==0.4.5"
+
+
+@pytest.fixture(scope="session")
+def pixi_to_conda_lock(tmp_path_factory) -> str:
+    """pixi-to-conda-lock in a virtual environment of its own, with the dependencies it declares
+    (py-rattler <0.25, which deepep-env's own pin excludes): the tool as its users run it. Made once
+    per machine under ~/.cache (pip reaches PyPI the first time, like the project's own install)."""
+    home = Path.home() / ".cache" / "deepep-env-tests" / PIXI_TO_CONDA_LOCK.replace("==", "-")
+    exe = home / "bin" / "pixi-to-conda-lock"
+    if not exe.exists():
+        tmp = Path(str(home) + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(tmp)], check=True)
+        res = subprocess.run([str(tmp / "bin" / "python"), "-m", "pip", "install", "-q", PIXI_TO_CONDA_LOCK],
+                             capture_output=True, text=True, timeout=600)
+        if res.returncode != 0:
+            pytest.fail(f"cannot install {PIXI_TO_CONDA_LOCK}: {res.stderr.strip()[-500:]}")
+        shutil.rmtree(home, ignore_errors=True)
+        tmp.rename(home)   # venv scripts name their interpreter by path: re-point them
+        for f in (home / "bin").iterdir():
+            if f.is_file() and f.read_bytes()[:2] == b"#!":
+                f.write_text(f.read_text().replace(str(tmp), str(home)))
+    return str(exe)
+
+
+def _envs_with_packages(repo_root) -> dict[str, str]:
+    """env → the on-disk platform alias its packages are under."""
+    import yaml
+
+    raw = yaml.safe_load((repo_root / "pixi.lock").read_text())
+    return {e: next(iter(v["packages"])) for e, v in raw["environments"].items() if v["packages"]}
+
+
+def test_pixi_to_conda_lock_reads_every_environment(repo_root, tmp_path, pixi_to_conda_lock):
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    from deepep_env.lock import read_lock
+
+    res = subprocess.run([pixi_to_conda_lock, str(repo_root / "pixi.lock"), "-o", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    data = read_lock(repo_root / "pixi.lock")
+    for env, alias in _envs_with_packages(repo_root).items():
+        parsed = parse_conda_lock_file(tmp_path / f"{env}.conda-lock.yml")
+        (plat,) = data.env(env).packages.values()
+        assert {(p.name, p.hash.sha256) for p in parsed.package} == {(p.name, p.sha256) for p in plat}
+        # The tool names the platform as the lock row does (pixi's own pN aliases too): a limit of
+        # the tool, which `deepep-env export` (the subdir) does not share.
+        assert list(parsed.metadata.platforms) == [alias]
+
+
+def test_pixi_sbom_describes_every_environment(repo_root, tmp_path):
+    from deepep_env.lock import read_lock
+
+    data = read_lock(repo_root / "pixi.lock")
+    for env, alias in _envs_with_packages(repo_root).items():
+        out = tmp_path / f"{env}.cdx.json"
+        res = subprocess.run([_tool("pixi-sbom"), "--lockfile", str(repo_root / "pixi.lock"), "-e", env,
+                              "--platform", alias, "--output", str(out)], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        bom = json.loads(out.read_text())
+        assert bom["bomFormat"] == "CycloneDX" and bom["specVersion"] == "1.6"
+        (plat,) = data.env(env).packages.values()
+        assert {c["name"] for c in bom["components"]} >= {p.name for p in plat}
