@@ -11,7 +11,9 @@ Bytecode: PYTHONDONTWRITEBYTECODE is removed from the children's environment and
 run writes the .pyc files, as an installed package has them; otherwise every run recompiles.
 
 Also checks, with ``-X importtime``, that typer, click, rich, pydantic and rattler are not
-imported on this path (cli/fast_activate.py).
+imported on this path (cli/fast_activate.py). The same for ``deepep-env hook --shell sh`` — what
+the deepep-env package's ``activate.d`` script runs on every conda/pixi activation (issue 16) —
+timed the same way (``hook_*`` figures).
 
 Prints ``name=value`` lines; the last one is the headline (p50 in ms; target < 150).
 Usage: python benchmarks/bench_activate.py [--runs N]
@@ -61,6 +63,15 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
     return dt
 
 
+def imports_of(cmd: list[str], env: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(forbidden top-level modules imported, deepep_env modules imported) by ``cmd``."""
+    res = subprocess.run([sys.executable, "-X", "importtime", *cmd[1:]], env=env, capture_output=True, text=True,
+                         cwd=REPO)
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("import time:")]
+    imported = {ln.split("|")[-1].strip().split(".")[0] for ln in lines}
+    return sorted(imported & set(FORBIDDEN)), sorted(ln.split("|")[-1].strip() for ln in lines if "deepep_env" in ln)
+
+
 def main(argv: list[str]) -> int:
     runs = 30
     if argv[:1] == ["--runs"] and len(argv) > 1:
@@ -77,19 +88,22 @@ def main(argv: list[str]) -> int:
         # What the `deepep-env` console script runs (no runpy): from deepep_env.cli.main import main.
         entry = "import sys; from deepep_env.cli.main import main; sys.exit(main())"
         activate = [sys.executable, "-c", entry, "activate", "gcp-b200", "--root", str(root), "--prefix", str(prefix)]
+        hook = [sys.executable, "-c", entry, "hook", "--shell", "sh", "--prefix", str(prefix)]
+        hook_env = dict(env, DEEPEP_ENV_HOST_ROOT=str(root))
         bare = [sys.executable, "-c", "pass"]
         timed(activate, env)  # warm-up: writes .pyc files
+        timed(hook, hook_env)
         timed(bare, env)
 
-        res = subprocess.run([sys.executable, "-X", "importtime", *activate[1:]], env=env, capture_output=True, text=True, cwd=REPO)
-        imported = {line.split("|")[-1].strip().split(".")[0] for line in res.stderr.splitlines() if line.startswith("import time:")}
-        bad = sorted(imported & set(FORBIDDEN))
-        ours = sorted(line.split("|")[-1].strip() for line in res.stderr.splitlines() if "deepep_env" in line)
+        bad, ours = imports_of(activate, env)
+        bad_hook, _ = imports_of(hook, hook_env)
+        bad = sorted(set(bad) | set(bad_hook))
 
-        act_ms, bare_ms = [], []
+        act_ms, bare_ms, hook_ms = [], [], []
         for _ in range(runs):
             bare_ms.append(timed(bare, env))
             act_ms.append(timed(activate, env))
+            hook_ms.append(timed(hook, hook_env))
 
         print(f"runs={runs}")
         print(f"modules_deepep_env={len(ours)}")
@@ -98,6 +112,8 @@ def main(argv: list[str]) -> int:
         print(f"activate_min_ms={min(act_ms):.1f}")
         print(f"activate_p90_ms={sorted(act_ms)[int(0.9 * (runs - 1))]:.1f}")
         print(f"activate_minus_bare_p50_ms={statistics.median(a - b for a, b in zip(act_ms, bare_ms)):.1f}")
+        print(f"hook_p90_ms={sorted(hook_ms)[int(0.9 * (runs - 1))]:.1f}")
+        print(f"hook_p50_ms={statistics.median(hook_ms):.1f}")
         print(f"activate_p50_ms={statistics.median(act_ms):.1f}")
     return 1 if bad else 0
 

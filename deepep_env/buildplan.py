@@ -28,6 +28,9 @@ class BuildNode:
     patches: tuple[RPatch, ...]       # identity by sha256 only, in order
     externals: dict[str, Any]         # identity: host-provided components and their versions
     deps: tuple[str, ...]             # packages of this graph it builds against
+    # Packages of this graph its run requirements name by version range only (never by build): in
+    # the build channel for its recipe test, but not inputs of its bytes, so not of its id.
+    run_deps: tuple[str, ...] = ()
     recipe_hash: str = ""
     preimage: Optional[dict[str, Any]] = None
     id: Optional[str] = None          # None while a source or patch is not pinned by content
@@ -134,6 +137,20 @@ def finish_node(node: BuildNode, dep_ids: dict[str, Optional[str]]) -> BuildNode
     return BuildNode(**{**node.__dict__, "recipe_hash": rhash, "preimage": pre, "id": build_id(pre)})
 
 
+def tool_node(project: Project) -> Optional[BuildNode]:
+    """deepep-env's own package (recipes/deepep-env), when the project has its recipe: the CLI and
+    the overlay as conda activation, in every environment (deepep_env/toolpkg.py)."""
+    from deepep_env.toolpkg import TOOL, VERSION, tool_source
+
+    d = project.recipes / TOOL
+    if not (d / "recipe.yaml").is_file():
+        return None
+    src, digest = tool_source()
+    return BuildNode(package=TOOL, recipe_dir=d, version=VERSION, variant={"version": VERSION},
+                     sources={TOOL: SourcePin(tree_sha256=digest)}, patches=(), externals={}, deps=(),
+                     meta={"local_source": str(src), "tool": True})
+
+
 def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
     nodes: list[BuildNode] = []
 
@@ -142,6 +159,10 @@ def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
         if not (d / "recipe.yaml").is_file():
             raise UserError("missing recipe", file=d / "recipe.yaml", accepted=f"a rattler-build v1 recipe for {name}")
         return d
+
+    tool = tool_node(project)
+    if tool is not None:
+        nodes.append(tool)
 
     if r.gdrcopy is not None and r.nvshmem.gdrcopy:
         ext, meta = _externals(r, ("cuda",))
@@ -186,6 +207,7 @@ def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
         },
         sources={"deep-ep": r.deepep.source}, patches=tuple(r.deepep.patches), externals=ext,
         deps=("nvshmem",) if r.nvshmem.provider == "source" else (), meta=meta,
+        run_deps=(tool.package,) if tool is not None else (),
     ))
     done: list[BuildNode] = []
     ids: dict[str, Optional[str]] = {}

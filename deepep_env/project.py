@@ -1,8 +1,9 @@
 """Where a deepep-env project lives: the folder holding env_specs/, recipes/, pixi.toml, pixi.lock.
 
 Found from ``--project``, else ``$DEEPEP_ENV_PROJECT``, else the nearest parent of the current
-directory that has ``env_specs/``. Tool state (store, local channel, installed prefixes) lives in
-``<project>/.deepep-env/`` unless overridden, so two checkouts never share half-built state.
+directory that has ``env_specs/``. Tool state (store, local channel, sources) lives in
+``<project>/.deepep-env/`` unless overridden, so two checkouts never share half-built state;
+installed environments live where pixi puts them, ``<project>/.pixi/envs/<env>``.
 """
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ def nearest_root(cwd: Path, environ: Optional[Mapping[str, str]] = None) -> Opti
     if environ.get("DEEPEP_ENV_PROJECT"):
         return Path(environ["DEEPEP_ENV_PROJECT"])
     return next((d for d in (cwd, *cwd.parents) if (d / "env_specs").is_dir()), None)
+
+
+def pixi_env_name(spec_name: str) -> str:
+    """pixi environment names allow ``[a-z0-9-]`` only; spec names may also have ``.`` and ``_``."""
+    return spec_name.replace(".", "-").replace("_", "-")
+
+
+def envs_dir(root: Path) -> Path:
+    """pixi's environments folder for a workspace at ``root``."""
+    return root / ".pixi" / "envs"
 
 
 def state_dir(root: Path, environ: Optional[Mapping[str, str]] = None) -> Path:
@@ -70,7 +81,9 @@ class Project:
         return Path(os.environ.get("DEEPEP_ENV_SOURCE_CACHE") or (self.state / "sources"))
 
     def prefix_for(self, env: str) -> Path:
-        return self.state / "envs" / env
+        """Where an environment is installed: pixi's own layout, ``<project>/.pixi/envs/<env>``, so
+        ``pixi run``, ``deepep-env task`` and ``deepep-env activate`` use one prefix."""
+        return envs_dir(self.root) / pixi_env_name(env)
 
     def spec_path(self, name: str) -> Path:
         return self.env_specs / f"{name}.toml"

@@ -1,11 +1,12 @@
 """``deepep-env task NAME [-e ENV] [-- ARGS]``: run a task of ``pixi.toml`` the way ``pixi run`` does.
 
 pixi cannot be installed on these machines (field notes §5), so this runner reads the *same* task
-definitions from the *same* file: the environment's features, their ``tasks`` (``cmd``,
-``depends-on``, ``env``, ``cwd``, ``args`` appended), and the variables pixi sets for a task
-(``PIXI_PROJECT_ROOT``, ``PIXI_ENVIRONMENT_NAME``, ``CONDA_PREFIX``, ``PATH`` with the prefix's
-``bin`` first). The prefix is the one ``deepep-env install`` makes (``Project.prefix_for``),
-exported as ``DEEPEP_ENV_PREFIX`` so the ``deepep-env run`` inside a task finds it.
+definitions from the *same* file and does what ``pixi run`` does: install the environment from
+``pixi.lock`` into pixi's own prefix ``.pixi/envs/ENV`` (``deepep-env install``: sha256-verified, a
+no-op when up to date), activate it as pixi does (``PIXI_*``, ``CONDA_PREFIX``, ``PATH`` with the
+prefix's ``bin`` first, the features' ``activation.env``, then the prefix's ``etc/conda/activate.d``
+scripts — the deepep-env package's applies the host overlay), then run the task's ``cmd``
+(``depends-on``, ``env``, ``cwd``, ``args``).
 
 Commands run in ``bash -c`` (pixi uses deno_task_shell; generated commands keep to the syntax both
 share: words, quotes, ``$VAR``, ``--``). Planning is data (:class:`TaskPlan`), running is separate.
@@ -18,7 +19,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -79,7 +79,7 @@ def list_tasks(manifest: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def _spec_for_env(project, env: str) -> str:
-    from deepep_env.pixi import pixi_env_name
+    from deepep_env.project import pixi_env_name
 
     for name in project.spec_names():
         if pixi_env_name(name) == env:
@@ -129,7 +129,7 @@ def plan_task(project, name: str, *, environment: Optional[str] = None, args: Se
         raise UserError(f"environment {environment!r} has no task {name!r}", field="NAME",
                         accepted=", ".join(sorted(tasks)) or "no tasks")
     spec = _spec_for_env(project, environment)
-    prefix = project.prefix_for(spec)
+    prefix = project.prefix_for(environment)
 
     order: list[str] = []
     visiting: set[str] = set()
@@ -210,22 +210,24 @@ def _expand(value: str, env: dict[str, str]) -> str:
     return _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), ""), value)
 
 
-def _shim_dir() -> Optional[Path]:
-    """A ``deepep-env`` executable for commands when this install has none on PATH (a source
-    checkout run as ``python -m deepep_env.cli.main``): the nested call uses this very code."""
-    if shutil.which("deepep-env"):
-        return None
-    pkg_parent = str(Path(__file__).resolve().parent.parent)
-    d = Path(tempfile.mkdtemp(prefix="deepep-env-shim-"))
-    script = d / "deepep-env"
-    code = f"import sys; sys.path.insert(0, {pkg_parent!r}); from deepep_env.cli.main import main; sys.exit(main())"
-    script.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c {shlex.quote(code)} \"$@\"\n")
-    script.chmod(0o755)
-    return d
+def _activation_env(manifest: dict[str, Any], environment: str) -> dict[str, str]:
+    """The ``activation.env`` tables of the environment's features (the default feature's first)."""
+    feats, default = _env_features(manifest, environment)
+    out: dict[str, str] = {}
+    tables = [manifest] if default else []
+    tables += [((manifest.get("feature") or {}).get(f) or {}) for f in feats]
+    for t in tables:
+        out.update({str(k): str(v) for k, v in ((t.get("activation") or {}).get("env") or {}).items()})
+    return out
 
 
-def task_environment(project, plan: TaskPlan, base: Optional[dict[str, str]] = None) -> dict[str, str]:
-    """What pixi would export for a task of ``plan.environment`` (plus DEEPEP_ENV_PREFIX)."""
+def task_environment(project, plan: TaskPlan, base: Optional[dict[str, str]] = None,
+                     manifest: Optional[dict[str, Any]] = None) -> dict[str, str]:
+    """What pixi exports for a task of ``plan.environment``: its variables, the features'
+    ``activation.env``, then the prefix's ``activate.d`` ``*.sh`` scripts sourced in order (as
+    ``pixi run`` runs them) — the deepep-env package's applies the host overlay."""
+    from deepep_env.overlay.activation import source_activation_scripts
+
     env = dict(os.environ if base is None else base)
     prefix = plan.prefix
     env.update({
@@ -233,36 +235,48 @@ def task_environment(project, plan: TaskPlan, base: Optional[dict[str, str]] = N
         "PIXI_PROJECT_NAME": "deepep-env",
         "PIXI_PROJECT_MANIFEST": str(project.pixi_toml),
         "PIXI_ENVIRONMENT_NAME": plan.environment,
+        "PIXI_IN_SHELL": "1",
         "CONDA_PREFIX": prefix,
-        "CONDA_DEFAULT_ENV": plan.spec,
+        "CONDA_DEFAULT_ENV": plan.environment,
         "DEEPEP_ENV_PREFIX": prefix,
         "DEEPEP_ENV_PROJECT": str(project.root),
     })
     env["PATH"] = os.pathsep.join([str(Path(prefix) / "bin"), env.get("PATH", os.defpath)])
-    return env
+    env.update(_activation_env(manifest or {}, plan.environment))
+    return source_activation_scripts(prefix, env)
 
 
-def run_task(project, plan: TaskPlan, *, base_env: Optional[dict[str, str]] = None) -> int:
-    """Run the steps in order; stop at the first failure and return its exit status."""
-    env = task_environment(project, plan, base_env)
-    shim = _shim_dir()
-    if shim is not None:
-        env["PATH"] = env["PATH"] + os.pathsep + str(shim)
+def ensure_installed(project, plan: TaskPlan) -> None:
+    """pixi installs the locked environment before it runs a task: so does this runner."""
+    from deepep_env.install import install_env
+
+    res = install_env(plan.spec, project)
+    for w in res.warnings:
+        print(f"deepep-env task: warning: {w}", file=sys.stderr, flush=True)
+    if res.status != "up-to-date":
+        print(f"deepep-env task: {plan.environment} {res.status} at {res.prefix} ({len(res.packages)} packages)",
+              file=sys.stderr, flush=True)
+
+
+def run_task(project, plan: TaskPlan, *, base_env: Optional[dict[str, str]] = None, install: bool = True) -> int:
+    """Install (unless told not to), activate, run the steps in order; stop at the first failure and
+    return its exit status."""
+    from deepep_env.pixi import load_manifest
+
+    if install:
+        ensure_installed(project, plan)
+    env = task_environment(project, plan, base_env, load_manifest(project.pixi_toml))
     shell = shutil.which("bash") or "/bin/sh"
-    try:
-        for step in plan.steps:
-            step_env = dict(env)
-            for k, v in step.env.items():
-                step_env[k] = _expand(v, step_env)
-            print(f"deepep-env task: {step.name} ({plan.environment}): {step.cmd}", file=sys.stderr, flush=True)
-            try:
-                rc = subprocess.run([shell, "-c", step.cmd], cwd=step.cwd, env=step_env, check=False).returncode
-            except OSError as exc:
-                raise UserError(f"cannot run task {step.name!r}: {exc}", field="cmd") from None
-            if rc != 0:
-                print(f"deepep-env task: {step.name} failed (exit {rc})", file=sys.stderr, flush=True)
-                return rc
-    finally:
-        if shim is not None:
-            shutil.rmtree(shim, ignore_errors=True)
+    for step in plan.steps:
+        step_env = dict(env)
+        for k, v in step.env.items():
+            step_env[k] = _expand(v, step_env)
+        print(f"deepep-env task: {step.name} ({plan.environment}): {step.cmd}", file=sys.stderr, flush=True)
+        try:
+            rc = subprocess.run([shell, "-c", step.cmd], cwd=step.cwd, env=step_env, check=False).returncode
+        except OSError as exc:
+            raise UserError(f"cannot run task {step.name!r}: {exc}", field="cmd") from None
+        if rc != 0:
+            print(f"deepep-env task: {step.name} failed (exit {rc})", file=sys.stderr, flush=True)
+            return rc
     return 0

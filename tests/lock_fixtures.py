@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "lock"
+REPO = Path(__file__).resolve().parents[1]
 SUBDIR = "linux-64"
 
 
@@ -43,6 +44,8 @@ def write_project(root: Path, forge_url: str) -> Path:
     (root / "recipes").mkdir(parents=True, exist_ok=True)
     for name in ("nvshmem", "deep-ep"):
         shutil.copytree(FIX / "recipes" / name, root / "recipes" / name, dirs_exist_ok=True)
+    # The real deepep-env package recipe: every environment holds the tool and its activation hook.
+    shutil.copytree(REPO / "recipes" / "deepep-env", root / "recipes" / "deepep-env", dirs_exist_ok=True)
     (root / "env_specs").mkdir(exist_ok=True)
     for spec in (FIX / "specs").glob("*.toml"):
         text = spec.read_text().replace("@PYTHON@", sys.executable).replace("@FORGE@", forge_url)
@@ -84,6 +87,8 @@ def build_env(project_root: Path, env: str, channel: Path, work: Path) -> dict[s
         if list(channel.glob(f"*/*-{node.version}-{node.build_string}.conda")):
             continue
         variants = {"version": node.version, "build_string": node.build_string}
+        if node.meta.get("local_source"):
+            variants["source_dir"] = node.meta["local_source"]
         for d in node.deps:
             dn = by_pkg[d]
             variants[f"dep_{d.replace('-', '_')}"] = f"=={dn.version} {dn.build_string}"

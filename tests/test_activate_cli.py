@@ -102,7 +102,7 @@ def test_json_shell(host_tree, tmp_path):
 
 def test_default_prefix_locations(host_tree, tmp_path):
     project = tmp_path / "proj"
-    prefix = fake_prefix(project / ".deepep-env" / "envs" / "gcp-b200")
+    prefix = fake_prefix(project / ".pixi" / "envs" / "gcp-b200")   # pixi's layout (issue 16)
     assert default_prefix("gcp-b200", cwd=str(project), environ={}) == prefix
     res = cli("activate", "gcp-b200", "--root", str(host_tree("gcp-b200")), "--shell", "bash", env=base_env(tmp_path), cwd=project, check=True)
     assert f"export CONDA_PREFIX='{prefix}'" in res.stdout

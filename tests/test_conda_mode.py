@@ -107,13 +107,15 @@ def test_build_and_host_envs_and_env_lock_solve_against_conda_forge_shape(repo, 
     run = [s for s in map(_strip, deep["run"]) if not s.startswith(("pytorch", "cuda-version"))]
     run += [f"pytorch =={torch.version} {torch.build}", "cuda-version >=12.9,<12.10.0a0"]
     deep_rec = {"name": "deep-ep", "version": r.deepep.version, "build": "unpinned", "depends": run}
+    tool = {"name": "deepep-env", "version": "0.2.0", "build": "h0000000000_0", "depends": []}
     shutil.rmtree(tmp_path / "ours")
-    ours = _channel(tmp_path / "ours", [nvshmem, deep_rec])
+    ours = _channel(tmp_path / "ours", [nvshmem, deep_rec, tool])
     from deepep_env.lock.request import component_requirements
 
-    env_specs = ["deep-ep ==1.2.1 unpinned", *[q.spec for q in component_requirements(r)]]
+    # the lock request's roots: our top build, deepep-env (the tool node), the conda components
+    env_specs = ["deep-ep ==1.2.1 unpinned", "deepep-env ==0.2.0", *[q.spec for q in component_requirements(r)]]
     env = _solve(env_specs, [ours, *forge])
-    for name in ("deep-ep", "deepep-nvshmem", "python", "pytorch", "libtorch", "cuda-cudart", "cuda-version", "nccl",
+    for name in ("deep-ep", "deepep-nvshmem", "deepep-env", "python", "pytorch", "libtorch", "cuda-cudart", "cuda-version", "nccl",
                  "cudnn", "libcublas", "numpy", "sympy", "python_abi", "libgcc", "libstdcxx"):
         assert name in env, name
     assert str(env["pytorch"].build) == str(torch.build)

@@ -52,7 +52,7 @@ def test_diff_is_data_with_pinned_first_and_build_ids(two_locks, lt_world):
     assert changed["deep-ep"].new_build == builds["deep-ep"]
     # Review order: CUDA, NVSHMEM, NCCL, PyTorch, DeepEP first.
     assert [c.name for c in sec.changed] == ["nccl", "deep-ep"]
-    assert sec.unchanged == 6 and not sec.added and not sec.removed
+    assert sec.unchanged == 7 and not sec.added and not sec.removed   # deepep-env among them
     (bid,) = d.build_ids
     assert bid.package == "deep-ep"
     assert bid.old == lt_world.builds["lt-conda"]["deep-ep"][1:11] and bid.new == builds["deep-ep"][1:11]

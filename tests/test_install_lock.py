@@ -44,7 +44,7 @@ def test_install_then_noop(proj, capsys):
     rc, out, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)
     assert rc == 0, err
     prefix = proj.prefix_for("lt-host")
-    assert "installed 3 packages" in out and "3 sha256-verified" in out
+    assert "installed 4 packages" in out and "4 sha256-verified" in out   # deepep-env is the fourth
     assert (prefix / "share/deep-ep/tests/test_intranode.py").is_file()
     assert (prefix / "lib/libnvshmem_host.so.3").is_file()
     m = read_marker(prefix)
@@ -53,7 +53,7 @@ def test_install_then_noop(proj, capsys):
     assert m["python"] == {"provider": "host", "version": "3.12", "executable": sys.executable}
     assert m["spec_env"] == {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1"}
     assert m["lock_sha256"] == file_sha256(lock)
-    assert sorted(p["name"] for p in m["packages"]) == ["deep-ep", "deepep-nvshmem", "deepep-testdep"]
+    assert sorted(p["name"] for p in m["packages"]) == ["deep-ep", "deepep-env", "deepep-nvshmem", "deepep-testdep"]
     # The marker names packages by the lock's URLs (the team channel), not this machine's paths.
     assert all(p["url"].startswith("https://conda.deepep-env.invalid/lt-host/") for p in m["packages"])
 
@@ -199,7 +199,7 @@ def test_install_downloads_from_http_and_verifies(proj, capsys, http_channel):
     assert f"{url}/linux-64/deep-ep" in (proj.pixi_lock).read_text()
     rc, out, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root, "--json")
     assert rc == 0, err
-    assert json.loads(out)["downloaded"] == 3
+    assert json.loads(out)["downloaded"] == 4  # deep-ep, deepep-nvshmem, deepep-testdep, deepep-env
 
 
 def test_corrupt_package_on_http_server_is_refused(proj, capsys, http_channel, lt_world):

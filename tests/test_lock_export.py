@@ -74,9 +74,9 @@ def test_two_rich_platforms_on_one_subdir_export_once(repo_root, tmp_path):
 
     src = _two_rich_platforms(repo_root, tmp_path)
     model = to_conda_lock(src, "h200-nvlink", output=tmp_path / "out.yml")
-    assert list(model.metadata.platforms) == ["linux-64"] and len(model.package) == 2
+    assert list(model.metadata.platforms) == ["linux-64"] and len(model.package) == 3   # deep-ep, nvshmem, deepep-env
     write_conda_lock_file(model, tmp_path / "out.yml", metadata_choices=None)
-    assert len(parse_conda_lock_file(tmp_path / "out.yml").package) == 2
+    assert len(parse_conda_lock_file(tmp_path / "out.yml").package) == 3
 
 
 def test_different_package_sets_on_one_subdir_need_a_platform(repo_root, tmp_path):
@@ -87,6 +87,6 @@ def test_different_package_sets_on_one_subdir_need_a_platform(repo_root, tmp_pat
     with pytest.raises(UserError, match="share subdir linux-64 with different packages"):
         to_conda_lock(src, "h200-nvlink")
     model = to_conda_lock(src, "h200-nvlink", platform="linux-64-cuda129")
-    assert [p.name for p in model.package] == ["deep-ep"]
+    assert [p.name for p in model.package] == ["deep-ep", "deepep-env"]
     with pytest.raises(UserError, match="no platform 'nope'"):
         to_conda_lock(src, "h200-nvlink", platform="nope")

@@ -87,7 +87,9 @@ def test_generated_manifest_is_valid_pixi(proj, pixi_schema, capsys):
     assert str(proj.root) not in text.replace(sys.executable, "")
     assert host["platforms"] == ["linux-64-cuda129"]
     assert host["dependencies"]["deep-ep"]["version"] == "==1.2.1"
-    assert set(host["dependencies"]) == {"deep-ep"}  # host python/CUDA/PyTorch, pip NCCL: not pixi's
+    # host python/CUDA/PyTorch, pip NCCL: not pixi's; deepep-env (CLI + activation) by version
+    assert set(host["dependencies"]) == {"deep-ep", "deepep-env"}
+    assert host["dependencies"]["deepep-env"] == "==0.2.0"
     assert host["activation"]["env"] == {"NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1"}
     conda = m["feature"]["lt-conda"]["dependencies"]
     assert conda["pytorch"] == {"version": "==2.10.0", "build": "cuda129*"}
@@ -106,17 +108,15 @@ def test_tasks(proj, capsys):
     assert lf.run_cli(capsys, "pixi", "sync", "--project", proj.root)[0] == 0
     m = tomllib.loads(proj.pixi_toml.read_text())
     conda_tasks = m["feature"]["lt-conda"]["tasks"]
-    assert set(conda_tasks) == {"deepep-install", "deepep-test-intranode", "deepep-test-internode",
-                                "deepep-test-low-latency"}
+    assert set(conda_tasks) == {"deepep-test-intranode", "deepep-test-internode", "deepep-test-low-latency"}
     # An NVLink-only spec has no internode test to run.
-    assert set(m["feature"]["lt-host"]["tasks"]) == {"deepep-install", "deepep-test-intranode",
-                                                     "deepep-test-low-latency"}
+    assert set(m["feature"]["lt-host"]["tasks"]) == {"deepep-test-intranode", "deepep-test-low-latency"}
     t = conda_tasks["deepep-test-intranode"]
-    assert t["depends-on"] == ["deepep-install"]
-    assert t["cmd"].startswith("deepep-env run lt-conda -- sh -c ")
-    assert "$CONDA_PREFIX/share/deep-ep/tests/test_intranode.py" in t["cmd"]
+    # pixi's own environment, activated by pixi (the overlay is the deepep-env package's activate.d):
+    # no install task, no second prefix, no wrapper.
+    assert "depends-on" not in t
+    assert t["cmd"] == "python $CONDA_PREFIX/share/deep-ep/tests/test_intranode.py"
     assert "test_low_latency.py" in conda_tasks["deepep-test-low-latency"]["cmd"]
-    assert conda_tasks["deepep-install"]["cmd"] == "deepep-env install lt-conda"
     # Host python: the task names the spec's interpreter, not whatever `python` is first on PATH.
     assert sys.executable in m["feature"]["lt-host"]["tasks"]["deepep-test-intranode"]["cmd"]
 

@@ -9,10 +9,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
 import lock_fixtures as lf
+from platform_fixtures import host_tree  # noqa: F401 - fixture
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,9 +40,9 @@ def proj(lt_world, tmp_path, monkeypatch, capsys):
     return p
 
 
-def deepep_env(proj, *args: str) -> subprocess.CompletedProcess:
+def deepep_env(proj, *args: str, extra_env: Optional[dict] = None) -> subprocess.CompletedProcess:
     """`deepep-env …` as a new process (the task runs commands in subprocesses anyway)."""
-    env = dict(os.environ)
+    env = dict(os.environ, **(extra_env or {}))
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return subprocess.run([sys.executable, "-m", "deepep_env.cli.main", *args, "--project", str(proj.root)]
                           if "--" not in args else
@@ -53,25 +55,39 @@ def _last_json(stdout: str) -> dict:
     return json.loads([ln for ln in stdout.splitlines() if ln.startswith("{")][-1])
 
 
-def test_task_installs_then_runs_the_test_with_the_overlay(proj):
+def test_task_installs_then_runs_the_test_with_the_overlay(proj, host_tree):
+    """As `pixi run -e lt-host deepep-test-intranode`: install into pixi's prefix, activate it (the
+    deepep-env package's activate.d applies the host overlay), run the manifest's command there."""
     from deepep_env.install import read_marker
 
-    r = deepep_env(proj, "task", "deepep-test-intranode", "-e", "lt-host", "--", "--num-processes", "2")
+    host = {"DEEPEP_ENV_HOST_ROOT": str(host_tree("gcp-b200")), "DEEPEP_ENV_PLATFORM": "gcp-b200"}
+    r = deepep_env(proj, "task", "deepep-test-intranode", "-e", "lt-host", "--", "--num-processes", "2",
+                   extra_env=host)
     assert r.returncode == 0, r.stderr
     out = _last_json(r.stdout)
     prefix = proj.prefix_for("lt-host")
+    assert prefix == proj.root / ".pixi" / "envs" / "lt-host"   # pixi's layout: no second prefix
     assert out["test"] == "intranode"
     assert out["argv"] == ["--num-processes", "2"]               # pixi-style extra arguments
     assert out["conda_prefix"] == str(prefix)                    # the test ran from the installed prefix
     assert out["pixi_environment_name"] == "lt-host"
-    assert out["spec_env"]["NCCL_NVLS_ENABLE"] == "0"            # the spec's [env], applied by the overlay
-    assert read_marker(prefix)["env"] == "lt-host"               # installed by the deepep-install dependency
-    # Steps are the pixi.toml definitions, in dependency order.
-    assert "deepep-install (lt-host): deepep-env install lt-host" in r.stderr
+    assert out["spec_env"]["NCCL_NVLS_ENABLE"] == "0"            # the feature's activation.env
+    assert read_marker(prefix)["env"] == "lt-host"               # installed from pixi.lock first
+    # The host overlay came from the environment's own activation, and is `deepep-env overlay`'s.
+    ov = subprocess.run([sys.executable, "-m", "deepep_env.cli.main", "overlay", "--root", host["DEEPEP_ENV_HOST_ROOT"],
+                         "--platform", "gcp-b200", "--prefix", str(prefix), "-f", "json"], capture_output=True,
+                        text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), check=True)
+    want = {k: v for k, v in json.loads(ov.stdout)["env"].items() if v is not None}
+    assert want["NVSHMEM_IB_GID_INDEX"] == "3" and "DEEP_EP_DEVICE_TO_HCA_MAPPING" in want
+    assert {k: out["environ"].get(k) for k in want} == want
+    assert "_DEEPEP_ENV_UNDO" in out["environ"]                  # deactivate.d can put it all back
+    # the manifest's command: the spec's (host) python on the test pixi installed, no wrapper
+    assert f"deepep-test-intranode (lt-host): {sys.executable} $CONDA_PREFIX/share/deep-ep/tests/test_intranode.py" \
+        in r.stderr
     # A second run re-uses the install (no-op) and runs the low-latency test.
     r = deepep_env(proj, "task", "deepep-test-low-latency", "-e", "lt-host")
     assert r.returncode == 0, r.stderr
-    assert "up to date" in r.stdout and _last_json(r.stdout)["test"] == "low_latency"
+    assert "installed" not in r.stderr and _last_json(r.stdout)["test"] == "low_latency"
 
 
 def test_activate_uses_the_installed_prefix(proj):
@@ -92,8 +108,8 @@ def test_plan_is_the_manifest_definition(proj, capsys):
     plan = json.loads(out)
     m = tomllib.loads(proj.pixi_toml.read_text())
     tasks = m["feature"]["lt-host"]["tasks"]
-    assert [s["name"] for s in plan["steps"]] == ["deepep-install", "deepep-test-intranode"]
-    assert [s["cmd"] for s in plan["steps"]] == [tasks["deepep-install"]["cmd"], tasks["deepep-test-intranode"]["cmd"]]
+    assert [s["name"] for s in plan["steps"]] == ["deepep-test-intranode"]
+    assert [s["cmd"] for s in plan["steps"]] == [tasks["deepep-test-intranode"]["cmd"]]
     assert plan["prefix"] == str(proj.prefix_for("lt-host")) and plan["environment"] == "lt-host"
 
 
@@ -107,7 +123,7 @@ def test_listing_and_errors(proj, capsys):
     assert rc == 0  # only lt-conda has it: chosen without -e
     rc, _, err = lf.run_cli(capsys, "task", "nope", "-e", "lt-host", "--project", proj.root)
     assert rc == 2 and "has no task 'nope'" in err
-    rc, _, err = lf.run_cli(capsys, "task", "deepep-install", "-e", "nope", "--project", proj.root)
+    rc, _, err = lf.run_cli(capsys, "task", "deepep-test-intranode", "-e", "nope", "--project", proj.root)
     assert rc == 2 and "unknown pixi environment 'nope'" in err
 
 

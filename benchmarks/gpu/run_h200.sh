@@ -29,7 +29,10 @@ GPU_DIR=${GPU_DIR:-.gpu}
 RESULTS=${OUT:-$PWD/.gpu-out}
 OUT=${WORK:-/tmp/deepep-gpu-work}
 mkdir -p "$OUT" "$RESULTS"
-pack() { cp "$OUT/figures.txt" "$RESULTS/" 2>/dev/null; tar -czf "$RESULTS/results.tgz" -C "$OUT" . 2>/dev/null; }
+pack() {
+  cp "$OUT/figures.txt" "$RESULTS/" 2>/dev/null; tar -czf "$RESULTS/results.tgz" -C "$OUT" . 2>/dev/null
+  cp pixi.lock pixi.toml "$RESULTS/" 2>/dev/null   # the lock this run wrote (every environment), to review
+}
 trap pack EXIT
 export PYTHONUNBUFFERED=1
 export DEEPEP_ENV_STATE=${DEEPEP_ENV_STATE:-$PWD/.deepep-env}
@@ -56,6 +59,7 @@ step() { echo; echo "===== $(date +%T) $*"; }
 
 setup() {
   step setup
+  [ -f "$OUT/committed.pixi.lock" ] || cp pixi.lock "$OUT/committed.pixi.lock"   # what repro compares with
   if ! $PY -c "import rattler, rattler_build, pydantic, zstandard" 2>/dev/null; then
     mkdir -p /tmp/deepep-site && for t in "$GPU_DIR"/pysite/*.tar.xz; do tar -xJf "$t" -C /tmp/deepep-site; done
     export PYTHONPATH=/tmp/deepep-site:$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -105,14 +109,18 @@ PYEOF
 }
 
 lock() {
+  # Into the project's pixi.lock (every other environment kept as it was), then pixi.toml in step:
+  # what `pixi run` and `deepep-env task` read.
   step lock
-  $DE lock "$ENV_NAME" -o "$OUT/$ENV_NAME.pixi.lock" || exit 1
+  $DE lock "$ENV_NAME" || exit 1
+  $DE pixi sync || exit 1
+  cp pixi.lock "$OUT/$ENV_NAME.pixi.lock"
 }
 
 install_env() {
   step install
   local t=$(now)
-  $DE install "$ENV_NAME" --lock "$OUT/$ENV_NAME.pixi.lock" || exit 1
+  $DE install "$ENV_NAME" || exit 1   # from pixi.lock into pixi's prefix, .pixi/envs/ENV
   fig "install_${ENV_NAME//-/_}_s" "$(since "$t")"
 }
 
@@ -124,10 +132,13 @@ doctor() {
 }
 
 run_test() {  # name file args…
+  # The pixi.toml task, as `pixi run -e ENV` runs it: in the environment's own prefix, with the host
+  # overlay from its activation (the deepep-env package's activate.d), no `deepep-env run` wrapper.
   local name=$1 file=$2; shift 2
-  step "DeepEP $file $*"
+  local task="deepep-test-${file#test_}"; task=${task%.py}; task=${task//_/-}
+  step "DeepEP $file $* (task $task)"
   local t=$(now)
-  $DE run "$ENV_NAME" -- bash -c 'exec python3 "$CONDA_PREFIX/share/deep-ep/tests/'"$file"'" "$@"' deepep "$@" 2>&1 | tee "$OUT/$name.log"
+  $DE task "$task" -e "$ENV_NAME" -- "$@" 2>&1 | tee "$OUT/$name.log"
   local rc=${PIPESTATUS[0]}
   fig "${name}_exit" "$rc"
   fig "${name}_s" "$(since "$t")"
@@ -143,12 +154,12 @@ noop() {
 
 verified() {
   step "time to a verified DeepEP: empty prefix -> install + doctor + intranode test"
-  local prefix="$DEEPEP_ENV_STATE/envs/$ENV_NAME"
+  local prefix=".pixi/envs/$ENV_NAME"
   rm -rf "$prefix"
   local t=$(now)
-  $DE install "$ENV_NAME" --lock "$OUT/$ENV_NAME.pixi.lock" >/dev/null || exit 1
+  $DE install "$ENV_NAME" >/dev/null || exit 1
   $DE doctor "$ENV_NAME" >/dev/null
-  $DE run "$ENV_NAME" -- bash -c 'exec python3 "$CONDA_PREFIX/share/deep-ep/tests/test_intranode.py" "$@"' deepep $INTRANODE_ARGS > "$OUT/verified.log" 2>&1
+  $DE task deepep-test-intranode -e "$ENV_NAME" -- $INTRANODE_ARGS > "$OUT/verified.log" 2>&1
   fig verified_exit $?
   fig time_to_verified_s "$(since "$t")"
 }
@@ -201,7 +212,7 @@ repro() {
   # themselves go to $RESULTS (split under the 16 MB return limit) so two machines can be diffed.
   step "reproducible bytes: this run's packages against $MAIN_ENV in the committed pixi.lock"
   [ -f "$OUT/$ENV_NAME.pixi.lock" ] || $DE lock "$ENV_NAME" -o "$OUT/$ENV_NAME.pixi.lock" >/dev/null
-  $PY - "$OUT/$ENV_NAME.pixi.lock" "$ENV_NAME" pixi.lock "$MAIN_ENV" <<'PYEOF' | figs
+  $PY - "$OUT/$ENV_NAME.pixi.lock" "$ENV_NAME" "$OUT/committed.pixi.lock" "$MAIN_ENV" <<'PYEOF' | figs
 import sys
 from deepep_env.lock.lockfile import read_lock
 def shas(p, env):
@@ -216,7 +227,7 @@ for name, (build, sha) in sorted(new.items()):
         print(f"repro_{k}_same_id_as_committed={int(old[name][0] == build)}")
         print(f"repro_{k}_same_sha256_as_committed={int(old[name][1] == sha)}")
 PYEOF
-  $DE build "$ENV_NAME" --offline --lock pixi.lock 2>/dev/null | tee "$OUT/build-vs-committed-lock.txt"
+  $DE build "$ENV_NAME" --offline --lock "$OUT/committed.pixi.lock" 2>/dev/null | tee "$OUT/build-vs-committed-lock.txt"
   local f
   for f in "$DEEPEP_ENV_STATE"/channel/linux-64/*.conda; do
     split -b 15M -d "$f" "$RESULTS/$(basename "$f")." 2>/dev/null
@@ -239,14 +250,17 @@ conda_env() {
   $DE fetch "$ENV_NAME" --from "$GPU_DIR/sources" || exit 1
   build
   lock
-  local prefix="$DEEPEP_ENV_STATE/envs/$ENV_NAME"
+  local prefix=".pixi/envs/$ENV_NAME"
   rm -rf "$prefix"
   install_env
-  fig conda_lock_packages "$(grep -c '^- conda:' "$OUT/$ENV_NAME.pixi.lock")"
+  fig conda_lock_packages "$($PY -c 'import sys; from deepep_env.lock import read_lock; e = read_lock("pixi.lock").env(sys.argv[1]); print(sum(len(v) for v in e.packages.values()))' "$ENV_NAME")"
   fig conda_prefix_mb "$(du -sm "$prefix" | cut -f1)"
   doctor
-  # Where everything came from, as the prefix's own python sees it after DeepEP initialised NVSHMEM.
-  $DE run "$ENV_NAME" -- python3 -c '
+  # Where everything came from, as the prefix's own python sees it after DeepEP initialised NVSHMEM,
+  # in the environment rattler's activation (pixi's) makes: its activate.d gives the host overlay.
+  $PY benchmarks/gpu/rattler_activate.py "$prefix" > "$OUT/activate-$ENV_NAME.sh" || exit 1
+  bash -c '. "$1"; shift; env | grep -E "^(NVSHMEM_|DEEP_EP_|NCCL_|_DEEPEP_ENV_UNDO|LD_PRELOAD)" | sort | sed "s/^/conda_activated_/"; exec "$@"' \
+      act "$OUT/activate-$ENV_NAME.sh" python3 -c '
 import sys, torch, deep_ep, os
 import deep_ep_cpp
 maps = [l.split()[-1] for l in open("/proc/self/maps") if "libnvshmem_host" in l]

@@ -39,7 +39,7 @@ from deepep_env.builder.normalize import epoch_for, normalize_conda
 from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.buildplan import BuildNode
 from deepep_env.errors import UserError
-from deepep_env.hashing import short_id
+from deepep_env.hashing import short_id, tree_sha256
 from deepep_env.sources import SourceCache, fetch, primary_source, require_present, stage, wants_for_nodes
 
 MANIFEST_FORMAT = "deepep-env/build-manifest/v1"
@@ -181,14 +181,16 @@ def _check_outside(nodes: Sequence[BuildNode], extra_channels: Sequence[str], re
 
 
 def _closure(node: BuildNode, by: dict[str, BuildNode]) -> list[BuildNode]:
+    """Every package of the graph the node's build or recipe test needs (run-only ones included)."""
     seen: dict[str, BuildNode] = {}
-    stack = list(node.deps)
+    stack = list(node.deps) + list(node.run_deps)
     while stack:
         d = stack.pop()
         if d in seen or d not in by:
             continue
         seen[d] = by[d]
         stack.extend(by[d].deps)
+        stack.extend(by[d].run_deps)
     return [seen[k] for k in sorted(seen)]
 
 
@@ -261,6 +263,20 @@ class _Builder:
             normalize_conda(f, epoch)
         return res.packages, time.monotonic() - started, res.notes
 
+    def _import_local_sources(self, nodes: Sequence[BuildNode]) -> None:
+        """Sources the plan read from this machine (deepep-env's own tree) go into the source cache
+        under the hash the plan computed, re-hashed on the way in: changed since = one clear line."""
+        for n in nodes:
+            local = n.meta.get("local_source")
+            if not local:
+                continue
+            (name, pin), = n.sources.items()
+            got = tree_sha256(Path(local))
+            if got != pin.tree_sha256:
+                raise UserError(f"{n.package}: the source tree changed while planning ({got} != {pin.tree_sha256})",
+                                file=local, accepted="run the command again")
+            self.cache.add_tree(Path(local), digest=pin.tree_sha256)
+
     def publish(self, entry: StoreEntry) -> bool:
         changed = False
         for o in entry.outputs:
@@ -276,6 +292,7 @@ class _Builder:
             raise UserError(f"--check names a package not in this graph: {unknown[0]}", accepted=", ".join(sorted(by)))
         report = BuildReport(name, self.channel.root.resolve(), self.store.root.resolve())
         todo = [n for n in nodes if self.store.lookup(n.id, n.package) is None]
+        self._import_local_sources(todo)
         if todo:
             wants = wants_for_nodes(todo)
             if not self.offline:

@@ -1,4 +1,4 @@
-"""`deepep-env activate` without typer: argparse only, stdlib imports only.
+"""`deepep-env activate` and `deepep-env hook` without typer: argparse only, stdlib imports only.
 
 cli/main.py sends `deepep-env activate …` here before importing typer (~100 ms) or pydantic
 (~75 ms): shells run activation on every new terminal, and benchmarks/bench_activate.py holds
@@ -60,7 +60,24 @@ def run_activate(
     return 0
 
 
-def main(argv: list[str]) -> int:
+def hook_main(argv: list[str]) -> int:
+    """``deepep-env hook --shell SHELL [--prefix P]``: the overlay for a conda ``activate.d`` script."""
+    import argparse
+
+    from deepep_env.overlay.hook import SHELLS, run_hook
+
+    parser = _parser("deepep-env hook", "Print the host overlay for an activate.d script to eval (with its undo).")
+    parser.add_argument("--shell", choices=SHELLS, default="sh")
+    parser.add_argument("--prefix", default=None, help="the environment (default $CONDA_PREFIX)")
+    args = parser.parse_args(argv)
+    text, warnings = run_hook(args.shell, args.prefix, os.environ)
+    for w in warnings:
+        print(f"deepep-env: warning: {w}", file=sys.stderr)
+    sys.stdout.write(text)
+    return 0
+
+
+def _parser(prog: str, description: str):
     import argparse
 
     class OneLineParser(argparse.ArgumentParser):
@@ -68,13 +85,15 @@ def main(argv: list[str]) -> int:
             sys.stderr.write(f"deepep-env: error: {' '.join(message.split())} (see `{self.prog} --help`)\n")
             raise SystemExit(2)
 
-    parser = OneLineParser(
-        # A fixed width: HelpFormatter otherwise imports shutil (and bz2, lzma) to ask the
-        # terminal, on every add_argument.
-        formatter_class=lambda prog: argparse.HelpFormatter(prog, width=100),
-        prog="deepep-env activate",
-        description="Print a script for eval that activates ENV's installed prefix plus the host overlay.",
-    )
+    # A fixed width: HelpFormatter otherwise imports shutil (and bz2, lzma) to ask the terminal, on
+    # every add_argument.
+    return OneLineParser(formatter_class=lambda prog: argparse.HelpFormatter(prog, width=100), prog=prog,
+                         description=description)
+
+
+def main(argv: list[str]) -> int:
+    parser = _parser("deepep-env activate",
+                     "Print a script for eval that activates ENV's installed prefix plus the host overlay.")
     parser.add_argument("env", metavar="ENV", help="installed env name")
     parser.add_argument("--root", default="/", help="read the host under this directory (default /)")
     parser.add_argument("--shell", choices=SHELL_CHOICES, default=None, help="default: from $SHELL, else bash")

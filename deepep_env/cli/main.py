@@ -60,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         from deepep_env.cli import fast_activate
 
         return fast_activate.main(argv[1:])
+    if argv[:1] == ["hook"]:   # run by every conda activation of an env with the deepep-env package
+        from deepep_env.cli import fast_activate
+
+        return fast_activate.hook_main(argv[1:])
     from deepep_env.errors import UserError
 
     app = build_app()

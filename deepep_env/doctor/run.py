@@ -42,19 +42,20 @@ def _find_project(project: Any):
 
 
 def resolve_prefix(env: Optional[str], prefix: Optional[str], project: Any, environ: Mapping[str, str], cwd: str) -> Optional[str]:
-    """--prefix; else $DEEPEP_ENV_PREFIX; else the project's ``.deepep-env/envs/ENV``; else the cwd's."""
+    """--prefix; else $DEEPEP_ENV_PREFIX; else the project's ``.pixi/envs/ENV`` (one owner of the
+    rule: :func:`deepep_env.overlay.prefix.default_prefix`)."""
     if prefix:
         return os.path.abspath(os.fspath(prefix))
     if not env:
         return None
-    from deepep_env.overlay.prefix import PREFIX_ENV_VAR, check_env_name
+    from deepep_env.overlay.prefix import PREFIX_ENV_VAR, check_env_name, default_prefix
 
     check_env_name(env)
     if environ.get(PREFIX_ENV_VAR):
         return os.path.abspath(environ[PREFIX_ENV_VAR])
     if project is not None:
         return str(project.prefix_for(env))
-    return os.path.join(cwd, ".deepep-env", "envs", env)
+    return str(default_prefix(env, cwd, environ))
 
 
 def run_doctor(

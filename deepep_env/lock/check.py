@@ -295,6 +295,9 @@ def _check_builds(req: LockRequest, pname: str, pkgs: list[LockedPackage], res: 
     local_urls = tuple(c.lock_url for c in req.channels if c.local)
     roots: set[str] = set()
     for node in req.built:
+        if node.tool:
+            roots |= _check_tool(node, pname, pkgs, res)
+            continue
         ours = [p for p in pkgs if p.build == node.build_string and p.version == node.version]
         if ours:
             if node.top:
@@ -311,6 +314,23 @@ def _check_builds(req: LockRequest, pname: str, pkgs: list[LockedPackage], res: 
         if not stale and node.top:
             res.reasons.append(PackageMissing(pname, node.package, f"=={node.version} {node.build_string}"))
     return roots
+
+
+def _check_tool(node, pname: str, pkgs: list[LockedPackage], res: LockCheck) -> set[str]:
+    """deepep-env's own package is pinned by version: its build id moves with every change to the
+    tool's code, which is not a change of the environment (docs/lockfiles.md §2). Another build of
+    the same version is a warning that says how to pick the current one up."""
+    found = [p for p in pkgs if p.name == node.package]
+    if not found:
+        res.reasons.append(PackageMissing(pname, node.package, f"=={node.version}"))
+        return set()
+    p = found[0]
+    if p.version != node.version:
+        res.reasons.append(PinChanged(pname, node.component, p.name, f"{p.version} {p.build}", f"=={node.version}"))
+    elif p.build != node.build_string:
+        res.warnings.append(f"{pname}: {p.name} {p.version} is locked at build {p.build}, this checkout's is "
+                            f"{node.build_string} (`deepep-env build` and `lock` pick it up)")
+    return {p.name}
 
 
 def _check_closure(pname: str, roots: set[str], by_name: dict[str, list[LockedPackage]], res: LockCheck) -> None:

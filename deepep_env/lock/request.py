@@ -51,6 +51,7 @@ class BuiltNode:
     build_string: str
     build_id: str
     top: bool
+    tool: bool = False    # deepep-env's own package: locked at the plan's build, checked by version
 
 
 @dataclass
@@ -141,7 +142,7 @@ def built_nodes(plan) -> list[BuiltNode]:
                             "by content)", field=n.package,
                             accepted=f"pin it first: `deepep-env fetch {plan.env}` on a machine with network")
         out.append(BuiltNode(n.package, COMPONENT_OF_PACKAGE.get(n.package, n.package), n.version, n.build_string,
-                             n.id, top=n.package not in depended))
+                             n.id, top=n.package not in depended, tool=bool(n.meta.get("tool"))))
     return out
 
 

@@ -119,6 +119,17 @@ def _source_scripts(scripts: Sequence[str], env: dict[str, str]) -> dict[str, st
     return out
 
 
+def source_activation_scripts(prefix: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` after the prefix's ``etc/conda/activate.d/*.sh`` scripts ran (in bash, in name
+    order, as conda and pixi run them); unchanged when there are none."""
+    d = os.path.join(prefix, "etc", "conda", "activate.d")
+    try:
+        scripts = [os.path.join(d, n) for n in sorted(os.listdir(d)) if n.endswith(".sh")]
+    except OSError:
+        scripts = []
+    return _source_scripts(scripts, dict(environ)) if scripts else dict(environ)
+
+
 def run_environment(overlay: Overlay, environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` with the overlay applied, activate.d ``*.sh`` scripts sourced (in bash) in order."""
     env = dict(environ)

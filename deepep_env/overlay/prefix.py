@@ -9,8 +9,7 @@
 ``python.executable`` is optional. Unknown keys are ignored (a newer installer may add some).
 
 Where the prefix is, in order: ``--prefix``; ``$DEEPEP_ENV_PREFIX`` (the prefix itself); else where
-``deepep-env install`` put it: ``<state>/envs/<ENV>``, the state being ``$DEEPEP_ENV_STATE`` or
-``<project>/.deepep-env`` (deepep_env/project.py).
+``deepep-env install`` and pixi put it: ``<project>/.pixi/envs/<ENV>`` (deepep_env/project.py).
 """
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
 from deepep_env.errors import UserError
-from deepep_env.project import nearest_root, state_dir
+from deepep_env.project import envs_dir, nearest_root, pixi_env_name
 
 META_RELPATH = os.path.join("conda-meta", "deepep-env.json")
 ENV_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -54,9 +53,9 @@ def default_prefix(env: str, cwd: Optional[str] = None, environ: Optional[Mappin
     environ = os.environ if environ is None else environ
     if environ.get(PREFIX_ENV_VAR):
         return Path(environ[PREFIX_ENV_VAR])
-    # Where install put it: Project.prefix_for, by the same two rules (deepep_env.project).
+    # Where install put it: Project.prefix_for, by the same rules (deepep_env.project): pixi's layout.
     here = Path(cwd or os.getcwd())
-    return state_dir(nearest_root(here, environ) or here, environ) / "envs" / env
+    return envs_dir(nearest_root(here, environ) or here) / pixi_env_name(env)
 
 
 def find_prefix(

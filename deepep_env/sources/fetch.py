@@ -90,15 +90,16 @@ def wants_for_nodes(nodes: Iterable) -> list[Want]:
     """What a list of :class:`deepep_env.buildplan.BuildNode` needs from the source cache.
 
     Sources a recipe carries itself (``meta["own_sources"]``: its own ``source:`` entries, used as
-    written) are rattler-build's business, not the cache's.
+    written) are rattler-build's business, not the cache's; a tree read from this machine
+    (``meta["local_source"]``: deepep-env's own code) is put into the cache by the builder.
     """
     out: list[Want] = []
     seen: set[tuple] = set()
     for n in nodes:
         own = set(n.meta.get("own_sources", ()))
         for name, pin in n.sources.items():
-            if name in own:
-                continue
+            if name in own or n.meta.get("local_source"):
+                continue   # a recipe's own source; deepep-env's own tree (the builder imports it)
             w = Want(n.package, "source", name, pin.tree_sha256, tuple(pin.urls), pin.git, pin.rev, pin.tag)
             key = (w.kind, w.digest or (w.package, w.name))
             if key not in seen:
