@@ -6,6 +6,7 @@ Every field of :class:`BuildNode` is either identity (enters the pre-image) or m
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,9 @@ class BuildNode:
     # Packages of this graph its run requirements name by version range only (never by build): in
     # the build channel for its recipe test, but not inputs of its bytes, so not of its id.
     run_deps: tuple[str, ...] = ()
+    # identity: the virtual packages the build is solved and rendered with (name → version, or the
+    # microarchitecture for __archspec), never the build machine's (build_virtual_packages).
+    virtual_packages: dict[str, str] = field(default_factory=dict)
     recipe_hash: str = ""
     preimage: Optional[dict[str, Any]] = None
     id: Optional[str] = None          # None while a source or patch is not pinned by content
@@ -133,8 +137,25 @@ def finish_node(node: BuildNode, dep_ids: dict[str, Optional[str]]) -> BuildNode
         variant=node.variant,
         dependencies={d: dep_ids[d] for d in node.deps},
         externals=node.externals,
+        virtual_packages=node.virtual_packages,
     )
     return BuildNode(**{**node.__dict__, "recipe_hash": rhash, "preimage": pre, "id": build_id(pre)})
+
+
+def build_virtual_packages(subdir: str = "linux-64", cuda: Optional[str] = None) -> dict[str, str]:
+    """What a build on ``subdir`` is told the machine has: the lock's platform (the spec's CUDA,
+    pixi's glibc/linux/archspec defaults), never the build machine's. rattler-build otherwise
+    detects them and writes them into the package's rendered recipe (found on GPU machines: the
+    same id built on two kernels gave two packages), and solves build environments against them."""
+    from deepep_env.lock.platforms import platform_for
+
+    out = {}
+    for v in platform_for(subdir, cuda).virtual_packages:
+        if v.name in ("__linux", "__glibc", "__cuda"):
+            out[v.name] = v.version
+        elif v.name == "__archspec":
+            out[v.name] = v.build
+    return out
 
 
 def tool_node(project: Project) -> Optional[BuildNode]:
@@ -148,7 +169,7 @@ def tool_node(project: Project) -> Optional[BuildNode]:
     src, digest = tool_source()
     return BuildNode(package=TOOL, recipe_dir=d, version=VERSION, variant={"version": VERSION},
                      sources={TOOL: SourcePin(tree_sha256=digest)}, patches=(), externals={}, deps=(),
-                     meta={"local_source": str(src), "tool": True})
+                     meta={"local_source": str(src), "tool": True}, virtual_packages=build_virtual_packages())
 
 
 def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
@@ -211,8 +232,9 @@ def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
     ))
     done: list[BuildNode] = []
     ids: dict[str, Optional[str]] = {}
+    vps = build_virtual_packages(r.subdirs[0], r.cuda.version)
     for n in nodes:  # already in dependency order
-        fin = finish_node(n, ids)
+        fin = finish_node(n if n.virtual_packages else dataclasses.replace(n, virtual_packages=vps), ids)
         ids[n.package] = fin.id
         done.append(fin)
     return BuildPlan(env=r.name, nodes=tuple(done))

@@ -112,6 +112,7 @@ def build_id_preimage(
     variant: Mapping[str, Any] | None = None,
     dependencies: Mapping[str, str] | None = None,
     externals: Mapping[str, Any] | None = None,
+    virtual_packages: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The documented pre-image of a build id (docs/build-id.md §2). Order of patches matters
     (they apply in order); everything else is a mapping and therefore order-free."""
@@ -125,6 +126,7 @@ def build_id_preimage(
             "variant": dict(variant or {}),
             "dependencies": dict(dependencies or {}),
             "externals": dict(externals or {}),
+            "virtual_packages": dict(virtual_packages or {}),
         }
     )
 

@@ -49,6 +49,9 @@ def _golden(tmp_path: Path, base_recipe=GOLDEN_BASE_RECIPE, base_sources=GOLDEN_
     return {n.package: n for n in nodes}
 
 
+VPS = {"__archspec": "x86_64", "__glibc": "2.28", "__linux": "4.18"}
+
+
 def test_golden_preimage_and_digest(tmp_path):
     nodes = _golden(tmp_path)
     base, top = nodes["golden-base"], nodes["golden-top"]
@@ -59,15 +62,18 @@ def test_golden_preimage_and_digest(tmp_path):
         "sources": {"golden-base": AB},
         "patches": [CD],
         "variant": {"cuda_architectures": ["90"], "ibgda": True},
+        # what the build is told the machine has (linux-64 defaults, no CUDA), never the machine's
+        "virtual_packages": VPS,
     }
     assert canonical_json(base.preimage) == (
         b'{"package":"golden-base","patches":["' + CD.encode() + b'"],'
         b'"recipe":"sha256:5bd3d2c1bc7db6f3bbe0b9bda1c704ea0ba99fa611e6837b1de72d69313cb06f",'
         b'"scheme":"deepep-env/build-id/v1","sources":{"golden-base":"' + AB.encode() + b'"},'
-        b'"variant":{"cuda_architectures":["90"],"ibgda":true}}'
+        b'"variant":{"cuda_architectures":["90"],"ibgda":true},'
+        b'"virtual_packages":{"__archspec":"x86_64","__glibc":"2.28","__linux":"4.18"}}'
     )
-    assert base.id == "sha256:d3fe43e10228b7bf32157d0924bed54f8eb4204c006251be641f51902b61f29d"
-    assert base.build_string == "hd3fe43e102_0"
+    assert base.id == "sha256:e9ae2bdf48e04d95e6228fd692def281fdbed0fb5fe3dd46bce18170edfb8ecb"
+    assert base.build_string == "he9ae2bdf48_0"
     # a dependency enters by its id (Merkle DAG); empty fields (sources, patches) are dropped
     assert top.preimage == {
         "scheme": "deepep-env/build-id/v1",
@@ -75,8 +81,9 @@ def test_golden_preimage_and_digest(tmp_path):
         "recipe": "sha256:2437046389f12f844b24bbbdc82dfce93fb70e07163f663d5a0854811837984a",
         "variant": {"cuda_architectures": ["90"], "ibgda": True},
         "dependencies": {"golden-base": base.id},
+        "virtual_packages": VPS,
     }
-    assert top.id == "sha256:c6eabaeba2bb23bfa773dfaaffb98a08f2b2bea45e43ac0290f634dd7332e655"
+    assert top.id == "sha256:f1741e9f838367da03ad87986f5be406a551b4ce7795e3e66351660fe4b8ce2e"
     assert build_id(top.preimage) == top.id
 
 

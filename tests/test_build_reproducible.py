@@ -32,6 +32,29 @@ def test_two_checkouts_a_second_apart_build_the_same_bytes(tmp_path):
     assert any(k.startswith("linux-64/libgreet") for k in shas[0])  # a package with compiled C code
 
 
+def _empty_channel(d):
+    for sub in ("linux-64", "noarch"):
+        (d / sub).mkdir(parents=True)
+        (d / sub / "repodata.json").write_text('{"info": {"subdir": "%s"}, "packages": {}, "packages.conda": {}}' % sub)
+    return d
+
+
+def test_a_mirror_folder_does_not_reach_the_bytes(tmp_path, monkeypatch):
+    """Found on a GPU: rattler-build records the channels it read (info/about.json, the rendered
+    recipe). A channel read from a mirror folder ($DEEPEP_ENV_MIRRORS) is recorded as the channel's
+    own URL — the one the id names — so two machines with the mirror at two paths build the same bytes."""
+    from deepep_env.lock.channels import file_url
+
+    shas = []
+    for where in ("a", "b/deeper"):
+        mirror = _empty_channel(tmp_path / where / "mirror")
+        monkeypatch.setenv("DEEPEP_ENV_MIRRORS", f"https://conda.example.invalid/team={mirror}")
+        sb = sandbox(tmp_path / where / "p")
+        sb.fill_cache()
+        shas.append(_shas(sb.build(extra_channels=[file_url(mirror)]), sb.channel))
+    assert shas[0] == shas[1]
+
+
 def test_build_check_is_identical_by_whole_archive(tmp_path):
     sb = sandbox(tmp_path / "p")
     sb.fill_cache()

@@ -78,7 +78,8 @@ CASES = {
                          "h200-nvlink", "ChannelsExtended"),
     "channel-replaced": (None, lambda t: t.replace('channels = ["https://conda.deepep-env.example/h200"]',
                                                    'channels = ["conda-forge"]'), "h200-nvlink", "ChannelsMismatch"),
-    "build-pin-changed": (None, lambda t: t.replace('build = "h9af0250dfa_0"', 'build = "h0000000000_0"'),
+    "build-pin-changed": (None, lambda t: re.sub(r'(\[feature\.h200-nvlink\.dependencies\]\n(?:.*\n)*?deep-ep = .*build = )"h[0-9a-f]{10}_0"',
+                                                 r'\1"h0000000000_0"', t, count=1),
                           "h200-nvlink", "UnsatisfiableMatchSpec"),
     "cuda-changed": (lambda t: t.replace("  - __cuda=13.0\n", "  - __cuda=13.1\n"), None, "h200-nvlink",
                      "UnsatisfiableMatchSpec"),
@@ -216,3 +217,23 @@ def test_pixi_sbom_describes_every_environment(repo_root, tmp_path):
         assert bom["bomFormat"] == "CycloneDX" and bom["specVersion"] == "1.6"
         (plat,) = data.env(env).packages.values()
         assert {c["name"] for c in bom["components"]} >= {p.name for p in plat}
+
+
+def test_one_url_two_contents_is_refused(repo_root, tmp_path):
+    """rattler keeps one record per URL: relocking an environment whose package file was rebuilt with
+    other bytes, while another environment still locks the old ones, is refused (found on a GPU run:
+    same build id, other bytes) and writes nothing."""
+    from deepep_env.errors import UserError
+    from deepep_env.lock.lockfile import _existing_sections, write_env
+    from deepep_env.lock.platforms import platform_for
+
+    lock = tmp_path / "pixi.lock"
+    lock.write_bytes((repo_root / "pixi.lock").read_bytes())
+    sections, _ = _existing_sections(lock)
+    (recs,) = sections["h200-nvlink-conda"].records.values()
+    next(r for r in recs if r.name.normalized == "deepep-env").sha256 = bytes(32)
+    before = lock.read_bytes()
+    with pytest.raises(UserError, match="one file, two contents; nothing written"):
+        write_env(lock, "h200-nvlink-conda", sections["h200-nvlink-conda"],
+                  [platform_for("linux-64", "12.9"), platform_for("linux-64", "13.0")])
+    assert lock.read_bytes() == before

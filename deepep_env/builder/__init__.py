@@ -241,13 +241,15 @@ class _Builder:
             e = self.entries[d.package]
             dep_files += [(e.file(o), o.file) for o in e.outputs]
         build_chan = make_build_channel(work / "deps-channel", dep_files)
-        channels = [build_chan.url(), *self.extra_channels]
+        # deepep-env's own package requires nothing: no spec channel may reach its bytes or its test
+        channels = [build_chan.url()] + ([] if node.meta.get("tool") else list(self.extra_channels))
         ctx = recipe_context(node, source_dirs=staged, deps=[by[d] for d in node.deps if d in by], jobs=self.jobs,
                              primary=primary_source(node.package, list(staged)))
         try:
             res = run_rattler_build(node.recipe_dir / "recipe.yaml", ctx, package=node.package, output_dir=out_dir,
                                     channels=channels, log_path=self._log(node), staged=list(staged.values()),
-                                    on_line=lambda line: self.progress("log", node, line))
+                                    on_line=lambda line: self.progress("log", node, line),
+                                    virtual_packages=node.virtual_packages)
         except UserError as exc:
             outside = list(node.meta.get("outside_requirements") or ())
             if "Failed to resolve dependencies" in exc.message and outside:
@@ -259,8 +261,9 @@ class _Builder:
                                 "that has it (--extra-channel / extra_channels=)") from None
             raise
         epoch = epoch_for(node.id or "")
+        aliases = mirror_aliases()
         for f in res.packages:
-            normalize_conda(f, epoch)
+            normalize_conda(f, epoch, aliases)
         return res.packages, time.monotonic() - started, res.notes
 
     def _import_local_sources(self, nodes: Sequence[BuildNode]) -> None:
@@ -404,6 +407,13 @@ def write_manifest(report: BuildReport, state: Path, env: str) -> Path:
                          "file": o.file, "build_id": n.id, "sha256": o.sha256})
     data = {"format": MANIFEST_FORMAT, "env": env, "channel": str(report.channel), "packages": pkgs}
     return write_text(state / "builds" / f"{env}.json", json.dumps(data, indent=2) + "\n")
+
+
+def mirror_aliases() -> dict[str, str]:
+    """The URL a build reads each mirrored channel from → the channel's own URL (what ids name)."""
+    from deepep_env.lock.channels import channel_mirrors, file_url
+
+    return {file_url(d): url for url, d in channel_mirrors().items()}
 
 
 def spec_channels_for_build(channels: Sequence[str], *, offline: bool) -> list[str]:

@@ -301,9 +301,35 @@ class _LiveLog:
         self._fh.close()
 
 
+# rattler's virtual-package overrides (rattler_virtual_packages: CONDA_OVERRIDE_*), one per package a
+# build is told about; "" for __cuda means "no CUDA" (a noarch or CPU package).
+_OVERRIDE_VARS = {"__linux": "CONDA_OVERRIDE_LINUX", "__glibc": "CONDA_OVERRIDE_GLIBC",
+                  "__archspec": "CONDA_OVERRIDE_ARCHSPEC", "__cuda": "CONDA_OVERRIDE_CUDA"}
+
+
+@contextlib.contextmanager
+def declared_virtual_packages(vps: Mapping[str, str]) -> Iterator[None]:
+    """The build sees ``vps`` instead of the machine's (rattler-build runs in this process)."""
+    if not vps:
+        yield
+        return
+    want = {var: vps.get(name, "") for name, var in _OVERRIDE_VARS.items()}
+    saved = {k: os.environ.get(k) for k in want}
+    os.environ.update(want)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_dir: Path,
         channels: Sequence[str], log_path: Path, staged: Sequence[Path] = (), test: bool = True,
-        on_line: Optional[Callable[[str], None]] = None) -> DriverResult:
+        on_line: Optional[Callable[[str], None]] = None,
+        virtual_packages: Optional[Mapping[str, str]] = None) -> DriverResult:
     """Render and build every output of ``recipe_file`` into ``output_dir``; keep the log at
     ``log_path``. Raises :class:`UserError` (one line, naming the log) on failure."""
     from rattler_build import ToolConfiguration
@@ -331,7 +357,7 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
             # no_build_id: rattler-build's work folder is `rattler-build_<name>`, not
             # `rattler-build_<name>_<unix time>` — its path ends up inside the package (__FILE__,
             # rendered recipe), so a timestamped name makes every build's bytes different.
-            with private_package_cache():
+            with private_package_cache(), declared_virtual_packages(virtual_packages or {}):
                 res = v.run_build(tool_config=tool, output_dir=output_dir, channels=list(channels),
                                   package_format=package_format, progress_callback=live, no_build_id=True)
         except Exception as exc:  # noqa: BLE001

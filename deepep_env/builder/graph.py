@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import yaml
 
-from deepep_env.buildplan import BuildNode, finish_node  # one place computes ids
+from deepep_env.buildplan import BuildNode, build_virtual_packages, finish_node  # one place computes ids
 from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256, tree_sha256
 from deepep_env.spec.catalog import SourcePin, load_catalog
@@ -273,6 +273,7 @@ def nodes_from_recipe_dirs(dirs: Iterable[Path], variant: Optional[Mapping[str, 
             package=i.package, recipe_dir=i.dir, version=version or "", variant=dict(variant or {}),
             sources=sources, patches=patches, externals={}, deps=tuple(sorted(deps)),
             meta={"own_sources": sorted(own), "outside_requirements": outside},
+            virtual_packages=build_virtual_packages(),
         ))
     done = []
     ids: dict[str, Optional[str]] = {}

@@ -9,6 +9,10 @@ py-rattler-build 0.73 stamps every archive member with the build time, writes th
   byte order of their names, PAX format;
 - ``info/index.json``: ``timestamp`` = epoch in milliseconds (conda's unit); the build time in
   ``info/recipe/rendered_recipe.yaml`` (``build_configuration.timestamp``) = the epoch;
+- the channels rattler-build records (``info/about.json``, the rendered recipe): a mirror a build
+  read a channel from (``$DEEPEP_ENV_MIRRORS``, a folder on one machine) is written as the
+  channel's own URL — the one the build id names (found on GPUs: the same id built with the repack
+  channel at another path gave other bytes);
 - the zip container: fixed entry times, members in the original order (``metadata.json``,
   ``pkg-*``, ``info-*``), stored uncompressed as conda expects;
 - compression: zstd at a fixed level, one frame, no content-size-dependent threading.
@@ -26,6 +30,7 @@ import tarfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Optional
 
 from deepep_env.atomic import write_bytes
 
@@ -71,9 +76,18 @@ def _fix_rendered(data: bytes, epoch: int) -> bytes:
 
 
 _FIXERS = {"info/index.json": _fix_index, "info/recipe/rendered_recipe.yaml": _fix_rendered}
+_CHANNEL_FILES = ("info/about.json", "info/recipe/rendered_recipe.yaml")
 
 
-def _retar(data: bytes, epoch: int) -> bytes:
+def _fix_channels(data: bytes, aliases: dict[str, str]) -> bytes:
+    """Each mirror URL (with or without its trailing slash) → the channel's own URL."""
+    for mirror, canonical in sorted(aliases.items(), key=lambda kv: -len(kv[0])):
+        for a, b in ((mirror, canonical), (mirror.rstrip("/"), canonical.rstrip("/"))):
+            data = data.replace(a.encode(), b.encode())
+    return data
+
+
+def _retar(data: bytes, epoch: int, aliases: Optional[dict[str, str]] = None) -> bytes:
     """A tar with the same members and contents, in name order, with fixed metadata."""
     src = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
     members = sorted(src.getmembers(), key=lambda m: m.name.encode())
@@ -84,14 +98,18 @@ def _retar(data: bytes, epoch: int) -> bytes:
             if m.name in _FIXERS and content is not None:
                 content = _FIXERS[m.name](content, epoch)
                 m.size = len(content)
+            if aliases and m.name in _CHANNEL_FILES and content is not None:
+                content = _fix_channels(content, aliases)
+                m.size = len(content)
             m.mtime, m.uid, m.gid, m.uname, m.gname = epoch, 0, 0, "", ""
             m.pax_headers = {}
             dst.addfile(m, io.BytesIO(content) if content is not None else None)
     return out.getvalue()
 
 
-def normalize_conda(path: Path, epoch: int) -> bool:
+def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, str]] = None) -> bool:
     """Rewrite ``path`` (a ``.conda``) in place, atomically; True when its bytes changed.
+    ``channel_aliases``: mirror URL → the channel's own URL.
 
     Idempotent: normalizing a normalized package gives the same bytes."""
     path = Path(path)
@@ -103,7 +121,7 @@ def normalize_conda(path: Path, epoch: int) -> bool:
         for info in zin.infolist():
             data = zin.read(info)
             if info.filename.endswith(".tar.zst"):
-                data = _zstd_compress(_retar(_zstd_decompress(data), epoch))
+                data = _zstd_compress(_retar(_zstd_decompress(data), epoch, channel_aliases))
             zi = zipfile.ZipInfo(info.filename, date_time=_ZIP_TIME)
             zi.compress_type = zipfile.ZIP_STORED
             zi.external_attr = 0o644 << 16

@@ -269,6 +269,23 @@ def _existing_sections(path: Path) -> tuple[dict[str, EnvSection], dict[str, Any
     return out, plats
 
 
+def _refuse_two_records_for_one_url(path: Path, env: str, sections: dict[str, EnvSection]) -> None:
+    """A lock names each package file once (rattler keeps one record per URL): environments that
+    share a URL must agree on its bytes. Disagreement means the file at that URL was rebuilt with
+    other bytes (found on GPUs: a non-reproducible build) — refused, never resolved silently."""
+    seen: dict[str, tuple[str, str]] = {}
+    for name in [env] + sorted(n for n in sections if n != env):
+        for recs in sections[name].records.values():
+            for r in recs:
+                sha = r.sha256.hex() if isinstance(r.sha256, (bytes, bytearray)) else str(r.sha256)
+                first = seen.setdefault(r.url, (name, sha))
+                if first[1] != sha:
+                    raise UserError(f"{r.url}: environment {first[0]!r} now has sha256 {first[1][:16]}…, environment "
+                                    f"{name!r} locks {sha[:16]}…: one file, two contents; nothing written", file=path,
+                                    accepted=f"relock {name!r} too (`deepep-env lock {name}`), or make the build "
+                                             "reproducible (same id, same bytes)")
+
+
 def write_env(path: Path, env: str, section: EnvSection, platforms: list) -> tuple[bytes, bool]:
     """Write ``env`` into the pixi.lock at ``path`` (created if absent), every other environment kept
     as it is; atomically. ``platforms``: the workspace's :class:`LockPlatformDef` s in the
@@ -286,6 +303,7 @@ def write_env(path: Path, env: str, section: EnvSection, platforms: list) -> tup
 
     sections, old_plats = _existing_sections(path)
     sections[env] = section
+    _refuse_two_records_for_one_url(path, env, sections)
     sections.setdefault("default", EnvSection([], {}))
     defs = {name: row for name, row in old_plats.items()}
     defs.update({p.name: (p.subdir, p.strings) for p in platforms})
