@@ -189,10 +189,11 @@ def _nccl_node(r: ResolvedSpec, project: Project) -> BuildNode:
     """NCCL from NVIDIA's source for the spec's architectures only, packaged as conda-forge's ``nccl``."""
     assert r.nccl.source is not None
     ext, meta = _externals(r, ("cuda",))
+    version = nccl_conda_version(r.nccl.version, r.nccl.source)
     return BuildNode(
-        package="nccl", recipe_dir=_recipe(project, "nccl"), version=nccl_conda_version(r.nccl.version, r.nccl.source),
+        package="nccl", recipe_dir=_recipe(project, "nccl"), version=version,
         variant={
-            "version": r.nccl.version,
+            "version": version,   # the recipe's package version (a variant key wins over the node's)
             "revision": r.nccl.source.rev or "",
             "cuda_version": r.cuda.version,
             "cuda_architectures": r.cuda.sm_list,

@@ -213,6 +213,16 @@ def test_v2_host_mode_renders_exact_nccl_and_no_nvshmem_package(repo):
     assert r["nccl"]["nccl"] == {}   # host mode: the machine's toolkit and compilers, nothing from conda
 
 
+def test_nccl_renders_the_version_dependents_pin(repo):
+    """The package's version is the node's (2.30.7.1), which deep-ep's exact pin and the lock name."""
+    from deepep_env.builder.driver import recipe_context, render
+
+    node = plan(load_resolved("h200-nvlink-v2", repo), repo).node("nccl")
+    ctx = recipe_context(node, source_dirs={"nccl": Path("/staged/nccl")}, deps=[], jobs=1, primary="nccl")
+    (v,) = render(node.recipe_dir / "recipe.yaml", ctx, package="nccl")
+    assert str(v.recipe.package.version) == node.version == "2.30.7.1"
+
+
 def test_v2_conda_mode_renders_the_jit_toolchain_as_run_requirements(repo):
     r = preview_plan(plan(load_resolved("gcp-b200-v2", repo), repo))
     deep = r["deep-ep"]["deep-ep"]
@@ -260,7 +270,8 @@ def test_nccl_build_asks_make_for_the_spec_architectures_only(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "src.lib" in args and "-j3" in args
     assert "NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90" in args
-    assert "NVCC_GENCODE_LDMC_FP8=" in args            # no Blackwell: upstream's sm_100f kernels compile empty
+    # no Blackwell: upstream's sm_100f-only FP8 kernels get sm_90 (their bodies are arch-guarded: empty)
+    assert "NVCC_GENCODE_LDMC_FP8=-gencode=arch=compute_90,code=sm_90" in args
     assert "CUDARTLIB=cudart_static" in args and "NCCL_GIT_COMMIT_HASH=73cf112295c33aee2b895f329f592f2a9b4b0f97" in args
     assert any(a.startswith("NVCC=") and "nvcc" in a for a in args)
     assert os.readlink(prefix / "lib/libnccl.so") == "libnccl.so.2" and (prefix / "include/nccl.h").is_file()

@@ -62,10 +62,12 @@ for a in ${NCCL_ARCHS//;/ }; do gencode="$gencode -gencode=arch=compute_$a,code=
 [ -n "$gencode" ] || { echo "deepep-env: no CUDA architectures given (cuda_architectures)" >&2; exit 1; }
 # The FP8 multimem ("LDMC") symmetric kernels are compiled for sm_100f whatever NVCC_GENCODE says
 # (src/device/Makefile NVCC_GENCODE_LDMC_FP8, symmetric/generate.py kernel_gencode). Without a
-# Blackwell architecture in the spec, empty it: upstream then compiles those units empty (its own
-# fallback for toolkits that lack sm_100), and the library holds device code for the spec's archs only.
+# Blackwell architecture in the spec, give them the spec's gencode: their bodies are guarded by
+# NCCL_CUDA_ARCH_*SPECIFIC==1000.. (generate.py kernel_conds), so they compile empty for sm_90, and the
+# library holds device code for the spec's archs only. (Emptying the variable instead makes upstream
+# compile a placeholder with nvcc's default arch: sm_75 code, measured on a CPU build with CUDA 13.0.)
 ldmc=()
-case ";$NCCL_ARCHS;" in *";10"[0-9]*) ;; *) ldmc=("NVCC_GENCODE_LDMC_FP8=") ;; esac
+case ";$NCCL_ARCHS;" in *";10"[0-9]*) ;; *) ldmc=("NVCC_GENCODE_LDMC_FP8=${gencode# }") ;; esac
 
 # The tree must be the release the package is named after (2.30.7.1 <- makefiles/version.mk 2.30.7 + PKG_REVISION 1).
 mk() { sed -n "s/^$1 *:= *//p" makefiles/version.mk | tr -d ' '; }
