@@ -362,3 +362,87 @@ def test_verify_install_v2_catches_a_broken_preload_link(tmp_path):
     os.symlink("/usr/lib/libnccl.so.2", link)
     res = _verify(p)
     assert res.returncode == 1 and "does not resolve to the env's lib/libnccl.so.2" in res.stdout
+
+
+# -- the DeepEP 2.x recipe's build script, against a fake Python/pip and a fake toolkit ---------------------
+FAKE_PY = r'''#!/usr/bin/env bash
+# Stands in for the spec's Python: `-c` (the torch banner) and `-m pip install` are faked; scripts on
+# stdin (the build record, the wheel lookup) run in the real interpreter.
+if [ "$1" = "-c" ]; then echo "torch 2.11.0+cu130 (fake)"; exit 0; fi
+if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then
+  shift 2; t=""; while [ $# -gt 0 ]; do [ "$1" = "--target" ] && t="$2"; shift; done
+  env | grep -E '^(EP_NCCL_ROOT_DIR|NCCL_DIR|NVSHMEM_DIR|EP_NVSHMEM_ROOT_DIR|EP_JIT_CACHE_DIR|TORCH_CUDA_ARCH_LIST|DISABLE_AGGRESSIVE_PTX_INSTRS|MAX_JOBS)=' > "$PIP_ENV"
+  mkdir -p "$t/deep_ep/buffers" && echo "" > "$t/deep_ep/__init__.py"
+  echo " > NCCL path: ${EP_NCCL_ROOT_DIR:-found by find_pkgs}"; exit 0
+fi
+exec python3 "$@"
+'''
+
+
+def _run_deepep_build(tmp_path: Path, *, nccl="source", nvshmem="pip", torch="host", wheels=()) -> tuple[subprocess.CompletedProcess, dict, Path]:
+    src = tmp_path / "src"
+    for d in ("tests/legacy", "tests/elastic"):
+        (src / d).mkdir(parents=True)
+    (src / "tests/legacy/test_low_latency.py").write_text("")
+    (src / "tests/elastic/test_ep.py").write_text("")
+    (tmp_path / "cuda" / "bin").mkdir(parents=True)
+    (tmp_path / "cuda" / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    py = tmp_path / "python"
+    py.write_text(FAKE_PY)
+    py.chmod(0o755)
+    site = tmp_path / "wheels"                      # the host Python's site-packages, as importlib sees it
+    for name, version in wheels:
+        d = site / f"{name.replace('-', '_')}-{version}.dist-info"
+        d.mkdir(parents=True)
+        (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    prefix = tmp_path / "prefix"
+    env = {**os.environ, "PREFIX": str(prefix), "SRC_DIR": str(src), "RECIPE_DIR": str(REPO / "recipes/deep-ep-v2"),
+           "PIP_ENV": str(tmp_path / "pip-env"), "PYTHONPATH": str(site), "DEEPEP_PYTHON": str(py),
+           "DEEPEP_PY_VERSION": "3.12", "DEEPEP_CUDA_PREFIX": str(tmp_path / "cuda"), "DEEPEP_CUDA_PROVIDER": "host",
+           "DEEPEP_PYTORCH_PROVIDER": torch, "DEEPEP_NCCL_PROVIDER": nccl, "DEEPEP_NCCL_VERSION": "2.30.7",
+           "DEEPEP_NVSHMEM_PROVIDER": nvshmem, "DEEPEP_NVSHMEM_VERSION": "3.4.5", "DEEPEP_TORCH_CUDA_ARCH_LIST": "9.0",
+           "DEEPEP_AGGRESSIVE_PTX": "false", "DEEPEP_REVISION": V2, "DEEPEP_REQUIRE": "elastic-buffer",
+           "DEEPEP_BUILD_STRING": "hfeedbeef00_0", "EP_JIT_CACHE_DIR": "/must/not/be/baked", "CPU_COUNT": "7"}
+    res = subprocess.run(["bash", str(REPO / "recipes/deep-ep-v2/build.sh")], cwd=src, env=env, capture_output=True, text=True)
+    pip_env = dict(l.split("=", 1) for l in (tmp_path / "pip-env").read_text().splitlines()) if (tmp_path / "pip-env").exists() else {}
+    return res, pip_env, prefix
+
+
+def test_deepep_v2_build_bakes_the_env_nccl_and_links_it_for_pip_torch(tmp_path):
+    res, pip_env, prefix = _run_deepep_build(tmp_path, wheels=[("nvidia-nvshmem-cu13", "3.4.5")])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert pip_env["EP_NCCL_ROOT_DIR"] == str(prefix) and "NVSHMEM_DIR" not in pip_env   # pip NVSHMEM: find_pkgs
+    assert "EP_JIT_CACHE_DIR" not in pip_env            # never baked into deep_ep/envs.py
+    assert pip_env["TORCH_CUDA_ARCH_LIST"] == "9.0" and pip_env["DISABLE_AGGRESSIVE_PTX_INSTRS"] == "1"
+    site = prefix / "lib/python3.12/site-packages"
+    assert os.readlink(site / "nvidia/nccl/lib/libnccl.so.2") == "../../../../../libnccl.so.2"
+    assert os.path.realpath(site / "nvidia/nccl/lib/libnccl.so.2") == os.path.realpath(prefix / "lib/libnccl.so.2")
+    assert (prefix / "share/deep-ep/tests/test_low_latency.py").is_file()
+    assert (prefix / "share/deep-ep/tests/elastic/test_ep.py").is_file() and (prefix / "share/deep-ep/verify_install.py").is_file()
+    rec = json.loads((site / "deep_ep/_deepep_env_build.json").read_text())
+    assert rec["engine"] == "v2" and rec["nccl"] == {"provider": "source", "version": "2.30.7",
+                                                     "torch_preload_link": "nvidia/nccl/lib/libnccl.so.2"}
+    assert rec["require"] == ["elastic-buffer"] and rec["jit"]["cache_variable"] == "EP_JIT_CACHE_DIR"
+
+
+def test_deepep_v2_build_conda_torch_needs_no_link_and_source_nvshmem_is_the_prefix(tmp_path):
+    res, pip_env, prefix = _run_deepep_build(tmp_path, nvshmem="source", torch="conda")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert pip_env["NVSHMEM_DIR"] == str(prefix) and pip_env["EP_NCCL_ROOT_DIR"] == str(prefix)
+    assert not (prefix / "lib/python3.12/site-packages/nvidia").exists()
+
+
+@pytest.mark.parametrize("wheels,msg", [
+    ([], "the host Python has nvidia-nvshmem none"),
+    ([("nvidia-nvshmem-cu13", "3.3.20")], "the host Python has nvidia-nvshmem 3.3.20"),
+])
+def test_deepep_v2_build_refuses_a_pip_wheel_the_spec_does_not_name(tmp_path, wheels, msg):
+    res, pip_env, _ = _run_deepep_build(tmp_path, wheels=wheels)
+    assert res.returncode != 0 and msg in res.stderr and pip_env == {}
+
+
+def test_deepep_v2_build_takes_a_pip_nccl_from_the_wheel(tmp_path):
+    res, pip_env, prefix = _run_deepep_build(tmp_path, nccl="pip", wheels=[("nvidia-nvshmem-cu13", "3.4.5"),
+                                                                           ("nvidia-nccl-cu13", "2.30.7")])
+    assert res.returncode == 0, res.stderr
+    assert "EP_NCCL_ROOT_DIR" not in pip_env and not (prefix / "lib/python3.12/site-packages/nvidia").exists()
