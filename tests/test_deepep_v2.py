@@ -446,3 +446,27 @@ def test_deepep_v2_build_takes_a_pip_nccl_from_the_wheel(tmp_path):
                                                                            ("nvidia-nccl-cu13", "2.30.7")])
     assert res.returncode == 0, res.stderr
     assert "EP_NCCL_ROOT_DIR" not in pip_env and not (prefix / "lib/python3.12/site-packages/nvidia").exists()
+
+
+def test_conda_forge_pytorch_takes_our_nccl(repo, tmp_path):
+    """'Packaged like conda-forge's nccl so either can satisfy the same requirement': conda-forge's
+    libtorch 2.10 asks for nccl >=2.28.9.1,<3.0a0 (tests/fixtures/conda-forge); the env of gcp-b200-v2
+    solves with our nccl 2.30.7.1 — the one deep-ep pins — in its place, so torch and DeepEP load one NCCL."""
+    from test_conda_mode import FORGE, _channel, _solve
+
+    bp = plan(load_resolved("gcp-b200-v2", repo), repo)
+    nccl, nvshmem = bp.node("nccl"), bp.node("nvshmem")
+    ours = _channel(tmp_path / "ours", [
+        {"name": "nccl", "version": nccl.version, "build": nccl.build_string,
+         "depends": ["cuda-version >=12,<13.0a0"]},
+        {"name": "deepep-nvshmem", "version": nvshmem.version, "build": nvshmem.build_string,
+         "depends": ["cuda-version >=12.9,<12.10.0a0"]},
+        {"name": "deep-ep", "version": "2.1.0", "build": "unpinned",
+         "depends": [f"nccl =={nccl.version} {nccl.build_string}", f"deepep-nvshmem =={nvshmem.version} {nvshmem.build_string}",
+                     "pytorch ==2.10.0 cuda129_mkl_py312_h0a1b2c3_300", "python 3.12.*", "cuda-version >=12.9,<12.10.0a0",
+                     "cuda-cudart", "cuda-cuobjdump"]},
+    ])
+    env = _solve(["deep-ep ==2.1.0 unpinned", "python 3.12.*", "cuda-version 12.9.*", "pytorch ==2.10.0 cuda129*"],
+                 [ours, FORGE.as_uri()])
+    assert str(env["nccl"].version) == "2.30.7.1" and str(env["nccl"].build) == nccl.build_string
+    assert "libtorch" in env and str(env["pytorch"].build).startswith("cuda129")
