@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -83,6 +84,13 @@ def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any],
         meta["python_executable"] = r.python.executable or f"python{r.python.version}"
     if "pytorch" in names and r.pytorch.provider in ("host", "pip"):
         ident["pytorch"] = {"provider": r.pytorch.provider, "version": r.pytorch.version, "cuda": r.pytorch.cuda}
+    # DeepEP V2 builds against NCCL (and may build against pip's NVSHMEM) without us building them.
+    for comp in ("nccl", "nvshmem"):
+        c = getattr(r, comp)
+        if comp in names and c.provider in ("host", "pip"):
+            ident[comp] = {"provider": c.provider, "version": c.version}
+        elif comp in names and c.provider == "conda":
+            ident[comp] = {"provider": "conda", "version": c.version, "channels": channels}
     if "rdma_core" in names and r.cuda.provider == "host":
         # rdma-core headers and libmlx5 link stub: a host prerequisite (DOCA-OFED/rdma-core), located by
         # DEEPEP_ENV_RDMA_CORE where it is not under /usr (the GPU machine gets Debian's, extracted).
@@ -172,64 +180,111 @@ def tool_node(project: Project) -> Optional[BuildNode]:
                      meta={"local_source": str(src), "tool": True}, virtual_packages=build_virtual_packages())
 
 
+def nccl_conda_version(version: str, pin: Optional[SourcePin]) -> str:
+    """conda-forge's name for an NVIDIA NCCL release: tag ``v2.30.7-1`` -> ``2.30.7.1`` (so a package
+    built against conda-forge's nccl accepts ours, and the other way round); else the version itself."""
+    m = re.match(r"^v([0-9]+(?:\.[0-9]+)*)-([0-9]+)$", (pin.tag if pin else None) or "")
+    return f"{m.group(1)}.{m.group(2)}" if m and m.group(1) == version else version
+
+
+def _recipe(project: Project, name: str) -> Path:
+    d = project.recipes / name
+    if not (d / "recipe.yaml").is_file():
+        raise UserError("missing recipe", file=d / "recipe.yaml", accepted=f"a rattler-build v1 recipe for {name}")
+    return d
+
+
+def _gdrcopy_node(r: ResolvedSpec, project: Project) -> BuildNode:
+    assert r.gdrcopy is not None
+    ext, meta = _externals(r, ("cuda",))
+    return BuildNode(
+        package="gdrcopy", recipe_dir=_recipe(project, "gdrcopy"), version=r.gdrcopy.version,
+        variant={"version": r.gdrcopy.version, "cuda_version": r.cuda.version},
+        sources={"gdrcopy": r.gdrcopy.source}, patches=(), externals=ext, deps=(), meta=meta,
+    )
+
+
+def _nvshmem_node(r: ResolvedSpec, project: Project) -> BuildNode:
+    assert r.nvshmem.source is not None
+    ext, meta = _externals(r, ("cuda", "rdma_core"))
+    meta["gdrcopy_prefix"] = ""  # our gdrcopy package lands in the host prefix ($PREFIX) when enabled
+    return BuildNode(
+        package="nvshmem", recipe_dir=_recipe(project, "nvshmem"), version=r.nvshmem.version,
+        variant={
+            "version": r.nvshmem.version,
+            "cuda_version": r.cuda.version,
+            "cuda_architectures": r.cuda.sm_list,
+            "ibgda": r.nvshmem.ibgda,
+            "gdrcopy": r.nvshmem.gdrcopy,
+            **_conda_variant(r, python=False),
+        },
+        sources={"nvshmem": r.nvshmem.source}, patches=tuple(r.nvshmem.patches), externals=ext,
+        deps=("gdrcopy",) if r.nvshmem.gdrcopy and r.gdrcopy is not None else (), meta=meta,
+    )
+
+
+def _nccl_node(r: ResolvedSpec, project: Project) -> BuildNode:
+    """NCCL from NVIDIA's source for the spec's architectures only, packaged as conda-forge's ``nccl``."""
+    assert r.nccl.source is not None
+    ext, meta = _externals(r, ("cuda",))
+    version = nccl_conda_version(r.nccl.version, r.nccl.source)
+    return BuildNode(
+        package="nccl", recipe_dir=_recipe(project, "nccl"), version=version,
+        variant={
+            "version": version,   # the recipe's package version (a variant key wins over the node's)
+            "revision": r.nccl.source.rev or "",
+            "cuda_version": r.cuda.version,
+            "cuda_architectures": r.cuda.sm_list,
+            **_conda_variant(r, python=False),
+        },
+        sources={"nccl": r.nccl.source}, patches=(), externals=ext, deps=(), meta=meta,
+    )
+
+
+def _deepep_node(r: ResolvedSpec, project: Project) -> BuildNode:
+    v2 = r.deepep.engine == "v2"
+    # V2 (EPv2, NCCL Gin + JIT) has a recipe of its own: recipes/deep-ep stays byte-identical, so
+    # every V1 build id (and the committed locks) stays what it was. Both make the package deep-ep.
+    names = ("cuda", "python", "pytorch", "rdma_core") + (("nccl", "nvshmem") if v2 else ())
+    ext, meta = _externals(r, names)
+    variant: dict[str, Any] = {
+        "version": r.deepep.version,
+        "revision": r.deepep.revision,
+        "torch_cuda_arch_list": r.deepep.torch_cuda_arch_list,
+        "aggressive_ptx": r.deepep.aggressive_ptx,
+        "require": sorted(r.deepep.require),
+        "python_version": r.python.version,
+        "pytorch_version": r.pytorch.version,
+        "pytorch_cuda": r.pytorch.cuda,
+        "cuda_version": r.cuda.version,
+        "nvshmem_provider": r.nvshmem.provider,
+        "nvshmem_version": r.nvshmem.version,
+        **_conda_variant(r, python=True),
+    }
+    if v2:
+        variant.update({"nccl_provider": r.nccl.provider, "nccl_version": r.nccl.version})
+    deps = (("nvshmem",) if r.nvshmem.provider == "source" else ()) + (("nccl",) if v2 and r.nccl.provider == "source" else ())
+    return BuildNode(
+        package="deep-ep", recipe_dir=_recipe(project, "deep-ep-v2" if v2 else "deep-ep"), version=r.deepep.version,
+        variant=variant, sources={"deep-ep": r.deepep.source}, patches=tuple(r.deepep.patches), externals=ext,
+        deps=deps, meta=meta,
+    )
+
+
 def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
     nodes: list[BuildNode] = []
-
-    def recipe(name: str) -> Path:
-        d = project.recipes / name
-        if not (d / "recipe.yaml").is_file():
-            raise UserError("missing recipe", file=d / "recipe.yaml", accepted=f"a rattler-build v1 recipe for {name}")
-        return d
-
     tool = tool_node(project)
     if tool is not None:
         nodes.append(tool)
-
     if r.gdrcopy is not None and r.nvshmem.gdrcopy:
-        ext, meta = _externals(r, ("cuda",))
-        nodes.append(BuildNode(
-            package="gdrcopy", recipe_dir=recipe("gdrcopy"), version=r.gdrcopy.version,
-            variant={"version": r.gdrcopy.version, "cuda_version": r.cuda.version},
-            sources={"gdrcopy": r.gdrcopy.source}, patches=(), externals=ext, deps=(), meta=meta,
-        ))
+        nodes.append(_gdrcopy_node(r, project))
     if r.nvshmem.provider == "source":
-        assert r.nvshmem.source is not None
-        ext, meta = _externals(r, ("cuda", "rdma_core"))
-        meta["gdrcopy_prefix"] = ""  # our gdrcopy package lands in the host prefix ($PREFIX) when enabled
-        nodes.append(BuildNode(
-            package="nvshmem", recipe_dir=recipe("nvshmem"), version=r.nvshmem.version,
-            variant={
-                "version": r.nvshmem.version,
-                "cuda_version": r.cuda.version,
-                "cuda_architectures": r.cuda.sm_list,
-                "ibgda": r.nvshmem.ibgda,
-                "gdrcopy": r.nvshmem.gdrcopy,
-                **_conda_variant(r, python=False),
-            },
-            sources={"nvshmem": r.nvshmem.source}, patches=tuple(r.nvshmem.patches), externals=ext,
-            deps=("gdrcopy",) if r.nvshmem.gdrcopy and r.gdrcopy is not None else (), meta=meta,
-        ))
-    ext, meta = _externals(r, ("cuda", "python", "pytorch", "rdma_core"))
-    nodes.append(BuildNode(
-        package="deep-ep", recipe_dir=recipe("deep-ep"), version=r.deepep.version,
-        variant={
-            "version": r.deepep.version,
-            "revision": r.deepep.revision,
-            "torch_cuda_arch_list": r.deepep.torch_cuda_arch_list,
-            "aggressive_ptx": r.deepep.aggressive_ptx,
-            "require": sorted(r.deepep.require),
-            "python_version": r.python.version,
-            "pytorch_version": r.pytorch.version,
-            "pytorch_cuda": r.pytorch.cuda,
-            "cuda_version": r.cuda.version,
-            "nvshmem_provider": r.nvshmem.provider,
-            "nvshmem_version": r.nvshmem.version,
-            **_conda_variant(r, python=True),
-        },
-        sources={"deep-ep": r.deepep.source}, patches=tuple(r.deepep.patches), externals=ext,
-        deps=("nvshmem",) if r.nvshmem.provider == "source" else (), meta=meta,
-        run_deps=(tool.package,) if tool is not None else (),
-    ))
+        nodes.append(_nvshmem_node(r, project))
+    if r.nccl.provider == "source":
+        nodes.append(_nccl_node(r, project))
+    deep = _deepep_node(r, project)
+    # the tool (and its activation hook) is a run requirement of DeepEP's recipe, by version range
+    nodes.append(dataclasses.replace(deep, run_deps=(tool.package,)) if tool is not None else deep)
     done: list[BuildNode] = []
     ids: dict[str, Optional[str]] = {}
     vps = build_virtual_packages(r.subdirs[0], r.cuda.version)

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 HOSTS_DIR = REPO / "tests" / "fixtures" / "hosts"
 FIXTURES = REPO / "tests" / "fixtures" / "doctor"
 PR466_REVISION = "8a07e7e7ed57cfc63005f670d64d410cb30b061b"
+V2_REVISION = "dd758caf451848bd150e1046af3d0a73e5fff38d"  # DeepEP 2.1.0
 
 
 def make_hosts():
@@ -224,8 +225,10 @@ def make_prefix(
     return dest
 
 
-def make_torch_venv(dest: Path, python_version: str = "3.12", pip_nvshmem: bool = True) -> Path:
-    """A host venv with pip PyTorch and (optionally) pip's nvidia-nvshmem (field notes §3)."""
+def make_torch_venv(dest: Path, python_version: str = "3.12", pip_nvshmem: bool = True,
+                    pip_nccl: Optional[str] = None) -> Path:
+    """A host venv with pip PyTorch and (optionally) pip's nvidia-nvshmem (field notes §3) and
+    nvidia-nccl-cu13 of version ``pip_nccl`` (pip torch 2.11 brings 2.28.9)."""
     site = dest / "lib" / f"python{python_version}" / "site-packages"
     (site / "torch").mkdir(parents=True)
     (site / "torch" / "__init__.py").write_text("")
@@ -233,11 +236,58 @@ def make_torch_venv(dest: Path, python_version: str = "3.12", pip_nvshmem: bool 
         lib = site / "nvidia" / "nvshmem" / "lib"
         lib.mkdir(parents=True)
         (lib / "libnvshmem_host.so.3").write_bytes(make_elf(soname="libnvshmem_host.so.3", payload=b"pip nvshmem 3.4.5"))
+    if pip_nccl:
+        lib = site / "nvidia" / "nccl" / "lib"
+        lib.mkdir(parents=True)
+        (lib / "libnccl.so.2").write_bytes(make_elf(soname="libnccl.so.2", payload=f"pip nccl {pip_nccl}".encode()))
+        (site / f"nvidia_nccl_cu13-{pip_nccl}.dist-info").mkdir()
     (dest / "bin").mkdir(parents=True)
     exe = dest / "bin" / "python3"
     exe.write_text("#!/bin/sh\nexit 0\n")
     exe.chmod(0o755)
     return dest
+
+
+# -- DeepEP 2.x ---------------------------------------------------------------------------------------
+def make_v2_prefix(dest: Path, *, nccl: str = "2.30.7", lib_version: str = "2.30.7", envs_root: Optional[str] = None,
+                   link: bool = True, engine: str = "v2", needed=("libnccl.so.2", "libnvshmem_host.so.3"),
+                   marker: bool = True, python_executable: Optional[str] = None, env: str = "h200-nvlink-v2",
+                   platforms: Sequence[str] = ("nvlink",), spec_env: Optional[dict] = None) -> Path:
+    """A prefix as the deep-ep-v2 package + our nccl package install it (the parts verify_install and doctor read)."""
+    site = dest / "lib" / "python3.12" / "site-packages"
+    pkg = site / "deep_ep"
+    (pkg / "buffers").mkdir(parents=True)
+    (pkg / "include" / "deep_ep" / "common").mkdir(parents=True)
+    (pkg / "include" / "deep_ep" / "common" / "comm.cuh").write_text("// jit\n")
+    (pkg / "__init__.py").write_text("from .buffers.elastic import ElasticBuffer\n")
+    (pkg / "buffers" / "elastic.py").write_text("class ElasticBuffer:\n    pass\n")
+    (pkg / "envs.py").write_text("persistent_envs = dict()\n"
+                                 f"persistent_envs['EP_NCCL_ROOT_DIR'] = '{envs_root or dest}'\n")
+    (pkg / "_C.cpython-312-x86_64-linux-gnu.so").write_bytes(make_elf(list(needed), runpath=["$ORIGIN/../../.."]))
+    (pkg / "_deepep_env_build.json").write_text(json.dumps({
+        "format": "deepep-env/deep-ep-build/v1", "engine": engine, "revision": V2_REVISION, "build_string": "h4329f5c41c_0",
+        "nccl": {"provider": "source", "version": nccl, "torch_preload_link": "nvidia/nccl/lib/libnccl.so.2" if link else ""},
+        "nvshmem": {"provider": "pip", "version": "3.4.5"}, "require": ["elastic-buffer"]}))
+    lib = dest / "lib"
+    (lib / f"libnccl.so.{lib_version}").write_bytes(make_elf(soname="libnccl.so.2", payload=b"env nccl"))
+    os.symlink(f"libnccl.so.{lib_version}", lib / "libnccl.so.2")
+    os.symlink("libnccl.so.2", lib / "libnccl.so")
+    (dest / "include").mkdir()
+    (dest / "include" / "nccl.h").write_text(f"#define NCCL_VERSION_CODE {''.join(lib_version.split('.')[:1])}"
+                                             f"{int(lib_version.split('.')[1]):02d}{int(lib_version.split('.')[2]):02d}\n")
+    (dest / "include" / "nccl_device.h").write_text("// device api\n")
+    if link:
+        (site / "nvidia" / "nccl" / "lib").mkdir(parents=True)
+        os.symlink("../../../../../libnccl.so.2", site / "nvidia" / "nccl" / "lib" / "libnccl.so.2")
+    (dest / "bin").mkdir(exist_ok=True)
+    if marker:
+        (dest / "conda-meta").mkdir(parents=True, exist_ok=True)
+        (dest / "conda-meta" / "deepep-env.json").write_text(json.dumps({
+            "format": "deepep-env/prefix/v1", "env": env, "platforms": list(platforms),
+            "python": {"provider": "host", "version": "3.12", "executable": python_executable or "/usr/bin/python3"},
+            "spec_env": dict(spec_env or {})}))
+    return dest
+
 
 
 BUMP_SCRIPT = FIXTURES / "bump_counters.py"

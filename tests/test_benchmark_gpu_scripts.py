@@ -62,3 +62,36 @@ def test_compare_never_calls_a_cached_build_cold(tmp_path):
 
 def test_run_script_parses():
     subprocess.run(["bash", "-n", str(GPU / "run_h200.sh")], check=True)
+
+
+EP_V2 = """\
+Config:
+ > Ranks: 1 x 1
+Running all test cases:
+ > Testing with do_handle_copy=1, expert_alignment=128, use_fp8_dispatch=1, num_bias=0, ...
+   * EP:   0/  1 | dispatch: 0 GB/s (SO), 412 GB/s (SU), 123.456 us, 50000 bytes | copy: 900 GB/s, 10.000 us
+   - EP:   0/  1 | dispatch: 0 GB/s (SO), 300 GB/s (SU), 150.000 us, 50000 bytes | copy: 800 GB/s, 12.000 us
+   @ EP:   0/  1 | combine: 0 GB/s (SO), 398 GB/s (SU), 130.000 us, 50000 bytes | reduce: 700 GB/s, 9.000 us
+   @ EP:   1/  2 | combine: 0 GB/s (SO), 999 GB/s (SU), 1.000 us, 50000 bytes | reduce: 700 GB/s, 9.000 us
+"""
+
+
+def test_parse_elastic_test_ep():
+    f = parse_deepep.parse(EP_V2, "ep_")
+    assert f["ep_cases_run"] == 1 and f["ep_dispatch_su_gbps"] == 412 and f["ep_dispatch_us"] == 123.456
+    assert f["ep_expanded_dispatch_su_gbps"] == 300 and f["ep_combine_su_gbps"] == 398  # rank 0 only
+
+
+def test_compare_v2_builds(tmp_path):
+    figs = tmp_path / "figures-all.txt"
+    figs.write_text("v2_build_nccl_s=270\nv2_build_nccl_cold=1\nv2_build_deep_ep_s=120\nv2_build_deep_ep_cold=1\n"
+                    "v2_hand_build_nccl_s=250\nv2_hand_build_deepep_s=100\n")
+    got = compare.compare(compare.read(str(figs)))
+    assert got["v2_cold_build_s"] == 390 and got["v2_hand_build_s"] == 350
+    assert got["v2_cold_build_vs_hand"] == 1.114 and got["v2_cold_nccl_vs_hand"] == 1.08
+    assert "cold_build_s" not in got
+
+
+def test_v2_script_parses():
+    subprocess.run(["bash", "-n", str(GPU / "run_v2.sh")], check=True)
+    subprocess.run(["bash", "-n", str(GPU / "common.sh")], check=True)

@@ -24,14 +24,19 @@ from doctor_fixtures import (
 from test_doctor_checks import doctor, find, quiet
 
 
-def test_feature_table_equals_verify_install():
-    """verify_install.py runs inside the recipe test without deepep_env: it keeps its own copy."""
-    tree = ast.parse((REPO / "recipes/deep-ep/verify_install.py").read_text())
+@pytest.mark.parametrize("recipe,engine", [("deep-ep", "v1"), ("deep-ep-v2", "v2")])
+def test_feature_table_equals_verify_install(recipe, engine):
+    """verify_install.py runs inside the recipe test without deepep_env: it keeps its own copy of
+    its engine's rows."""
+    from deepep_env.doctor.features import FEATURE_ENGINE
+
+    tree = ast.parse((REPO / f"recipes/{recipe}/verify_install.py").read_text())
     table = next(
         ast.literal_eval(n.value) for n in tree.body
         if isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "FEATURE_CHECKS" for t in n.targets)
     )
-    assert table == FEATURE_CHECKS
+    assert set(FEATURE_ENGINE) == set(FEATURE_CHECKS)
+    assert table == {f: c for f, c in FEATURE_CHECKS.items() if FEATURE_ENGINE[f] == engine}
 
 
 # -- which deep_ep Python imports --------------------------------------------------------------------

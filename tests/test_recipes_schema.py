@@ -11,7 +11,7 @@ import yaml
 from build_fixtures import FIXTURES, REPO
 
 SCHEMA_NAME = "conda-recipe-v1-c33fce2.schema.json"
-REAL_RECIPES = ("gdrcopy", "nvshmem", "deep-ep")
+REAL_RECIPES = ("gdrcopy", "nvshmem", "deep-ep", "nccl", "deep-ep-v2")
 SPECS = sorted(p.stem for p in (REPO / "env_specs").glob("*.toml"))
 
 

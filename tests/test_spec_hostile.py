@@ -46,6 +46,7 @@ def host_line(line: str) -> str:
 
 
 V2_TEXT = sub(R8, V2).replace('require = ["pr-466"]', "require = []")
+V2_NCCL_OK = V2_TEXT.replace('version = "2.28.9"', 'version = "2.30.4"')
 LONG = "x" * 1_000_000
 
 # (id, file content, field the error must name (None: any), file stem)
@@ -193,6 +194,20 @@ CASES: list[tuple[str, "str | bytes", "str | None"]] = [
     ("rule-deepep-v2-nccl", V2_TEXT, "nccl.version"),
     ("rule-deepep-v2-pytorch", V2_TEXT.replace('version = "2.28.9"', 'version = "2.30.4"')
      .replace('version = "2.11.0"', 'version = "2.9.0"'), "pytorch.version"),
+    # DeepEP 2.x (issue 17): NCCL source/provider, one NCCL per process, the JIT's CUDA, NVSHMEM providers
+    ("rule-deepep-v2-one-nccl", V2_NCCL_OK.replace('cuda = "13.0"\nprovider = "host"', 'cuda = "13.0"\nprovider = "conda"'),
+     "nccl.provider"),
+    ("rule-deepep-v2-nccl-provider", sect("nccl", 'version = "2.30.4"\nprovider = "host"', V2_TEXT), "nccl.provider"),
+    ("rule-deepep-v2-cuda", V2_NCCL_OK.replace('version = "13.0"', 'version = "12.2"').replace('cuda = "13.0"', 'cuda = "12.2"'),
+     "cuda.version"),
+    ("rule-deepep-nvshmem-provider", V2_NCCL_OK.replace('provider = "source"', 'provider = "conda"'), "nvshmem.provider"),
+    ("rule-nvshmem-pip-needs-host-python", sect("nccl", 'version = "2.30.4"\nprovider = "source"', V2_TEXT)
+     .replace('provider = "source"\nibgda', 'provider = "pip"\nibgda')
+     .replace('cuda = "13.0"\nprovider = "host"', 'cuda = "13.0"\nprovider = "conda"'), "nvshmem.provider"),
+    ("nccl-provider-unknown", sect("nccl", 'version = "2.30.7"\nprovider = "sauce"'), "nccl.provider"),
+    ("nccl-source-uncatalogued", sect("nccl", 'version = "9.9.9"\nprovider = "source"'), "nccl.version"),
+    ("nccl-source-range-typo", sect("nccl", 'version = ">=2..30"\nprovider = "source"'), "nccl.version"),
+    ("nccl-source-range-empty", sect("nccl", 'version = ">=2.31"\nprovider = "source"'), "nccl.version"),
     ("rule-cpu-nic-handler-needs-gdrcopy", sub("gdrcopy = false", 'gdrcopy = false\nnic_handler = "cpu"'), "nvshmem.nic_handler"),
     ("rule-nic-handler-needs-ibgda", sub("ibgda = true ", "ibgda = false ")
      .replace("gdrcopy = false", 'gdrcopy = false\nnic_handler = "cpu"'), "nvshmem.nic_handler"),

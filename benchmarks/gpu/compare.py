@@ -6,6 +6,8 @@ machine appends to it; the last value of a name wins) and prints, where both sid
 
   cold_build_s, hand_build_s, cold_build_vs_hand     NVSHMEM + DeepEP from nothing (target ≤ 1.10)
   cold_nvshmem_vs_hand, cold_deep_ep_vs_hand         per package
+  v2_cold_build_s, v2_hand_build_s, v2_cold_build_vs_hand, v2_cold_nccl_vs_hand, v2_cold_deep_ep_vs_hand
+                                                     issue 17 (run_v2.sh): NCCL + DeepEP 2.x, the same way
   intranode_<fig>_vs_hand                            bandwidth against DeepEP built by hand (target ≥ 0.97)
   ptx_<fig>_vs_default, ptx_lowlatency_<fig>_vs_default
                                                      aggressive PTX against upstream's default, A/B means
@@ -34,17 +36,24 @@ def read(path: str) -> dict[str, float]:
     return out
 
 
-def compare(f: dict[str, float]) -> dict[str, float]:
+def build_ratios(f: dict[str, float], pre: str, hand_names: dict[str, str]) -> dict[str, float]:
+    """Cold builds by deepep-env against the hand builds of the same packages (``pre``: figure prefix)."""
     r: dict[str, float] = {}
-    ours = {p: f.get(f"build_{p}_s") for p in ("nvshmem", "deep_ep")}
-    hand = {"nvshmem": f.get("hand_build_nvshmem_s"), "deep_ep": f.get("hand_build_deepep_s")}
+    ours = {p: f.get(f"{pre}build_{p}_s") for p in hand_names}
+    hand = {p: f.get(f"{pre}{h}") for p, h in hand_names.items()}
     for p in ours:
-        if ours[p] and hand[p] and f.get(f"build_{p}_cold") == 1:
-            r[f"cold_{p}_vs_hand"] = ours[p] / hand[p]
-    if all(ours.values()) and all(hand.values()) and all(f.get(f"build_{p}_cold") == 1 for p in ours):
-        r["cold_build_s"] = sum(ours.values())
-        r["hand_build_s"] = sum(hand.values())
-        r["cold_build_vs_hand"] = r["cold_build_s"] / r["hand_build_s"]
+        if ours[p] and hand[p] and f.get(f"{pre}build_{p}_cold") == 1:
+            r[f"{pre}cold_{p}_vs_hand"] = ours[p] / hand[p]
+    if all(ours.values()) and all(hand.values()) and all(f.get(f"{pre}build_{p}_cold") == 1 for p in ours):
+        r[f"{pre}cold_build_s"] = sum(ours.values())
+        r[f"{pre}hand_build_s"] = sum(hand.values())
+        r[f"{pre}cold_build_vs_hand"] = r[f"{pre}cold_build_s"] / r[f"{pre}hand_build_s"]
+    return r
+
+
+def compare(f: dict[str, float]) -> dict[str, float]:
+    r = build_ratios(f, "", {"nvshmem": "hand_build_nvshmem_s", "deep_ep": "hand_build_deepep_s"})
+    r.update(build_ratios(f, "v2_", {"nccl": "hand_build_nccl_s", "deep_ep": "hand_build_deepep_s"}))
     for k in FIGS:
         if f.get(f"intranode_{k}") and f.get(f"hand_intranode_{k}"):
             r[f"intranode_{k}_vs_hand"] = f[f"intranode_{k}"] / f[f"hand_intranode_{k}"]

@@ -52,6 +52,18 @@ def locate_deep_ep(ctx: DoctorContext) -> Optional[FoundModule]:
     return ctx._cache[key]
 
 
+def is_v2(ctx: DoctorContext, pkg_dir: str) -> bool:
+    """DeepEP 2.x (EPv2) has deep_ep/buffers/elastic.py (ElasticBuffer); V1 has deep_ep/buffer.py."""
+    return ctx.paths.is_file(f"{pkg_dir}/buffers/elastic.py")
+
+
+def extension_files(ctx: DoctorContext, pkg_dir: str) -> list[str]:
+    """The compiled extension: ``deep_ep_cpp*.so`` beside the package (V1), ``deep_ep/_C*.so`` inside
+    it (DeepEP 2.x setup.py: CUDAExtension ``deep_ep._C``)."""
+    pattern = f"{pkg_dir}/_C*.so" if is_v2(ctx, pkg_dir) else f"{os.path.dirname(pkg_dir)}/deep_ep_cpp*.so"
+    return [p for p in ctx.paths.glob(pattern) if ctx.paths.is_file(p)]
+
+
 def read_build_record(ctx: DoctorContext, pkg_dir: str) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     path = f"{pkg_dir}/{BUILD_RECORD}"
     text = ctx.paths.read_text(path)
@@ -121,8 +133,9 @@ def check_deepep(ctx: DoctorContext, emit: Emitter) -> None:
     for feat in (record or {}).get("require", []) or []:
         if isinstance(feat, str):
             required.setdefault(feat, []).append(Evidence(value=f"require = {record.get('require')}", file=f"{pkg_dir}/{BUILD_RECORD}"))
-    if ctx.env.get("DEEP_EP_DEVICE_TO_HCA_MAPPING"):
-        # The mapping variable is read only by PR #466's Buffer._setup_device_hca_mapping.
+    if ctx.env.get("DEEP_EP_DEVICE_TO_HCA_MAPPING") and not (pkg_dir and is_v2(ctx, pkg_dir)):
+        # The mapping variable is read only by PR #466's Buffer._setup_device_hca_mapping (a V1 API;
+        # DeepEP 2.x's legacy Buffer does not have it, and the overlay does not set it for a V2 env).
         required.setdefault("pr-466", []).append(ctx.env.evidence("DEEP_EP_DEVICE_TO_HCA_MAPPING"))
     names_cache: dict[str, Optional[set[str]]] = {}
     for feat, why in required.items():
@@ -192,13 +205,14 @@ def check_deepep(ctx: DoctorContext, emit: Emitter) -> None:
     # -- the extension --------------------------------------------------------------------------
     if pkg_dir:
         site = os.path.dirname(pkg_dir)
-        exts = [p for p in ctx.paths.glob(f"{site}/deep_ep_cpp*.so") if ctx.paths.is_file(p)]
+        exts = extension_files(ctx, pkg_dir)
+        where = f"{pkg_dir}/_C*.so" if is_v2(ctx, pkg_dir) else f"{site}/deep_ep_cpp*.so"
         if not exts:
             emit(
                 "deepep.extension-missing",
                 "error",
-                f"no deep_ep_cpp*.so beside {pkg_dir}: `import deep_ep` fails",
-                [Evidence(value="absent", file=f"{site}/deep_ep_cpp*.so"), origin_ev],
+                f"no {os.path.basename(where)} for {pkg_dir}: `import deep_ep` fails",
+                [Evidence(value="absent", file=where), origin_ev],
                 "reinstall the env; a copied deep_ep/ directory without its extension is not an install",
             )
         else:

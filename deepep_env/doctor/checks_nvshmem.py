@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from deepep_env.doctor.checks_deepep import locate_deep_ep
+from deepep_env.doctor.checks_deepep import extension_files, locate_deep_ep
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.elf import read_dynamic_path
 from deepep_env.doctor.model import Evidence
@@ -66,8 +66,7 @@ def check_nvshmem(ctx: DoctorContext, emit: Emitter) -> None:
                                         for sp in local_site_dirs(ctx.meta.prefix)], "deep_ep")
     if found is None or found.kind != "package":
         return
-    site = os.path.dirname(found.dir)
-    exts = [p for p in ctx.paths.glob(f"{site}/deep_ep_cpp*.so") if ctx.paths.is_file(p)]
+    exts = extension_files(ctx, found.dir)
     if not exts:
         return  # deepep.extension-missing says so
     ext = exts[0]
@@ -143,7 +142,7 @@ def check_nvshmem(ctx: DoctorContext, emit: Emitter) -> None:
         emit(
             "nvshmem.host-mismatch",
             "error",
-            f"the process will load {loads}, but deep_ep_cpp was built against {built}: NVSHMEM device code and "
+            f"the process will load {loads}, but {os.path.basename(ext)} was built against {built}: NVSHMEM device code and "
             "host library from different builds hang internode (field notes §3)",
             why + [Evidence(value=built_why, file=built)],
             f"LD_PRELOAD={built} (what `deepep-env run` sets when another NVSHMEM can load first), or remove the other copy",

@@ -37,6 +37,7 @@ def all_checks() -> list[Check]:
     # Importing the families registers them (one module per family).
     from deepep_env.doctor import (  # noqa: F401
         checks_deepep,
+        checks_deepep_v2,
         checks_env,
         checks_host,
         checks_libraries,

@@ -18,10 +18,10 @@ from deepep_env.errors import UserError
 # Variables shown in the report's context (with where each came from). Never a token: names only
 # from the stack's own namespaces and the loader's.
 CONTEXT_VARS = re.compile(
-    r"^(NVSHMEM_|NCCL_|DEEP_EP_|RDMAV_|IBV_|MLX5_|TORCH_NCCL_|CUDA_)|^(LD_PRELOAD|LD_LIBRARY_PATH|PYTHONPATH|CONDA_PREFIX)$"
+    r"^(NVSHMEM_|NCCL_|DEEP_EP_|EP_|RDMAV_|IBV_|MLX5_|TORCH_NCCL_|CUDA_)|^(LD_PRELOAD|LD_LIBRARY_PATH|PYTHONPATH|CONDA_PREFIX)$"
     r"|_HOME$"
 )
-FAMILY_ORDER = ("env", "deepep", "nvshmem", "nic-handler", "host", "rdma-config", "libraries", "nccl", "traffic", "doctor")
+FAMILY_ORDER = ("env", "deepep", "deepep-v2", "nvshmem", "nic-handler", "host", "rdma-config", "libraries", "nccl", "traffic", "doctor")
 
 
 def _setup(id: str, severity: str, title: str, evidence: Sequence[Evidence], fix: str) -> Finding:

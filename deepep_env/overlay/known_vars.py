@@ -13,7 +13,8 @@ Sources (regenerate when bumping versions):
 - NCCL: ``NCCL_PARAM(…, "NAME", …)``, ``DEFINE_NCCL_PARAM(…, NCCL_NAME, …)`` and quoted
   ``"NCCL_…"`` strings in NVIDIA/nccl master (src/, plugins/), plus Google's gIB plugin
   variables from seed 002 and names PyTorch reads in the NCCL_ namespace.
-- DeepEP: ``os.environ``/``getenv`` in deepseek-ai/DeepEP 29d31c0, 8a07e7e (PR #466) and dd758ca.
+- DeepEP: ``os.environ``/``getenv``/``get_env`` in deepseek-ai/DeepEP 29d31c0, 8a07e7e (PR #466) and
+  dd758ca (deep_ep/, csrc/ and setup.py's persistent envs; ``git grep`` for quoted ``EP_*`` names).
 - rdma-core: ``getenv("…")`` in libibverbs/ and providers/mlx5 (linux-rdma/rdma-core master).
 """
 from __future__ import annotations
@@ -167,17 +168,28 @@ NCCL = frozenset(
     NCCL_TUNER_CONFIG_PATH NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE NCCL_FASTRAK_IFNAME
     NCCL_ASYNC_ERROR_HANDLING NCCL_BLOCKING_WAIT NCCL_DESYNC_DEBUG NCCL_ENABLE_TIMING
     NCCL_IB_GDR_LEVEL NCCL_IB_CUDA_SUPPORT NCCL_NET_GDR_READ NCCL_IB_TIMEOUT NCCL_IB_RETRY_CNT
+    NCCL_GIN_CROSS_NIC
     """.split()
 )
 
 DEEPEP = frozenset(
     """
     DEEP_EP_DEVICE_TO_HCA_MAPPING
-    EP_BUFFER_DEBUG EP_DISABLE_BARRIER_PROFILING EP_DISABLE_GIN EP_GIN_GDAKI_DEBUG EP_JIT_DEBUG
-    EP_JIT_PRINT_COMPILER_COMMAND EP_JIT_PTXAS_CHECK EP_JIT_PTXAS_VERBOSE EP_JIT_WITH_LINEINFO
-    EP_NUM_TOPK_IDX_BITS EP_OVERRIDE_RDMA_SL EP_SUPPRESS_NCCL_CHECK EP_USE_NVIDIA_TOOLS
+    EP_AVOID_RECORD_STREAM EP_BUFFER_DEBUG EP_DISABLE_BARRIER_PROFILING EP_DISABLE_GIN EP_GIN_GDAKI_DEBUG
+    EP_JIT_CACHE_DIR EP_JIT_CPP_STANDARD EP_JIT_DEBUG EP_JIT_DUMP_ASM EP_JIT_DUMP_PTX EP_JIT_DUMP_SASS
+    EP_JIT_NVCC_COMPILER EP_JIT_PRINT_COMPILER_COMMAND EP_JIT_PTXAS_CHECK EP_JIT_PTXAS_VERBOSE
+    EP_JIT_WITH_LINEINFO EP_NCCL_ROOT_DIR EP_NIC_NAME EP_NUM_MAX_LOCAL_RANKS EP_NUM_TOPK_IDX_BITS
+    EP_NVSHMEM_ROOT_DIR EP_OVERRIDE_RDMA_SL EP_REUSE_NCCL_COMM EP_SUPPRESS_NCCL_CHECK EP_USE_NVIDIA_TOOLS
     """.split()
 )
+
+# DeepEP 2.x's ElasticBuffer writes these NCCL variables itself (deep_ep/buffers/elastic.py:279-298,
+# csrc/kernels/backend/symmetric.hpp:315 at dd758ca): an overlay value is overwritten or only a default.
+DEEPEP_V2_WRITES = {
+    "NCCL_WIN_STRIDE": "overwritten by ElasticBuffer when CPU bytes make the registered size exceed GPU memory",
+    "NCCL_SYM_REUSE_SYSMEM_HANDLES": "defaulted to 1 by ElasticBuffer when NCCL_GIN_CROSS_NIC=0",
+    "NCCL_ELASTIC_BUFFER_REGISTER": "defaulted to 1 by DeepEP's symmetric allocator for CPU-backed segments",
+}
 
 RDMA_CORE = frozenset(
     """

@@ -52,6 +52,7 @@ class RuleContext:
         prefix: Optional[str],
         site_dirs: tuple[str, ...],
         spec_env: dict[str, str],
+        environ: Optional[Mapping[str, str]] = None,
     ) -> None:
         self.facts = facts
         self.profile = profile
@@ -59,6 +60,8 @@ class RuleContext:
         self.prefix = prefix
         self.site_dirs = site_dirs
         self.spec_env = spec_env
+        # The environment of the process being set up (HOME, XDG_CACHE_HOME for rules_v2's JIT cache).
+        self.environ: Mapping[str, str] = os.environ if environ is None else environ
         self.changes: list[Change] = []
         self.notes: list[Note] = []
 
@@ -270,6 +273,13 @@ def device_hca_mapping(ctx: RuleContext) -> None:
         return
     if not ctx.mapping:
         ctx.note(r, "no GPU or no usable RDMA NIC", "no GPU→HCA mapping to set")
+        return
+    from deepep_env.overlay.rules_v2 import v2_record
+
+    if v2_record(ctx.prefix) is not None:
+        # DeepEP 2.x picks NICs through NCCL (Gin) and its legacy Buffer has no PR #466 (dd758ca
+        # deep_ep/buffers/legacy.py reads no DEEP_EP_DEVICE_TO_HCA_MAPPING): setting it would do nothing.
+        ctx.note(r, "the prefix holds DeepEP 2.x", "DEEP_EP_DEVICE_TO_HCA_MAPPING not set: DeepEP 2.x does not read it")
         return
     value = mapping_string(ctx.mapping)
     detail = "; ".join(f"GPU{e.cuda_index} {e.gpu}→{e.hca} {e.level}" for e in ctx.mapping)
@@ -500,7 +510,7 @@ def build_overlay(
     spec = dict(spec_env or {})
     for name in spec:  # reject typos before any rule runs
         known_vars.check_name(name, where="env")
-    ctx = RuleContext(facts, profile, source, prefix_s, tuple(site_dirs), spec)
+    ctx = RuleContext(facts, profile, source, prefix_s, tuple(site_dirs), spec, environ)
     for name in profile.rules:
         fn = RULES.get(name)
         if fn is None:
@@ -517,3 +527,7 @@ def build_overlay(
             accepted="at most one of NVSHMEM_HCA_LIST, NVSHMEM_HCA_PE_MAPPING",
         )
     return Overlay(profile.name, tuple(ctx.changes), tuple(ctx.notes))
+
+
+# DeepEP 2.x rules (one NCCL per process, the JIT cache) live in their own module and register here.
+from deepep_env.overlay import rules_v2  # noqa: E402,F401

@@ -26,6 +26,8 @@ PROFILES: dict = {
             "device-hca-mapping",
             "gid-index",
             "nvshmem-preload",
+            "nccl-preload",
+            "deepep-jit-cache",
         ],
         "env": {
             "NVSHMEM_IBGDA_NUM_DCI": "4",  # seed 000 "performance settings"
@@ -51,6 +53,8 @@ PROFILES: dict = {
             "device-hca-mapping",
             "gid-index",
             "nvshmem-preload",
+            "nccl-preload",
+            "deepep-jit-cache",
         ],
     },
     "h20-roce": {
@@ -66,6 +70,8 @@ PROFILES: dict = {
             "device-hca-mapping",
             "gid-index",
             "nvshmem-preload",
+            "nccl-preload",
+            "deepep-jit-cache",
         ],
     },
     "nvlink": {
@@ -76,6 +82,8 @@ PROFILES: dict = {
         "rules": [
             "no-remote-transport",
             "nvshmem-preload",
+            "nccl-preload",
+            "deepep-jit-cache",
         ],
     },
     "h100-ib": {
@@ -91,6 +99,8 @@ PROFILES: dict = {
             "device-hca-mapping",
             "gid-index",
             "nvshmem-preload",
+            "nccl-preload",
+            "deepep-jit-cache",
         ],
     },
     "b300": {
@@ -106,6 +116,8 @@ PROFILES: dict = {
             "device-hca-mapping",
             "gid-index",
             "nvshmem-preload",
+            "nccl-preload",
+            "deepep-jit-cache",
         ],
     },
     "gb200": {
@@ -120,6 +132,8 @@ PROFILES: dict = {
             "device-hca-mapping",
             "gid-index",
             "nvshmem-preload",
+            "nccl-preload",
+            "deepep-jit-cache",
         ],
     },
     "rdma-generic": {
@@ -134,6 +148,8 @@ PROFILES: dict = {
             "device-hca-mapping",
             "gid-index",
             "nvshmem-preload",
+            "nccl-preload",
+            "deepep-jit-cache",
         ],
     },
     "none": {

@@ -24,6 +24,7 @@ from typing import Iterable, Literal, Optional, Sequence
 from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256, tree_sha256
 from deepep_env.sources.cache import SourceCache, is_archive, unpack
+from deepep_env.sources.submodules import place_submodules, submodules_of
 
 Kind = Literal["source", "patch"]
 Status = Literal["cached", "fetched", "imported", "recorded", "missing"]
@@ -43,6 +44,7 @@ class Want:
     git: Optional[str] = None
     rev: Optional[str] = None
     tag: Optional[str] = None
+    submodules: tuple = ()   # sources/submodules.Submodule, placed into an archive's tree before hashing
 
     @property
     def label(self) -> str:
@@ -100,7 +102,8 @@ def wants_for_nodes(nodes: Iterable) -> list[Want]:
         for name, pin in n.sources.items():
             if name in own or n.meta.get("local_source"):
                 continue   # a recipe's own source; deepep-env's own tree (the builder imports it)
-            w = Want(n.package, "source", name, pin.tree_sha256, tuple(pin.urls), pin.git, pin.rev, pin.tag)
+            w = Want(n.package, "source", name, pin.tree_sha256, tuple(pin.urls), pin.git, pin.rev, pin.tag,
+                     submodules_of(pin))
             key = (w.kind, w.digest or (w.package, w.name))
             if key not in seen:
                 seen.add(key)
@@ -161,13 +164,16 @@ def _strip_vcs(root: Path) -> None:
 
 
 def _git_checkout(want: Want, dest: Path) -> None:
-    ref = want.rev or want.tag
+    _git_clone_at(str(want.git), str(want.rev or want.tag), dest)
+
+
+def _git_clone_at(remote: str, ref: str, dest: Path) -> None:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
 
     def git(*args: str, cwd: Optional[Path] = None) -> None:
         subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True)
 
-    git("clone", "--quiet", "--no-checkout", str(want.git), str(dest))
+    git("clone", "--quiet", "--no-checkout", remote, str(dest))
     git("-c", "advice.detachedHead=false", "checkout", "--quiet", str(ref), cwd=dest)
     # DeepEP 2.x has the fmt submodule, which archives leave out (recipes/deep-ep/sources.toml).
     git("submodule", "update", "--init", "--recursive", "--quiet", cwd=dest)
@@ -192,6 +198,10 @@ def _fetch_one(want: Want, cache: SourceCache) -> FetchItem:
                 errors.append(f"{url}: not a tar or zip archive")
                 continue
             root = unpack(blob, scratch / "unpacked")
+            err = place_submodules(want.submodules, root, scratch, _download, _git_clone_at)
+            if err:   # an archive without its submodules can never match the pin: try the next copy
+                errors.append(f"{url}: {err}")
+                continue
             return _accept_tree(want, root, cache, url)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -7,6 +7,7 @@ it can be fetched (the hash is printed for review, like ``nix flake lock``) but 
 """
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Literal, Optional
@@ -31,14 +32,44 @@ def _digest_or_none(v: Optional[str]) -> Optional[str]:
     return v
 
 
+def _submodule_path(path: str) -> str:
+    """A submodule's place in the tree: relative, POSIX, no '.'/'..' segments (it is joined under
+    the unpacked superproject, so it must never leave it)."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts) \
+            or not all(re.match(r"^[A-Za-z0-9_.+-]+$", p) for p in parts):
+        raise ValueError(f"submodule path {path[:60]!r} must be a relative path inside the tree (e.g. 'third-party/fmt')")
+    return path
+
+
+class SubmodulePin(Strict):
+    """A git submodule's content, placed at its path before the tree is hashed. Archives of the
+    superproject (GitHub's, ``git archive``) leave the gitlink empty; DeepEP 2.x has ``third-party/fmt``.
+    ``rev`` is the commit the superproject records (``git ls-tree <rev> <path>``); it is checked by
+    the tree hash, which covers the submodule's files."""
+
+    git: Optional[str] = Field(None, description="the submodule's repository URL")
+    rev: str = Field(pattern=r"^[0-9a-f]{40}$", description="the commit the superproject's gitlink records")
+    urls: list[str] = Field(default_factory=list, description="archive URLs of that commit; never identity")
+
+
 class SourcePin(Strict):
     git: Optional[str] = Field(None, description="repository URL")
     rev: Optional[str] = Field(None, pattern=r"^[0-9a-f]{40}$", description="full commit id")
     tag: Optional[str] = None
     urls: list[str] = Field(default_factory=list, description="archive URLs, mirrors; never identity")
-    tree_sha256: Optional[str] = Field(None, description="content hash of the unpacked tree")
+    tree_sha256: Optional[str] = Field(None, description="content hash of the unpacked tree, submodules included")
+    submodules: dict[str, SubmodulePin] = Field(default_factory=dict,
+                                                description="{path: submodule}: placed into an archive's tree before hashing")
 
     _t = field_validator("tree_sha256")(lambda cls, v: _digest_or_none(v))
+
+    @field_validator("submodules")
+    @classmethod
+    def _subs(cls, v: dict[str, SubmodulePin]) -> dict[str, SubmodulePin]:
+        for path in v:
+            _submodule_path(path)
+        return v
 
     @property
     def pinned(self) -> bool:
@@ -70,11 +101,17 @@ class RevisionEntry(Strict):
     engine: Literal["v1", "v2"]
     features: list[str] = Field(default_factory=list)
     nvshmem: str = Field(">=3.3.9", description="NVSHMEM versions its kernels are correct with (conda range)")
+    # What the revision needs beyond NVSHMEM (EPv2: README "Requirements", setup.py, the JIT's nvcc
+    # check). None: no constraint recorded. Ranges, checked by spec/rules.py on every resolve.
+    nccl: Optional[str] = Field(None, description="NCCL versions it builds and runs with, e.g. '>=2.30.4'")
+    pytorch: Optional[str] = Field(None, description="PyTorch versions it supports, e.g. '>=2.10'")
+    cuda: Optional[str] = Field(None, description="CUDA toolkits it compiles (and JIT-compiles) with, e.g. '>=12.3'")
     source: SourcePin
     notes: str = ""
 
-    # rules.py evaluates this range on every resolve: a typo must fail here, naming the catalog.
+    # rules.py evaluates these ranges on every resolve: a typo must fail here, naming the catalog.
     _n = field_validator("nvshmem")(lambda cls, v: _check_range(v))
+    _r = field_validator("nccl", "pytorch", "cuda")(lambda cls, v: v if v is None else _check_range(v))
 
 
 class Catalog(Strict):

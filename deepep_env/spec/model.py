@@ -167,15 +167,21 @@ class PytorchSpec(Strict):
 
 
 class NcclSpec(Strict):
+    """``source``: built by recipes/nccl from NVIDIA's source (version exact or a range, resolved
+    against recipes/nccl/sources.toml), for the spec's CUDA architectures only."""
+
     version: str
-    provider: Literal["host", "conda", "pip"] = "conda"
+    provider: Literal["host", "conda", "pip", "source"] = "conda"
 
     _v = field_validator("version")(lambda cls, v: _check_range(v))
 
 
 class NvshmemSpec(Strict):
+    """``pip``: the nvidia-nvshmem-cu1X wheel in the host Python's site-packages (the one pip PyTorch
+    depends on and loads), found by DeepEP 2.x's own deep_ep/utils/find_pkgs.py."""
+
     version: str
-    provider: Provider = "source"
+    provider: Literal["host", "conda", "source", "pip"] = "source"
     ibgda: bool = True
     gdrcopy: bool = False
     nic_handler: Literal["gpu", "cpu", "auto"] = "auto"

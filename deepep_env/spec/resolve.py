@@ -38,14 +38,17 @@ def _patches(names: list[str], catalog: Catalog, field: str, file: Path | None) 
     return out
 
 
-def _nvshmem_candidates(spec: EnvSpec, catalog: Catalog | None, file: Path | None) -> list[str]:
-    if spec.nvshmem.provider != "source":
-        return [_exact(spec.nvshmem.version, "nvshmem.version", file)]
+def _source_candidates(version: str, provider: str, catalog: Catalog | None, field: str, what: str,
+                       file: Path | None) -> list[str]:
+    """Versions to try, highest first: the catalogued ones a range matches when we build the
+    component (``provider = "source"``), else the one exact version the lock must pin."""
+    if provider != "source":
+        return [_exact(version, field, file)]
     assert catalog is not None
-    cands = [v for v in catalog.versions if version_matches(v, spec.nvshmem.version)]
+    cands = [v for v in catalog.versions if version_matches(v, version)]
     if not cands:
-        raise UserError(f"no catalogued NVSHMEM source matches {show(spec.nvshmem.version)}", file=file,
-                        field="nvshmem.version", accepted=", ".join(sorted(catalog.versions, key=cmp_to_key(version_cmp))))
+        raise UserError(f"no catalogued {what} source matches {show(version)}", file=file, field=field,
+                        accepted=", ".join(sorted(catalog.versions, key=cmp_to_key(version_cmp))))
     return sorted(cands, key=cmp_to_key(version_cmp), reverse=True)
 
 
@@ -74,6 +77,7 @@ def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> Resolv
     rentry = deepep_cat.revisions[rev]
 
     nvshmem_cat = load_catalog(recipes, "nvshmem") if spec.nvshmem.provider == "source" else None
+    nccl_cat = load_catalog(recipes, "nccl") if spec.nccl.provider == "source" else None
     gdr = None
     if spec.gdrcopy is not None:
         gcat = load_catalog(recipes, "gdrcopy")
@@ -96,36 +100,50 @@ def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> Resolv
         python=RPython(**spec.python.model_dump()),
         cuda=RCuda(**spec.cuda.model_dump()),
         pytorch=RPytorch(**{**spec.pytorch.model_dump(), "version": _exact(spec.pytorch.version, "pytorch.version", file)}),
-        nccl=RNccl(**{**spec.nccl.model_dump(), "version": _exact(spec.nccl.version, "nccl.version", file)}),
         gdrcopy=gdr,
         deepep=RDeepEP(
             revision=rev, version=rentry.version, label=rentry.label, engine=rentry.engine,
-            features=rentry.features, nvshmem_range=rentry.nvshmem, source=rentry.source,
+            features=rentry.features, nvshmem_range=rentry.nvshmem, nccl_range=rentry.nccl,
+            pytorch_range=rentry.pytorch, cuda_range=rentry.cuda, source=rentry.source,
             patches=_patches(spec.deepep.patches, deepep_cat, "deepep.patches", file),
             require=spec.deepep.require, aggressive_ptx=spec.deepep.aggressive_ptx, torch_cuda_arch_list=arch_list,
         ),
         toolchain=spec.toolchain, packages=list(spec.packages), host=spec.host, env=spec.env,
     )
+    nccls = [RNccl(version=v, provider=spec.nccl.provider, source=nccl_cat.versions[v].source if nccl_cat else None)
+             for v in _source_candidates(spec.nccl.version, spec.nccl.provider, nccl_cat, "nccl.version", "NCCL", file)]
+    nvshmems = [RNvshmem(
+        version=v, provider=spec.nvshmem.provider, ibgda=spec.nvshmem.ibgda, gdrcopy=spec.nvshmem.gdrcopy,
+        nic_handler=nic, source=nvshmem_cat.versions[v].source if nvshmem_cat else None,
+        patches=_patches(spec.nvshmem.patches, nvshmem_cat, "nvshmem.patches", file) if nvshmem_cat else [],
+    ) for v in _source_candidates(spec.nvshmem.version, spec.nvshmem.provider, nvshmem_cat, "nvshmem.version", "NVSHMEM", file)]
+    return _first_valid(spec, base, nccls, nvshmems, decisions, file)
+
+
+def _range_note(field: str, asked: str, got: str, tried: list[str], i: int) -> str:
+    skipped = tried[:i]
+    note = f"{field}: {asked!r} -> {got} (highest catalogued that breaks no rule"
+    return note + (f"; skipped {', '.join(skipped)})" if skipped else ")")
+
+
+def _first_valid(spec: EnvSpec, base: dict, nccls: list[RNccl], nvshmems: list[RNvshmem], decisions: list[str],
+                 file: Path | None) -> ResolvedSpec:
+    """The first candidate (highest NCCL, then highest NVSHMEM) that breaks no rule; else the first
+    violation seen, as the error."""
     first_error = None
-    candidates = _nvshmem_candidates(spec, nvshmem_cat, file)
-    for i, version in enumerate(candidates):
-        nv = RNvshmem(
-            version=version, provider=spec.nvshmem.provider, ibgda=spec.nvshmem.ibgda, gdrcopy=spec.nvshmem.gdrcopy,
-            nic_handler=nic,
-            source=nvshmem_cat.versions[version].source if nvshmem_cat else None,
-            patches=_patches(spec.nvshmem.patches, nvshmem_cat, "nvshmem.patches", file) if nvshmem_cat else [],
-        )
-        cand = ResolvedSpec(**base, nvshmem=nv, decisions=list(decisions))
-        bad = violations(cand)
-        if not bad:
-            if len(candidates) > 1 or not is_exact(spec.nvshmem.version):
-                skipped = candidates[:i]
-                note = f"nvshmem.version: {spec.nvshmem.version!r} -> {version} (highest catalogued that breaks no rule"
-                note += f"; skipped {', '.join(skipped)})" if skipped else ")"
-                cand = cand.model_copy(update={"decisions": [*decisions, note]})
-            return cand
-        if first_error is None:
-            first_error = bad[0]
+    for i, nccl in enumerate(nccls):
+        for j, nv in enumerate(nvshmems):
+            cand = ResolvedSpec(**base, nccl=nccl, nvshmem=nv, decisions=list(decisions))
+            bad = violations(cand)
+            if bad:
+                first_error = first_error or bad[0]
+                continue
+            notes = list(decisions)
+            for field, asked, tried, k in (("nccl.version", spec.nccl.version, [n.version for n in nccls], i),
+                                           ("nvshmem.version", spec.nvshmem.version, [n.version for n in nvshmems], j)):
+                if len(tried) > 1 or not is_exact(asked):
+                    notes.append(_range_note(field, asked, tried[k], tried, k))
+            return cand.model_copy(update={"decisions": notes})
     rule, msg = first_error
     raise UserError(f"{msg} [rule {rule.id}: {rule.source}]", file=file, field=rule.field)
 

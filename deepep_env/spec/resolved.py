@@ -47,12 +47,13 @@ class RPytorch(Strict):
 
 class RNccl(Strict):
     version: str
-    provider: Literal["host", "conda", "pip"]
+    provider: Literal["host", "conda", "pip", "source"]
+    source: Optional[SourcePin] = None  # provider = "source": the catalogued upstream tree
 
 
 class RNvshmem(Strict):
     version: str
-    provider: Literal["host", "conda", "source"]
+    provider: Literal["host", "conda", "source", "pip"]
     ibgda: bool
     gdrcopy: bool
     nic_handler: Literal["gpu", "cpu"]
@@ -72,6 +73,9 @@ class RDeepEP(Strict):
     engine: Literal["v1", "v2"]
     features: list[str]
     nvshmem_range: str
+    nccl_range: Optional[str] = None      # from the catalog (recipes/deep-ep/sources.toml): what it needs
+    pytorch_range: Optional[str] = None
+    cuda_range: Optional[str] = None
     source: SourcePin
     patches: list[RPatch] = Field(default_factory=list)
     require: list[str] = Field(default_factory=list)

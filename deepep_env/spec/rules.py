@@ -45,17 +45,75 @@ def _revision_nvshmem_range(r: ResolvedSpec) -> Optional[str]:
     return None
 
 
+# Floors EPv2 states in its README ("Requirements"), used when a V2 catalog entry records none.
+V2_FLOORS = {"nccl": ">=2.30.4", "pytorch": ">=2.10", "cuda": ">=12.3"}
+
+
+def _needs(r: ResolvedSpec, what: str) -> Optional[str]:
+    """The range the revision's catalog entry records for ``what`` (V2's README floor if none)."""
+    rng = getattr(r.deepep, f"{what}_range")
+    return rng or (V2_FLOORS[what] if r.deepep.engine == "v2" else None)
+
+
 def _v2_nccl(r: ResolvedSpec) -> Optional[str]:
-    if r.deepep.engine != "v2":
-        return None
-    if version_lt(r.nccl.version, "2.30.4"):
-        return f"DeepEP V2 needs NCCL >= 2.30.4 at build and run time, spec has {r.nccl.version}"
+    rng = _needs(r, "nccl")
+    if rng and not version_matches(r.nccl.version, rng):
+        return (f"DeepEP {r.deepep.label} needs NCCL {rng} at build and run time (NCCL Gin device API), "
+                f"spec has {r.nccl.version}")
     return None
 
 
 def _v2_torch(r: ResolvedSpec) -> Optional[str]:
-    if r.deepep.engine == "v2" and version_lt(r.pytorch.version, "2.10"):
-        return f"DeepEP V2 needs PyTorch >= 2.10, spec has {r.pytorch.version}"
+    rng = _needs(r, "pytorch")
+    if rng and not version_matches(r.pytorch.version, rng):
+        return f"DeepEP {r.deepep.label} needs PyTorch {rng}, spec has {r.pytorch.version}"
+    return None
+
+
+def _v2_cuda(r: ResolvedSpec) -> Optional[str]:
+    rng = _needs(r, "cuda")
+    if rng and not version_matches(r.cuda.version, rng):
+        return (f"DeepEP {r.deepep.label} JIT-compiles its kernels with the env's nvcc, which must be CUDA {rng}; "
+                f"spec has CUDA {r.cuda.version}")
+    return None
+
+
+def _v2_one_nccl(r: ResolvedSpec) -> Optional[str]:
+    # deep_ep/__init__.py check_nccl_so() aborts the import unless exactly one libnccl is mapped and it
+    # is byte-identical to the one DeepEP linked; deep_ep/utils/comm.py hands PyTorch's communicator
+    # (backend._comm_ptr()) to DeepEP's NCCL. A conda PyTorch loads the env's `nccl` package
+    # (RPATH $ORIGIN/../lib), so DeepEP must be built against that package, not a pip/host NCCL.
+    if r.deepep.engine == "v2" and r.pytorch.provider == "conda" and r.nccl.provider in ("pip", "host"):
+        return (f"DeepEP {r.deepep.label} and PyTorch must load one and the same NCCL: a conda PyTorch loads the "
+                f"env's nccl package, but nccl.provider = {r.nccl.provider!r}; use provider 'source' (built "
+                "here, packaged as conda-forge's nccl) or 'conda'")
+    return None
+
+
+def _v2_nccl_provider(r: ResolvedSpec) -> Optional[str]:
+    # recipes/deep-ep-v2: our nccl package or conda's (EP_NCCL_ROOT_DIR = the prefix), or the host
+    # Python's nvidia-nccl wheel (deep_ep/utils/find_pkgs.py). A bare system NCCL has no root to find.
+    if r.deepep.engine == "v2" and r.nccl.provider == "host":
+        return (f"DeepEP {r.deepep.label} finds NCCL as a package (EP_NCCL_ROOT_DIR or the nvidia-nccl wheel); "
+                "nccl.provider = 'host' names neither: use 'source', 'conda' or 'pip'")
+    return None
+
+
+def _nvshmem_provider(r: ResolvedSpec) -> Optional[str]:
+    # recipes/deep-ep builds against our deepep-nvshmem package only; recipes/deep-ep-v2 also against
+    # the host Python's pip wheel (DeepEP 2.x's deep_ep/utils/find_pkgs.py finds it).
+    ok = ("source",) if r.deepep.engine == "v1" else ("source", "pip")
+    if r.nvshmem.provider not in ok:
+        return (f"DeepEP {r.deepep.label} ({r.deepep.engine}) is built against NVSHMEM from "
+                f"{' or '.join(repr(p) for p in ok)}, spec has provider = {r.nvshmem.provider!r}")
+    return None
+
+
+def _pip_nvshmem_host_python(r: ResolvedSpec) -> Optional[str]:
+    # (A pip NCCL may come inside a conda repack of pip PyTorch: env_specs/h200-nvlink-conda.toml.)
+    if r.nvshmem.provider == "pip" and (r.python.provider != "host" or r.pytorch.provider == "conda"):
+        return ("nvshmem.provider = 'pip' means the nvidia-nvshmem wheel in the host Python's site-packages (what pip "
+                "PyTorch loads); it needs python.provider = 'host' and a host/pip PyTorch")
     return None
 
 
@@ -122,8 +180,22 @@ RULES: tuple[Rule, ...] = (
     Rule("deepep-v2-legacy-nvshmem-3.5.19", "EPv2-line legacy kernels are wrong with NVSHMEM >= 3.5.19",
          "deepseek-ai/DeepEP issue #764, open PR #696", _v2_legacy_nvshmem, "nvshmem.version"),
     Rule("deepep-v2-nccl", "DeepEP V2 (NCCL Gin) needs NCCL >= 2.30.4 at build and run, the same build below 2.31",
-         "DeepEP EPv2 release (b306af0) README", _v2_nccl, "nccl.version"),
-    Rule("deepep-v2-pytorch", "DeepEP V2 needs PyTorch >= 2.10", "DeepEP EPv2 release README", _v2_torch, "pytorch.version"),
+         "DeepEP README 'Requirements' at dd758ca; csrc/kernels/backend/nccl.cu:100-105 (exact match below 2.31)",
+         _v2_nccl, "nccl.version"),
+    Rule("deepep-v2-one-nccl", "PyTorch and DeepEP V2 must load one NCCL, byte-identical to the one DeepEP linked",
+         "DeepEP deep_ep/__init__.py check_nccl_so(); deep_ep/utils/comm.py (reuses PyTorch's communicator)",
+         _v2_one_nccl, "nccl.provider"),
+    Rule("deepep-v2-nccl-provider", "DeepEP V2 finds NCCL as the env's package or the host Python's wheel",
+         "DeepEP deep_ep/utils/find_pkgs.py find_nccl_root()", _v2_nccl_provider, "nccl.provider"),
+    Rule("deepep-v2-pytorch", "DeepEP V2 needs PyTorch >= 2.10", "DeepEP README 'Requirements' at dd758ca",
+         _v2_torch, "pytorch.version"),
+    Rule("deepep-v2-cuda", "DeepEP V2 JIT-compiles with nvcc >= 12.3 (SM90)",
+         "DeepEP README 'Requirements'; csrc/jit/compiler.hpp get_nvcc_version()", _v2_cuda, "cuda.version"),
+    Rule("deepep-nvshmem-provider", "the DeepEP recipes build against NVSHMEM from source (V1), or source or pip (V2)",
+         "recipes/deep-ep/recipe.yaml, recipes/deep-ep-v2/recipe.yaml", _nvshmem_provider, "nvshmem.provider"),
+    Rule("nvshmem-pip-needs-host-python", "a pip-provided NVSHMEM is the host Python's wheel",
+         "DeepEP deep_ep/utils/find_pkgs.py (importlib.metadata of the running Python)", _pip_nvshmem_host_python,
+         "nvshmem.provider"),
     Rule("cpu-nic-handler-needs-gdrcopy", "the CPU NIC handler rings doorbells through GDRCopy",
          "NVSHMEM docs (NVSHMEM_IBGDA_NIC_HANDLER); seed 000 §4 problem 2", _cpu_handler_gdrcopy, "nvshmem.nic_handler"),
     Rule("nic-handler-needs-ibgda", "the NIC handler setting only exists for IBGDA",

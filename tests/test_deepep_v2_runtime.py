@@ -1,0 +1,221 @@
+"""Issue 17: what a DeepEP 2.x env needs at run time — the overlay rules (one NCCL per process, the JIT
+cache) and doctor's deepep-v2 family — on fake prefixes, fake pip-torch venvs and fixture hosts.
+
+The failure the first GPU run hit is the centre of it: pip PyTorch dlopens its own NCCL 2.28.9 by path
+(torch/__init__.py _preload_cuda_deps), DeepEP 2.x linked NCCL 2.30.7, and `import deep_ep` aborted
+with "Duplicate NCCL runtime" (deep_ep/__init__.py check_nccl_so)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from deepep_env.overlay.changes import PrependPath, Set
+from deepep_env.overlay.rules import build_overlay, default_site_dirs
+from deepep_env.overlay.rules_v2 import competing_nccl, v2_record
+from deepep_env.platform import detect
+from doctor_fixtures import build_host, make_prefix, make_torch_venv, make_v2_prefix, problems
+from platform_fixtures import host_tree  # noqa: F401
+from test_doctor_checks import doctor, find, quiet
+
+V2_IDS = ("deepep-v2.jit-nvcc-missing", "deepep-v2.jit-cuobjdump-missing", "deepep-v2.jit-nvcc-too-old",
+          "deepep-v2.nccl-duplicate", "deepep-v2.nccl-root-missing")
+
+
+def fake_cuda(dest: Path, version: str = "13.0.88", tools=("nvcc", "cuobjdump")) -> Path:
+    (dest / "bin").mkdir(parents=True)
+    for t in tools:
+        (dest / "bin" / t).write_text("#!/bin/sh\n")
+        (dest / "bin" / t).chmod(0o755)
+    (dest / "version.json").write_text(json.dumps({"cuda_nvcc": {"version": version}}))
+    return dest
+
+
+def ov(host_tree, host, prefix, environ, site_dirs=None):
+    d = detect(host_tree(host), environ={})
+    return build_overlay(d.facts, d.platform, prefix=str(prefix), environ=environ,
+                         site_dirs=site_dirs if site_dirs is not None else default_site_dirs("/nonexistent-root", str(prefix)))
+
+
+# -- overlay ------------------------------------------------------------------------------------------------
+def test_nccl_preload_fires_for_a_v2_prefix_with_another_nccl_about(host_tree, tmp_path):
+    venv = make_torch_venv(tmp_path / "venv", pip_nccl="2.28.9")
+    pfx = make_v2_prefix(tmp_path / "pfx", python_executable=str(venv / "bin/python3"))
+    sites = default_site_dirs("/nonexistent-root", str(pfx)) + [str(venv / "lib/python3.12/site-packages")]
+    o = ov(host_tree, "h200x8-nvlink", pfx, {"HOME": str(tmp_path / "home")}, sites)
+    (pre,) = [c for c in o.changes if c.rule == "nccl-preload"]
+    assert isinstance(pre, PrependPath) and pre.entries == (str(pfx / "lib/libnccl.so.2"),)
+    assert "check_nccl_so" in pre.fact and "venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2" in pre.fact
+    # the env's own torch-preload link is not a competitor: it is the env's NCCL
+    assert competing_nccl([str(pfx / "lib/python3.12/site-packages")], str(pfx / "lib/libnccl.so.2")) == []
+
+
+def test_nccl_preload_is_quiet_without_a_competitor_or_for_v1(host_tree, tmp_path):
+    pfx = make_v2_prefix(tmp_path / "pfx")
+    o = ov(host_tree, "h200x8-nvlink", pfx, {"HOME": "/home/u"})
+    assert "LD_PRELOAD" not in o.env() and any("no other NCCL" in n.message for n in o.notes if n.rule == "nccl-preload")
+    v1 = make_prefix(tmp_path / "v1")
+    o = ov(host_tree, "gcp-b200", v1, {"HOME": "/home/u"})
+    assert not [c for c in o.changes if c.rule in ("nccl-preload", "deepep-jit-cache")]
+    assert {n.rule for n in o.notes} >= {"nccl-preload", "deepep-jit-cache"} and v2_record(str(v1)) is None
+
+
+def test_jit_cache_goes_to_the_user_cache_per_build(host_tree, tmp_path):
+    pfx = make_v2_prefix(tmp_path / "pfx")
+    env = ov(host_tree, "h200x8-nvlink", pfx, {"HOME": "/home/u"}).env()
+    assert env["EP_JIT_CACHE_DIR"] == "/home/u/.cache/deepep-env/jit/deep-ep-h4329f5c41c_0"
+    env = ov(host_tree, "h200x8-nvlink", pfx, {"HOME": "/home/u", "XDG_CACHE_HOME": "/scratch/c"}).env()
+    assert env["EP_JIT_CACHE_DIR"] == "/scratch/c/deepep-env/jit/deep-ep-h4329f5c41c_0"
+
+
+def test_jit_cache_keeps_a_chosen_one_and_says_when_there_is_no_home(host_tree, tmp_path):
+    pfx = make_v2_prefix(tmp_path / "pfx")
+    o = ov(host_tree, "h200x8-nvlink", pfx, {"HOME": "/home/u", "EP_JIT_CACHE_DIR": "/shared/jit"})
+    assert not [c for c in o.changes if c.rule == "deepep-jit-cache"]
+    o = ov(host_tree, "h200x8-nvlink", pfx, {})
+    (note,) = [n for n in o.notes if n.rule == "deepep-jit-cache"]
+    assert note.level == "warning" and "./.deep_ep" in note.message
+    d = detect(host_tree("h200x8-nvlink"), environ={})
+    o = build_overlay(d.facts, d.platform, prefix=str(pfx), environ={"HOME": "/home/u"}, site_dirs=[],
+                      spec_env={"EP_JIT_CACHE_DIR": "/fast/jit"})
+    (c,) = [c for c in o.changes if isinstance(c, Set) and c.name == "EP_JIT_CACHE_DIR"]
+    assert c.rule == "spec-env" and c.value == "/fast/jit"
+
+
+def test_ep_variables_are_known_names(host_tree, tmp_path):
+    from deepep_env.errors import UserError
+    from deepep_env.overlay import known_vars
+
+    for name in ("EP_JIT_CACHE_DIR", "EP_NCCL_ROOT_DIR", "EP_REUSE_NCCL_COMM", "NCCL_GIN_CROSS_NIC", "NCCL_GIN_ENABLE"):
+        known_vars.check_name(name)
+    with pytest.raises(UserError) as e:
+        known_vars.check_name("NCCL_GIN_ENABLED")
+    assert "NCCL_GIN_ENABLE" in str(e.value)
+
+
+# -- doctor -------------------------------------------------------------------------------------------------
+@pytest.fixture
+def v2_host(tmp_path):
+    """A pip-torch host venv (NCCL 2.28.9, as the GPU machine's), a DeepEP 2.x env using it, a toolkit."""
+    root = build_host(tmp_path / "h", "gcp-b200")
+    venv = make_torch_venv(tmp_path / "venv", pip_nccl="2.28.9")
+    fake_cuda(root / "opt/cuda-13.0")                  # host paths are read under the host tree
+    (root / "home/u").mkdir(parents=True)
+    environ = {"PATH": "/usr/bin", "HOME": "/home/u", "CUDA_HOME": "/opt/cuda-13.0"}
+    return root, venv, environ
+
+
+def _doctor(root, pfx, environ, **kw):
+    return doctor(root, None, prefix=pfx, environ=environ, cwd=str(root), **kw)
+
+
+def test_doctor_clean_through_deepep_env_run(tmp_path, v2_host):
+    root, venv, environ = v2_host
+    pfx = make_v2_prefix(tmp_path / "pfx", python_executable=str(venv / "bin/python3"), platforms=("gcp-b200",))
+    r = _doctor(root, pfx, environ)
+    assert not [p for p in problems(r) if "deepep" in p], problems(r)
+    conf = "\n".join(r.confirmed)
+    assert f"one NCCL 2.30.7 in the process, {pfx}/lib/libnccl.so" in conf
+    assert "deepep-v2.jit: nvcc and cuobjdump" in conf and "CUDA 13.0" in conf
+    assert ".cache/deepep-env/jit/deep-ep-h4329f5c41c_0 is writable" in conf
+    env = r.context["environment"]
+    assert "overlay rule nccl-preload" in env["LD_PRELOAD"]["source"]
+    assert env["EP_JIT_CACHE_DIR"]["source"].startswith("overlay rule deepep-jit-cache")
+
+
+def test_doctor_predicts_duplicate_nccl_runtime(tmp_path, v2_host):
+    """The scouting run: torch's own NCCL by path next to the env's (no link in the env's site-packages)."""
+    root, venv, environ = v2_host
+    pfx = make_v2_prefix(tmp_path / "pfx", link=False, python_executable=str(venv / "bin/python3"), platforms=("gcp-b200",))
+    f = find(_doctor(root, pfx, environ), "deepep-v2.nccl-duplicate")
+    assert f.severity == "error" and "Duplicate NCCL runtime" in f.title
+    assert str(venv / "lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2") in f.title
+
+
+def test_doctor_finds_torchs_nccl_first_when_preload_points_elsewhere(tmp_path, v2_host):
+    root, venv, environ = v2_host
+    pfx = make_v2_prefix(tmp_path / "pfx", link=False, python_executable=str(venv / "bin/python3"))
+    r = doctor(root, None, prefix=pfx, environ={**environ, "EP_SUPPRESS_NCCL_CHECK": "1"}, cwd=str(root))
+    assert find(r, "deepep-v2.nccl-check-suppressed").severity == "warning"
+
+
+@pytest.mark.parametrize("kw,fid", [
+    ({"lib_version": "2.28.9", "nccl": "2.28.9"}, "deepep-v2.nccl-too-old"),
+    ({"nccl": "2.30.4"}, "deepep-v2.nccl-build-mismatch"),
+    ({"envs_root": "/nonexistent/nccl"}, "deepep-v2.nccl-root-missing"),
+])
+def test_doctor_nccl_version_and_root(tmp_path, v2_host, kw, fid):
+    root, venv, environ = v2_host
+    pfx = make_v2_prefix(tmp_path / "pfx", python_executable=str(venv / "bin/python3"), **kw)
+    assert find(_doctor(root, pfx, environ), fid).severity == "error"
+
+
+def test_doctor_jit_toolchain(tmp_path, v2_host):
+    root, venv, environ = v2_host
+    pfx = make_v2_prefix(tmp_path / "pfx", python_executable=str(venv / "bin/python3"))
+    (root / "opt/empty-cuda").mkdir(parents=True)
+    r = _doctor(root, pfx, {**environ, "CUDA_HOME": "/opt/empty-cuda"})
+    assert find(r, "deepep-v2.jit-nvcc-missing").severity == "error" and find(r, "deepep-v2.jit-cuobjdump-missing")
+    fake_cuda(root / "opt/cuda-12.2", version="12.2.140")
+    assert "12.3" in find(_doctor(root, pfx, {**environ, "CUDA_HOME": "/opt/cuda-12.2"}), "deepep-v2.jit-nvcc-too-old").title
+    # `which nvcc` when CUDA_HOME is unset (deep_ep/__init__.py find_cuda_home)
+    env = {k: v for k, v in environ.items() if k != "CUDA_HOME"}
+    r = _doctor(root, pfx, {**env, "PATH": "/opt/cuda-13.0/bin:/usr/bin"})
+    quiet(r, *V2_IDS[:3])
+    assert any(c.startswith("deepep-v2.jit: nvcc and cuobjdump in /opt/cuda-13.0") for c in r.confirmed)
+
+
+def test_doctor_jit_cache(tmp_path, v2_host):
+    root, venv, environ = v2_host
+    pfx = make_v2_prefix(tmp_path / "pfx", python_executable=str(venv / "bin/python3"))
+    assert find(_doctor(root, pfx, {**environ, "EP_JIT_CACHE_DIR": str(pfx / "jit")}), "deepep-v2.jit-cache-in-prefix")
+    (root / "srv").mkdir()
+    (root / "srv/a-file").write_text("")
+    f = find(_doctor(root, pfx, {**environ, "EP_JIT_CACHE_DIR": "/srv/a-file/jit"}), "deepep-v2.jit-cache-unwritable")
+    assert f.severity == "error" and "/srv/a-file is not a writable folder" in f.title
+    env = {k: v for k, v in environ.items() if k != "HOME"}
+    assert find(_doctor(root, pfx, env), "deepep-v2.jit-cache-relative").severity == "warning"
+
+
+def test_doctor_gin_knobs(tmp_path, v2_host):
+    root, venv, environ = v2_host
+    pfx = make_v2_prefix(tmp_path / "pfx", python_executable=str(venv / "bin/python3"), platforms=("gcp-b200",))
+    assert find(_doctor(root, pfx, {**environ, "NCCL_GIN_ENABLE": "0"}), "deepep-v2.gin-disabled").severity == "error"
+    r = _doctor(root, pfx, {**environ, "NCCL_GIN_ENABLE": "0", "EP_DISABLE_GIN": "1"})
+    quiet(r, "deepep-v2.gin-disabled")
+    assert find(r, "deepep-v2.gin-off-internode").severity == "warning"   # gcp-b200 has RDMA NICs
+
+
+def test_v1_env_is_not_checked_as_v2(tmp_path, v2_host):
+    root, venv, environ = v2_host
+    r = _doctor(root, make_prefix(tmp_path / "pfx"), environ)
+    assert not [f for f in r.findings if f.id.startswith("deepep-v2.")]
+
+
+def test_v2_extension_is_deep_ep_C(tmp_path, v2_host):
+    root, venv, environ = v2_host
+    pfx = make_v2_prefix(tmp_path / "pfx", python_executable=str(venv / "bin/python3"))
+    quiet(_doctor(root, pfx, environ), "deepep.extension-missing")
+    next((pfx / "lib/python3.12/site-packages/deep_ep").glob("_C*.so")).unlink()
+    f = find(_doctor(root, pfx, environ), "deepep.extension-missing")
+    assert "_C*.so" in f.title and "deep_ep_cpp" not in f.title
+
+
+def test_elastic_buffer_feature_is_checked_in_the_installed_copy(tmp_path, v2_host):
+    root, venv, environ = v2_host
+    pfx = make_v2_prefix(tmp_path / "pfx", python_executable=str(venv / "bin/python3"))
+    r = _doctor(root, pfx, environ)
+    assert any(c.startswith("deepep.elastic-buffer: present") for c in r.confirmed)
+    (pfx / "lib/python3.12/site-packages/deep_ep/buffers/elastic.py").write_text("class Other:\n    pass\n")
+    assert find(_doctor(root, pfx, environ), "deepep.elasticbuffer-missing").severity == "error"
+
+
+def test_no_device_hca_mapping_for_a_v2_env(host_tree, tmp_path):
+    """DeepEP 2.x reads no DEEP_EP_DEVICE_TO_HCA_MAPPING (PR #466 is a V1 API): the overlay does not
+    set it, and doctor does not require PR #466 of a V2 module."""
+    o = ov(host_tree, "gcp-b200", make_v2_prefix(tmp_path / "v2", platforms=("gcp-b200",)), {"HOME": "/home/u"})
+    assert "DEEP_EP_DEVICE_TO_HCA_MAPPING" not in o.env()
+    assert any("does not read it" in n.message for n in o.notes if n.rule == "device-hca-mapping")
+    assert "DEEP_EP_DEVICE_TO_HCA_MAPPING" in ov(host_tree, "gcp-b200", make_prefix(tmp_path / "v1"), {}).env()
