@@ -147,7 +147,7 @@ handnccl() {
   room handnccl 300 || return 0
   step "NCCL by hand (make src.lib, $ARCH_GENCODE)"
   rm -rf /tmp/hand-nccl && mkdir -p /tmp/hand-nccl
-  tar -xJf "$(ls "$V2_SOURCES"/nccl-v${NCCL_VERSION:-2.30.7}-*.tar.xz | head -1)" -C /tmp/hand-nccl --strip-components=1
+  tar -xJf "$(ls "$V2_SOURCES"/nccl-v${V2_NCCL_VERSION:-2.30.7}-*.tar.xz | head -1)" -C /tmp/hand-nccl --strip-components=1
   local t=$(now)
   ( cd /tmp/hand-nccl && make -j"$(nproc)" src.lib NVCC_GENCODE="$ARCH_GENCODE" NVCC_GENCODE_LDMC_FP8= \
       CUDA_HOME=/usr/local/cuda ${CUDAHOSTCXX:+CXX=$CUDAHOSTCXX} ) > "$OUT/hand-nccl.log" 2>&1
@@ -163,7 +163,7 @@ handdeepep() {
   rm -rf /tmp/hand-v2 /tmp/hand-v2-site && mkdir -p /tmp/hand-v2 /tmp/hand-v2-site
   tar -xJf "$(ls "$V2_SOURCES"/deepep-dd758ca*.tar.xz | head -1)" -C /tmp/hand-v2 --strip-components=1
   local root=/tmp/hand-nccl/build
-  [ -f "$root/include/nccl.h" ] || root=".pixi/envs/$ENV_NAME"
+  [ -f "$root/include/nccl.h" ] || root="$PWD/.pixi/envs/$ENV_NAME"
   local t=$(now)
   ( cd /tmp/hand-v2 && GIT_DIR=/nonexistent EP_NCCL_ROOT_DIR="$root" TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=$(nproc) \
       CPATH=/tmp/deepep-rdma/usr/include:/usr/local/cuda/targets/x86_64-linux/include/cccl \
