@@ -6,7 +6,8 @@ traceback.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:  # pathlib costs milliseconds on the activate fast path
     from pathlib import Path
@@ -54,6 +55,40 @@ class UserError(Exception):
         # a second line, an ANSI or bidi sequence must not repaint the terminal.
         text = " ".join(text.split("\n"))
         return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+
+
+class UnknownEnvError(UserError):
+    """An env name no spec of the project has (callers that can go on without the spec catch this
+    type, never the message)."""
+
+
+class SolveError(UserError):
+    """A solver (rattler's, or rattler-build's for a build environment) found no solution."""
+
+
+@contextlib.contextmanager
+def rattler_errors(template: str, *, file: "str | Path | None" = None, field: str | None = None,
+                   accepted: str | None = None, first_line: bool = False, limit: int = 600,
+                   cleanup=None) -> Iterator[None]:
+    """The one place rattler's exceptions become a :class:`UserError`: rattler raises its own types
+    and, for some corrupt inputs, Rust panics (``PanicException`` is a ``BaseException``, field notes
+    §5). ``template`` gets ``{error}``: the error's first line (``first_line``) or all of it on one
+    line, bounded, with any URL credentials redacted. Interrupts and our own errors pass through;
+    ``cleanup`` runs before the error is raised."""
+    try:
+        yield
+    except (KeyboardInterrupt, SystemExit, UserError):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - see the docstring
+        if cleanup is not None:
+            cleanup()
+        text = str(exc).strip()
+        text = (text.splitlines()[0] if first_line else " ".join(text.split())) if text else type(exc).__name__
+        if len(text) > limit:
+            text = text[: limit - 1] + "…"
+        from deepep_env.lock.channels import redact   # lazy: errors.py is on the activate fast path
+
+        raise UserError(template.replace("{error}", redact(text)), file=file, field=field, accepted=accepted) from None
 
 
 class StaleError(UserError):

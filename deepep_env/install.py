@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 from deepep_env.atomic import write_text
-from deepep_env.errors import UserError
+from deepep_env.errors import UserError, rattler_errors
 from deepep_env.hashing import file_sha256
 
 MARKER_NAME = "deepep-env.json"
@@ -208,16 +208,13 @@ def _fetch_verified(recs: list, *, lock_path: Path, mirrors: dict[str, Path], cl
 
                 downloads.mkdir(parents=True, exist_ok=True)
                 tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-                try:
-                    asyncio.run(download_to_path(client_obj, url, tmp))
-                except (KeyboardInterrupt, SystemExit):
-                    raise
-                except BaseException as exc:  # noqa: BLE001
+                def drop_part(t: Path = tmp) -> None:
                     with contextlib.suppress(OSError):
-                        tmp.unlink()
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                    raise UserError(f"{label}: cannot download {redact(url)}: {redact(first)}", file=lock_path,
-                                    field=rec.name.normalized) from None
+                        t.unlink()
+
+                with rattler_errors(f"{label}: cannot download {redact(url)}: {{error}}", file=lock_path,
+                                    field=rec.name.normalized, first_line=True, cleanup=drop_part):
+                    asyncio.run(download_to_path(client_obj, url, tmp))
                 actual = file_sha256(tmp)
                 if actual != f"sha256:{expected}":
                     tmp.unlink()
@@ -420,16 +417,9 @@ def _staging(pfx: Path) -> Iterator[tuple[Path, Path]]:
 def _link(recs: list, stage: Path, pfx: Path, cache: Path, cl, lock: Path) -> None:
     import rattler
 
-    from deepep_env.lock.channels import redact
-
-    try:
+    with rattler_errors(f"install into {pfx} failed: {{error}}", file=lock, limit=400):
         asyncio.run(rattler.install(recs, stage, cache_dir=cache, installed_packages=[], show_progress=False,
                                     client=cl, alternative_target_prefix=pfx))
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - rattler's errors, Rust panics
-        first = " ".join(str(exc).split()) or type(exc).__name__
-        raise UserError(f"install into {pfx} failed: {redact(first)[:400]}", file=lock) from None
 
 
 def _check_installed(installed: list, locked: list, stage: Path, pfx: Path, lock: Path) -> None:

@@ -38,7 +38,7 @@ from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
 from deepep_env.builder.normalize import epoch_for, normalize_conda
 from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.buildplan import BuildNode
-from deepep_env.errors import UserError
+from deepep_env.errors import SolveError, UserError
 from deepep_env.hashing import short_id, tree_sha256
 from deepep_env.sources import SourceCache, fetch, primary_source, require_present, stage, wants_for_nodes
 
@@ -250,9 +250,9 @@ class _Builder:
                                     channels=channels, log_path=self._log(node), staged=list(staged.values()),
                                     on_line=lambda line: self.progress("log", node, line),
                                     virtual_packages=node.virtual_packages)
-        except UserError as exc:
+        except SolveError as exc:
             outside = list(node.meta.get("outside_requirements") or ())
-            if "Failed to resolve dependencies" in exc.message and outside:
+            if outside:
                 # rattler-build does not say which spec failed; name the requirements that no
                 # recipe of the graph produces (channel URLs are not printed: they may hold tokens)
                 where = "the given channels" if self.extra_channels else "any channel (none given)"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from deepep_env.atomic import write_bytes, write_text
-from deepep_env.errors import UserError
+from deepep_env.errors import UserError, rattler_errors
 from deepep_env.hashing import digest, file_sha256
 
 
@@ -33,13 +33,9 @@ def index(root: Path) -> None:
     import rattler.index
 
     (root / "noarch").mkdir(parents=True, exist_ok=True)  # a channel always has noarch/
-    try:
+    with rattler_errors("could not index channel: {error}", file=root, first_line=True,
+                        accepted="a channel folder holding only valid .conda/.tar.bz2 files"):
         asyncio.run(rattler.index.index_fs(root, write_zst=False, write_shards=False))
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:  # a corrupt .conda panics inside Rust (PanicException is a BaseException)
-        raise UserError(f"could not index channel: {exc}".splitlines()[0], file=root,
-                        accepted="a channel folder holding only valid .conda/.tar.bz2 files") from None
     for sub in root.iterdir():
         if sub.is_dir() and (sub / "repodata.json").is_file():
             for name in _DERIVED:

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from deepep_env.atomic import write_text
-from deepep_env.errors import UserError
+from deepep_env.errors import SolveError, UserError
 
 EXTERNAL_PROVIDERS = ("cuda", "python", "pytorch")
 
@@ -301,6 +301,8 @@ class _LiveLog:
         self._fh.close()
 
 
+_UNSOLVABLE = "Failed to resolve dependencies"   # rattler-build's words for an unsolvable build/host env
+
 # rattler's virtual-package overrides (rattler_virtual_packages: CONDA_OVERRIDE_*), one per package a
 # build is told about; "" for __cuda means "no CUDA" (a noarch or CPU package).
 _OVERRIDE_VARS = {"__linux": "CONDA_OVERRIDE_LINUX", "__glibc": "CONDA_OVERRIDE_GLIBC",
@@ -364,11 +366,14 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
             log += list(getattr(exc, "log", None) or [])
             log.append(f"ERROR: {exc}")
             write_text(log_path, "\n".join(log) + "\n")
+            # rattler-build raises one BuildError for everything: classified here, at the boundary,
+            # so callers catch types (SolveError), never message text.
             stage = "recipe test failed" if "Test failed" in str(exc) else "build failed"
             msg = _first_line(exc)
             if _GENERIC.search(msg) and len(log) > 1:  # "Script failed": the cause is in the log
                 msg = _failure_hint(log[:-1])
-            raise UserError(f"package {package}: {stage}: {msg}; log: {log_path}") from None
+            kind = SolveError if _UNSOLVABLE in str(exc) else UserError
+            raise kind(f"package {package}: {stage}: {msg}; log: {log_path}") from None
         log += list(res.log)
         packages += [Path(p) for p in res.packages]
     live.close()

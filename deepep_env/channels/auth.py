@@ -58,7 +58,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from deepep_env.errors import UserError
 
@@ -535,14 +535,3 @@ def authenticated_client(
         s3_mw,
     ]
     return Client(middlewares, timeout=timeout)
-
-
-def strip_url_credentials(url: str) -> str:
-    """``url`` without any ``user:pass@`` part (for display and for lock entries)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc = f"{netloc}:{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

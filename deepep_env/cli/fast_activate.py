@@ -62,8 +62,6 @@ def run_activate(
 
 def hook_main(argv: list[str]) -> int:
     """``deepep-env hook --shell SHELL [--prefix P]``: the overlay for a conda ``activate.d`` script."""
-    import argparse
-
     from deepep_env.overlay.hook import SHELLS, run_hook
 
     parser = _parser("deepep-env hook", "Print the host overlay for an activate.d script to eval (with its undo).")

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional, Sequence
 from deepep_env.doctor.context import DoctorContext, EnvView, PathView, effective_environment
 from deepep_env.doctor.model import SEVERITIES, DoctorReport, Evidence, Finding, one_line
 from deepep_env.doctor.registry import Emitter, all_checks
-from deepep_env.errors import UserError
+from deepep_env.errors import UnknownEnvError, UserError
 
 # Variables shown in the report's context (with where each came from). Never a token: names only
 # from the stack's own namespaces and the loader's.
@@ -106,7 +106,7 @@ def run_doctor(
         try:
             spec = load_resolved(env, proj)
         except UserError as err:
-            if "unknown env" in err.message and prefix is None:
+            if isinstance(err, UnknownEnvError) and prefix is None:
                 raise
             notes.append(f"env spec not used: {err}")
     elif env and spec is None:

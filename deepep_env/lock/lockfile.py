@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from deepep_env.errors import UserError
+from deepep_env.errors import UserError, rattler_errors
 
 META_PREFIX = "# deepep-env-lock: "
 # v1: one environment's fields at the top level (``env`` names it); v2: ``envs`` maps each
@@ -162,7 +162,8 @@ def read_lock(path: str | Path) -> LockData:
     # Versions 1-3 (the conda-lock layout pixi wrote until 0.13) read too: rattler_lock upgrades them,
     # and real pixi repositories carry such locks in their history (prefix-dev/pixi examples/qgis).
     version = _read_version(text)
-    try:
+    with rattler_errors("not a readable pixi.lock ({error})", file=path, first_line=True,
+                        accepted="a pixi.lock (v1-v7); regenerate it with `deepep-env lock ENV`"):
         lf = LockFile.from_path(path)
         names = row_names(lf.platforms())
         platforms = {names[p.name]: {"subdir": str(p.subdir), "virtual_packages": list(p.virtual_packages)}
@@ -174,14 +175,6 @@ def read_lock(path: str | Path) -> LockData:
                 le.packages[names[plat.name]] = [_locked(p, str(plat.subdir)) for p in pkgs]
                 le.subdirs[names[plat.name]] = str(plat.subdir)
             envs[name] = le
-    except UserError:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - rattler raises its own types (and Rust panics)
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"not a readable pixi.lock ({first})", file=path,
-                        accepted="a pixi.lock (v1-v7); regenerate it with `deepep-env lock ENV`") from None
     return LockData(path=path, platforms=platforms, envs=envs, meta=read_meta(text, path), version=version)
 
 
@@ -219,13 +212,8 @@ def conda_records(path: str | Path, env: str, platform: str) -> list:
     """The rattler ``RepoDataRecord`` s of one environment and platform (what ``install`` needs)."""
     from rattler import LockFile
 
-    try:
+    with rattler_errors("not a readable pixi.lock ({error})", file=path, first_line=True):
         lf = LockFile.from_path(Path(path))
-    except BaseException as exc:  # noqa: BLE001
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        raise UserError(f"not a readable pixi.lock ({str(exc).splitlines()[0] if str(exc) else exc!r})",
-                        file=path) from None
     e = lf.environment(env)
     if e is None:
         raise UserError(f"the lock has no environment {env!r}", file=path,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from deepep_env.lock.diff import LockDiff, PackageChange, PackageEntry, PlatformDiff, order_key
+from deepep_env.lock.diff import LockDiff, PackageChange, PlatformDiff, order_key
 
 ARROW = "→"
 
@@ -183,7 +183,3 @@ def check_text(data: dict[str, Any]) -> str:
     for w in data.get("warnings", []):
         lines.append(f"  warning: {w}")
     return "\n".join(lines)
-
-
-def entries_text(entries: list[PackageEntry]) -> str:
-    return ", ".join(f"{e.name} {_vb(e.version, e.build)}" for e in entries)

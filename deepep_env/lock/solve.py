@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from deepep_env.errors import UserError
+from deepep_env.errors import UserError, rattler_errors
 from deepep_env.lock.channels import client as make_client
 from deepep_env.lock.channels import probe, redact
 from deepep_env.lock.lockfile import EnvSection, write_env
@@ -53,11 +53,6 @@ class LockResult:
                 "warnings": [redact(w) for w in self.warnings]}
 
 
-def _first_lines(exc: BaseException, limit: int = 600) -> str:
-    text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def solve_request(req: LockRequest, *, client_obj=None) -> dict[str, list]:
     """subdir → solved RepoDataRecords (URLs still as read). Raises UserError, never a traceback."""
     import rattler
@@ -77,20 +72,14 @@ def solve_request(req: LockRequest, *, client_obj=None) -> dict[str, list]:
     constraints = [r.spec for r in req.constraints] or None
     out: dict[str, list] = {}
     for subdir in req.subdirs:
-        try:
+        with rattler_errors(f"cannot solve {req.env} for {subdir}: {{error}}; nothing written", field="channels",
+                            accepted="packages present in the spec's channels (run `deepep-env build ENV` for ours)"):
             recs = asyncio.run(rattler.solve(
                 sources, roots, gateway=gw, platforms=[subdir, "noarch"],
                 virtual_packages=[v.rattler() for v in req.virtual_packages.get(subdir, [])],
                 constraints=constraints, channel_priority=ChannelPriority.Strict,
                 timeout=_dt.timedelta(seconds=SOLVE_TIMEOUT_S),
             ))
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - rattler's own error types, Rust panics
-            raise UserError(f"cannot solve {req.env} for {subdir}: {redact(_first_lines(exc))}; nothing written",
-                            field="channels",
-                            accepted="packages present in the spec's channels (run `deepep-env build ENV` for ours)") \
-                from None
         out[subdir] = recs
     return out
 

@@ -67,7 +67,6 @@ def _fish(name: str, value: Optional[str]) -> str:
 def hook_script(ov: Overlay, shell: str, environ: Mapping[str, str]) -> str:
     """Shell code that applies ``ov`` to ``environ`` and records how to undo it in ``_DEEPEP_ENV_UNDO``."""
     put = _fish if shell == "fish" else _sh
-    quote = fish_quote if shell == "fish" else sh_quote
     after = ov.apply(environ)
     names = [c.name for c in ov.changes if hasattr(c, "name")]
     changed = [n for n in dict.fromkeys(names) if after.get(n) != environ.get(n)]

@@ -50,10 +50,6 @@ def load_profiles() -> dict[str, Profile]:
     return _CACHE
 
 
-def profile_names() -> list[str]:
-    return list(load_profiles())
-
-
 def get_profile(name: str) -> Profile:
     profiles = load_profiles()
     if name not in profiles:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from deepep_env.errors import UserError
+from deepep_env.errors import UserError, rattler_errors
 from deepep_env.hashing import file_sha256
 from deepep_env.publish.model import LocalPackage
 
@@ -50,13 +50,8 @@ def inspect_package(path: str | Path, *, build_id: str | None = None) -> LocalPa
         raise UserError("not a conda package file", file=path, accepted="*.conda, *.tar.bz2")
     from rattler.package import IndexJson
 
-    try:
+    with rattler_errors("cannot read the package's info/index.json: {error}", file=path, first_line=True):
         index = IndexJson.from_package_archive(path)
-    except BaseException as exc:  # rattler raises, and for some corrupt archives panics (field notes §5)
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"cannot read the package's info/index.json: {first}", file=path)
     subdir = index.subdir or ("noarch" if index.noarch and not index.noarch.none else None)
     if not subdir:
         raise UserError("package has no subdir in info/index.json", file=path)

@@ -25,7 +25,7 @@ from typing import Optional
 
 from deepep_env.atomic import write_bytes
 from deepep_env.errors import UserError
-from deepep_env.hashing import file_sha256, tree_sha256
+from deepep_env.hashing import tree_sha256
 
 
 def _hex(digest: str) -> str:
@@ -149,7 +149,3 @@ def unpack(archive: Path, dest: Path) -> Path:
     if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
         return entries[0]
     return dest
-
-
-def patch_digest(path: Path) -> str:
-    return file_sha256(path)

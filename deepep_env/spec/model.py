@@ -104,11 +104,6 @@ def _items(v: list[str], what: str) -> list[str]:
     return _unique(v, what)
 
 
-class HostProvided(Strict):
-    """Where a component comes from. ``host``: preinstalled on the machine (a Spack external);
-    ``conda``: a package from the spec's channels; ``source``: built by our recipe."""
-
-
 Provider = Literal["host", "conda", "source"]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cmp_to_key
 from pathlib import Path
 
-from deepep_env.errors import UserError
+from deepep_env.errors import UnknownEnvError, UserError
 from deepep_env.project import Project, find_project
 from deepep_env.spec.catalog import Catalog, load_catalog
 from deepep_env.spec.load import load_spec_file, show
@@ -160,7 +160,7 @@ def load_resolved(name_or_path: str, project: Project | None = None) -> Resolved
             raise UserError("the spec is a symbolic link that resolves to nothing (a loop, or a target that is "
                             "gone)", file=path, accepted="a regular TOML file, or a link to one")
         if not path.exists():
-            raise UserError(f"unknown env {name_or_path!r}", field="ENV",
+            raise UnknownEnvError(f"unknown env {name_or_path!r}", field="ENV",
                             accepted=", ".join(project.spec_names()) or "no specs in env_specs/")
     spec = load_spec_file(path)
     return resolve(spec, project, file=path)
