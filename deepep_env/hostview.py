@@ -40,7 +40,9 @@ def host_view(r: ResolvedSpec, project: Project, *, root: str = "/", platform: O
         },
     }
     prefix = project.prefix_for(r.name)
-    installed = (prefix / "conda-meta" / "deepep-env.json").is_file()
+    from deepep_env.overlay.prefix import has_marker
+
+    installed = has_marker(prefix)
     try:
         ov = overlay_for_host(root, platform or None, prefix if installed else None, spec_env=dict(r.env),
                               environ=environ)

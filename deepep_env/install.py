@@ -29,15 +29,8 @@ from typing import Any, Iterable, Iterator, Optional
 
 from deepep_env.atomic import write_text
 from deepep_env.errors import UserError, rattler_errors
+from deepep_env.overlay.prefix import MARKER_FORMAT, marker_path
 from deepep_env.hashing import file_sha256
-
-MARKER_NAME = "deepep-env.json"
-MARKER_FORMAT = "deepep-env/prefix/v1"
-
-
-def marker_path(prefix: str | Path) -> Path:
-    return Path(prefix) / "conda-meta" / MARKER_NAME
-
 
 def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
     """The completion marker of a prefix, or None when the prefix is not a complete install."""
@@ -129,7 +122,7 @@ def _installed_records(prefix: Path) -> list:
     out = []
     if meta.is_dir():
         for p in sorted(meta.glob("*.json")):
-            if p.name == MARKER_NAME:
+            if p.name == marker_path(prefix).name:
                 continue
             try:
                 out.append(PrefixRecord.from_path(p))

@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from deepep_env.buildplan import BuildPlan, plan as build_plan
 from deepep_env.errors import UserError
+from deepep_env.overlay.prefix import has_marker
 from deepep_env.project import Project
 from deepep_env.spec.resolve import load_resolved
 from deepep_env.spec.resolved import ResolvedSpec
@@ -144,6 +145,6 @@ def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_h
     data = _resolved_data(r, project)
     data["lock"] = _lock_status(name, project)
     data["prefix"] = {"path": str(project.prefix_for(name)),
-                      "installed": (project.prefix_for(name) / "conda-meta" / "deepep-env.json").is_file()}
+                      "installed": has_marker(project.prefix_for(name))}
     data.update(_host_sections(name, project, r, root, demo_host, platform))
     return data

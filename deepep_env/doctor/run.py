@@ -14,6 +14,7 @@ from deepep_env.doctor.context import DoctorContext, EnvView, PathView, effectiv
 from deepep_env.doctor.model import SEVERITIES, DoctorReport, Evidence, Finding, one_line
 from deepep_env.doctor.registry import Emitter, all_checks
 from deepep_env.errors import UnknownEnvError, UserError
+from deepep_env.overlay.prefix import META_RELPATH
 
 # Variables shown in the report's context (with where each came from). Never a token: names only
 # from the stack's own namespaces and the loader's.
@@ -114,7 +115,7 @@ def run_doctor(
     pfx = resolve_prefix(env, os.fspath(prefix) if prefix is not None else None, proj, environ, cwd)
     meta = None
     if pfx is not None:
-        from deepep_env.overlay.prefix import META_RELPATH, read_prefix_meta
+        from deepep_env.overlay.prefix import read_prefix_meta
 
         marker = os.path.join(pfx, META_RELPATH)
         if not os.path.exists(marker):
@@ -139,7 +140,7 @@ def run_doctor(
             "env.platform-mismatch", "warning",
             f"{how} platform {det.platform.name!r} is not one env {env_name} targets ({', '.join(targets)})",
             [Evidence(value="; ".join(det.platform.evidence), file="platform"),
-             Evidence(value=f"platforms = {targets}", file=f"env_specs/{env_name}.toml" if spec else os.path.join(pfx or "", "conda-meta", "deepep-env.json"))],
+             Evidence(value=f"platforms = {targets}", file=f"env_specs/{env_name}.toml" if spec else os.path.join(pfx or "", META_RELPATH))],
             "use the env built for this platform, or pass --platform if detection is wrong",
         ))
 

@@ -29,9 +29,9 @@ def overlay_for_host(
 
     python_executable = None
     if prefix is not None and spec_env is None:
-        from deepep_env.overlay.prefix import META_RELPATH, read_prefix_meta
+        from deepep_env.overlay.prefix import has_marker, read_prefix_meta
 
-        if os.path.exists(os.path.join(os.fspath(prefix), META_RELPATH)):
+        if has_marker(prefix):
             meta = read_prefix_meta(prefix)
             spec_env = meta.spec_env
             python_executable = meta.python_executable

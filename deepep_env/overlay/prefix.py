@@ -23,6 +23,16 @@ from deepep_env.errors import UserError
 from deepep_env.project import envs_dir, nearest_root, pixi_env_name
 
 META_RELPATH = os.path.join("conda-meta", "deepep-env.json")
+MARKER_FORMAT = "deepep-env/prefix/v1"   # written by `deepep-env install`; absent in markers before it
+
+
+def marker_path(prefix: "str | os.PathLike[str]") -> Path:
+    """The one place that says where a prefix's deepep-env marker is."""
+    return Path(prefix) / META_RELPATH
+
+
+def has_marker(prefix: "str | os.PathLike[str]") -> bool:
+    return marker_path(prefix).is_file()
 ENV_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 PREFIX_ENV_VAR = "DEEPEP_ENV_PREFIX"
 
@@ -83,6 +93,9 @@ def read_prefix_meta(prefix: str | os.PathLike[str], env: Optional[str] = None) 
         raise UserError(f"unreadable: {exc}", file=path) from None
     if not isinstance(data, dict):
         raise UserError("expected a JSON object", file=path)
+    if data.get("format", MARKER_FORMAT) != MARKER_FORMAT:
+        raise UserError(f"unknown marker format {data.get('format')!r}", file=path, field="format",
+                        accepted=f"{MARKER_FORMAT} (written by `deepep-env install`); reinstall with this deepep-env")
     name = data.get("env")
     if not isinstance(name, str) or not ENV_NAME_RE.match(name):
         raise UserError("missing or invalid", file=path, field="env")
