@@ -235,8 +235,9 @@ class EnvSection:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def _existing_sections(path: Path) -> tuple[dict[str, EnvSection], dict[str, Any]]:
-    """Every environment of the lock at ``path`` (none if absent) and its platform objects by name."""
+def _existing_sections(path: Path) -> tuple[dict[str, EnvSection], dict[str, tuple[str, list[str]]]]:
+    """Every environment of the lock at ``path`` (none if absent), and its platform rows by name:
+    (subdir, virtual packages)."""
     from rattler import LockFile
 
     if not path.exists():
@@ -293,7 +294,7 @@ def write_env(path: Path, env: str, section: EnvSection, platforms: list) -> tup
     sections[env] = section
     _refuse_two_records_for_one_url(path, env, sections)
     sections.setdefault("default", EnvSection([], {}))
-    defs = {name: row for name, row in old_plats.items()}
+    defs = dict(old_plats)
     defs.update({p.name: (p.subdir, p.strings) for p in platforms})
     used = {pn for s in sections.values() for pn in s.records} | {p.name for p in platforms}
     alias = aliases([p.name for p in platforms], used)

@@ -98,11 +98,6 @@ class LockPlatformDef:
             entry["archspec"] = ARCHSPEC[self.subdir]
         return entry
 
-    def non_default(self) -> list[str]:
-        """The virtual packages pixi's satisfiability check compares (subdir defaults left out)."""
-        defaults = {str(v) for v in subdir_defaults(self.subdir)}
-        return [s for s in self.strings if s not in defaults]
-
 
 def platform_name(subdir: str, cuda: Optional[str]) -> str:
     return f"{subdir}-cuda{cuda.replace('.', '')}" if cuda else subdir

@@ -26,10 +26,6 @@ from deepep_env.errors import UserError
 from deepep_env.lock.channels import ChannelRef, read_index, resolve_channels
 from deepep_env.lock.platforms import LockPlatformDef, VirtualPkg, platform_for
 
-# Build strings of packages deepep-env builds: "h" + 10 hex digits of the build id (buildplan.py).
-OUR_BUILD_RE = r"^h([0-9a-f]{10})_(\d+)$"
-
-
 @dataclass(frozen=True)
 class Requirement:
     name: str
