@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from deepep_env.errors import UserError
-from deepep_env.overlay.activation import activate_env, run_environment
+from deepep_env.envcontext import activation_context
+from deepep_env.overlay.activation import run_environment
 from deepep_env.overlay.prefix import default_prefix, read_prefix_meta
 from platform_fixtures import REPO, cli, fake_prefix, has_shell, host_tree, no_traceback  # noqa: F401
 
@@ -87,7 +88,7 @@ def test_platform_mismatch_warns_but_activates(host_tree, tmp_path):
 
 def test_conda_python_gets_no_pythonpath(host_tree, tmp_path):
     prefix = fake_prefix(tmp_path / "env", provider="conda")
-    act = activate_env("gcp-b200", root=host_tree("gcp-b200"), prefix=prefix, environ={})
+    act = activation_context("gcp-b200", root=host_tree("gcp-b200"), prefix=prefix, environ={})
     assert "PYTHONPATH" not in act.overlay.env()
 
 
@@ -218,6 +219,6 @@ def test_run_passes_arguments_verbatim(host_tree, tmp_path):
 
 def test_failing_activation_script_is_a_user_error(host_tree, tmp_path):
     prefix = fake_prefix(tmp_path / "env", scripts={"bad.sh": "echo broken >&2; return 3\n"})
-    act = activate_env("gcp-b200", root=host_tree("gcp-b200"), prefix=prefix, environ={})
+    act = activation_context("gcp-b200", root=host_tree("gcp-b200"), prefix=prefix, environ={})
     with pytest.raises(UserError, match="activation script failed"):
         run_environment(act.overlay, {"PATH": os.environ["PATH"]})

@@ -155,7 +155,7 @@ def test_traffic_with_env_does_not_take_env_from_the_command(tmp_path, capsys, c
 
 # -- docs ------------------------------------------------------------------------------------------------
 def test_every_finding_id_is_documented():
-    from deepep_env.doctor.registry import all_ids
+    from deepep_env.doctor.catalog import all_ids
 
     doc = (REPO / "docs" / "doctor.md").read_text()
     table_ids = set(re.findall(r"^\| `([a-z0-9.-]+)` \|", doc, re.M))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from deepep_env.errors import UserError
-from deepep_env.overlay import overlay_for_host
+from deepep_env.envcontext import overlay_context, read_host
 from deepep_env.overlay import known_vars
 from deepep_env.overlay.changes import PrependPath, Set, Unset
 from deepep_env.overlay.rules import RULES, build_overlay, competing_nvshmem, default_site_dirs, hca_family
@@ -159,7 +159,7 @@ def test_preload_finds_the_hosts_pip_nvshmem_under_root(host_tree, tmp_path):
     desc["files"]["usr/local/lib/python3.12/dist-packages/nvidia/nvshmem/lib/libnvshmem_host.so.3"] = ""
     root = build_host_tree(desc, tmp_path / "h")
     prefix = fake_prefix(tmp_path / "p", pip_nvshmem=False)
-    o = overlay_for_host(root, prefix=str(prefix), environ={})
+    o = overlay_context(read_host(root, environ={}), str(prefix)).overlay
     assert o.env()["LD_PRELOAD"] == str(prefix / "lib" / "libnvshmem_host.so.3")
 
 

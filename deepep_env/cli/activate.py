@@ -41,9 +41,10 @@ def register(app: typer.Typer) -> None:
         platform: Optional[str] = typer.Option(None, "--platform", help="Platform profile; default: detected."),
     ) -> None:
         """Run CMD inside ENV: `deepep-env run ENV -- python tests/test_intranode.py`."""
-        from deepep_env.overlay.activation import activate_env, exec_in_env, run_environment
+        from deepep_env.envcontext import activation_context
+        from deepep_env.overlay.activation import exec_in_env, run_environment
 
-        act = activate_env(env, root=root, prefix=prefix, platform=platform)
+        act = activation_context(env, root=root, prefix=prefix, platform=platform)
         for w in act.warnings:
             print(f"deepep-env: warning: {w}", file=sys.stderr)
         sys.stderr.flush()

@@ -33,15 +33,15 @@ def run_activate(
         if shell is not None and shell not in SHELL_CHOICES:
             raise UserError(f"unknown shell {shell!r}", field="--shell", accepted=", ".join(SHELL_CHOICES))
         shell = shell or default_shell()
-        from deepep_env.overlay.activation import activate_env
+        from deepep_env.envcontext import activation_context
 
-        act = activate_env(env, root=root, prefix=prefix, platform=platform)
+        act = activation_context(env, root=root, prefix=prefix, platform=platform)
         if shell == "json":
             import json
 
             doc = act.overlay.to_dict()
             doc["env_name"] = act.env_name
-            doc["prefix"] = act.meta.prefix
+            doc["prefix"] = act.prefix
             doc["warnings"] = list(act.warnings)
             text = json.dumps(doc, indent=2) + "\n"
         else:

@@ -16,13 +16,13 @@ def register(app: typer.Typer) -> None:
         fmt: str = typer.Option("bash", "--format", "-f", help="bash, zsh, fish, json, dotenv, k8s, k8s-json."),
     ) -> None:
         """Environment changes for this host, each with the rule and the fact behind it."""
+        from deepep_env.envcontext import overlay_context, read_host
         from deepep_env.errors import UserError
-        from deepep_env.overlay import overlay_for_host
         from deepep_env.overlay.render import FORMATS, render
 
         if fmt not in FORMATS:
             raise UserError(f"unknown format {fmt!r}", field="--format", accepted=", ".join(FORMATS))
-        ov = overlay_for_host(root, platform, prefix)
-        for note in ov.warnings():
-            print(f"deepep-env: warning: {note.message}", file=sys.stderr)
-        sys.stdout.write(render(ov, fmt))
+        ctx = overlay_context(read_host(root, platform), prefix)
+        for w in ctx.warnings:
+            print(f"deepep-env: warning: {w}", file=sys.stderr)
+        sys.stdout.write(render(ctx.overlay, fmt))

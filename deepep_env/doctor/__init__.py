@@ -2,8 +2,9 @@
 
 Entry point: :func:`run_doctor` (returns a :class:`DoctorReport`, plain data);
 :func:`render_text` renders it; ``report.to_dict()`` is the ``--json`` form. One module per check
-family (``checks_*.py``), registered in :mod:`deepep_env.doctor.registry`; docs/doctor.md lists
-every finding id with the seed failure it catches.
+family (``checks_*.py``), one named check per finding id, collected by :mod:`deepep_env.doctor.catalog`;
+the context they read is built once (:mod:`deepep_env.doctor.setup`). docs/doctor.md lists every
+finding id with the seed failure it catches.
 """
 from __future__ import annotations
 

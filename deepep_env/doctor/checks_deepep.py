@@ -18,7 +18,7 @@ from deepep_env.doctor.elf import read_dynamic_path
 from deepep_env.doctor.features import FEATURE_CHECKS, FEATURE_WHY, defined_names_in, finding_id
 from deepep_env.doctor.model import Evidence, one_line
 from deepep_env.doctor.pythonpath import FoundModule, find_module, python_search_path
-from deepep_env.doctor.registry import Emitter, check
+from deepep_env.doctor.check import Emitter, check
 
 BUILD_RECORD = "_deepep_env_build.json"
 
@@ -76,7 +76,7 @@ def read_build_record(ctx: DoctorContext, pkg_dir: str) -> tuple[Optional[dict[s
     return (data if isinstance(data, dict) else None), None
 
 
-@check("deepep", IDS)
+@check("deepep", *IDS)
 def check_deepep(ctx: DoctorContext, emit: Emitter) -> None:
     """The deep_ep Python imports is the env's and has the required features (seed 000)."""
     if ctx.prefix and ctx.meta is None:

@@ -29,7 +29,7 @@ from deepep_env.doctor.checks_deepep import is_v2, locate_deep_ep, read_build_re
 from deepep_env.doctor.checks_nccl_v2 import check_nccl_for_v2
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
-from deepep_env.doctor.registry import Emitter, check
+from deepep_env.doctor.check import Emitter, check
 from deepep_env.versions import version_lt
 
 IDS = (
@@ -152,7 +152,7 @@ def _jit_cache(ctx: DoctorContext, emit: Emitter) -> None:
         ctx.confirmed.append(f"deepep-v2.jit-cache: {path} is writable ({why.var}, outside the env)")
 
 
-@check("deepep-v2", IDS)
+@check("deepep-v2", *IDS)
 def check_deepep_v2(ctx: DoctorContext, emit: Emitter) -> None:
     """DeepEP 2.x's run-time needs: JIT toolchain and cache, one NCCL (the one it linked), Gin knobs (DeepEP dd758ca)."""
     if ctx.prefix and ctx.meta is None:

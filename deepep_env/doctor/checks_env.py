@@ -1,4 +1,6 @@
-"""Family ``env``: the env install itself, and variable names nothing reads.
+"""Family ``env``: variable names nothing reads. (The family's other findings — the env is not
+installed, targets another platform, its overlay cannot be built — come from building the context:
+:mod:`deepep_env.doctor.setup`.)
 
 A misspelt variable does nothing, silently: a published overlay sets ``NVSHMEM_DISABLED_GDRCOPY``
 for ``NVSHMEM_DISABLE_GDRCOPY`` (field notes §3). Names in the namespaces NVSHMEM, NCCL and DeepEP
@@ -9,11 +11,10 @@ from __future__ import annotations
 import difflib
 
 from deepep_env.doctor.context import DoctorContext
+from deepep_env.doctor.check import Emitter, check
 from deepep_env.doctor.model import Evidence
-from deepep_env.doctor.registry import Emitter, check
 from deepep_env.overlay import known_vars
 
-IDS = ("env.not-installed", "env.platform-mismatch", "env.overlay-error", "env.unknown-name")
 CHECKED_PREFIXES = ("NVSHMEM_", "NCCL_", "DEEP_EP_")
 # Set by NVIDIA's container images and PyTorch builds as metadata or build inputs; nothing at run
 # time misreads them, so they are not typos (the real H200's environment has NCCL_VERSION).
@@ -25,11 +26,9 @@ def _prefix(name: str):
     return next((p for p in CHECKED_PREFIXES if name.startswith(p)), None)
 
 
-@check("env", IDS)
-def check_env(ctx: DoctorContext, emit: Emitter) -> None:
-    """The env is installed for this platform; no unknown NVSHMEM_/NCCL_/DEEP_EP_ names."""
-    for f in ctx.setup_findings:
-        emit(f.id, f.severity, f.title, f.evidence, f.fix)
+@check("env", "env.unknown-name")
+def unknown_name(ctx: DoctorContext, emit: Emitter) -> None:
+    """No unknown NVSHMEM_/NCCL_/DEEP_EP_ names in the environment (a typo does nothing, silently)."""
     for name in sorted(ctx.env.values):
         p = _prefix(name)
         if p is None or name in NOT_TYPOS or known_vars.is_known(name):

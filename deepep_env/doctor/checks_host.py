@@ -12,7 +12,7 @@ from typing import Optional
 
 from deepep_env.doctor.context import DoctorContext, nic_names
 from deepep_env.doctor.model import Evidence
-from deepep_env.doctor.registry import Emitter, check
+from deepep_env.doctor.check import Emitter, check
 from deepep_env.platform.facts import Nic, Port
 from deepep_env.versions import version_cmp, version_matches
 
@@ -106,7 +106,7 @@ def _may_fail(doca_minor: str, spec: str) -> tuple[bool, bool]:
     return (not ok_lo and not ok_hi), (ok_lo and ok_hi)
 
 
-@check("host", HOST_IDS)
+@check("host", *HOST_IDS)
 def check_host(ctx: DoctorContext, emit: Emitter) -> None:
     """OFED vs kernel and spec, NVIDIA driver version, kernel modules, RDMA ports (seed 000)."""
     facts = ctx.facts
@@ -300,7 +300,7 @@ def ports_in_use(ctx: DoctorContext) -> list[tuple[Nic, Port]]:
     return [(n, p) for n in nics for p in n.usable_ports()]
 
 
-@check("rdma-config", RDMA_IDS, current_env_too=True)
+@check("rdma-config", *RDMA_IDS, current_env_too=True)
 def check_rdma_config(ctx: DoctorContext, emit: Emitter) -> None:
     """HCA prefix/list, GPU→HCA mapping and GID index against the NICs sysfs shows."""
     f = ctx.facts

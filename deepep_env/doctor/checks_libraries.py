@@ -15,7 +15,7 @@ from typing import Optional
 
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
-from deepep_env.doctor.registry import Emitter, check
+from deepep_env.doctor.check import Emitter, check
 
 IDS = (
     "lib.ibverbs-conflict",
@@ -124,7 +124,7 @@ def seed002_fix_applied(ctx: DoctorContext, copy_dirs: list[str], system_abis: s
 
 # current_env_too: the overlay repairs RDMAV_DRIVERS/LD_LIBRARY_PATH for `deepep-env run`; a
 # spawned child or hand launcher keeps the job YAML's values (seed 002) — reported as info.
-@check("libraries", IDS, current_env_too=True)
+@check("libraries", *IDS, current_env_too=True)
 def check_libraries(ctx: DoctorContext, emit: Emitter) -> None:
     """One libibverbs and one provider ABI reachable; RDMAV_DRIVERS, LD_PRELOAD, *_HOME lead somewhere (seed 002)."""
     paths = ctx.paths

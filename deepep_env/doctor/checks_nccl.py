@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
-from deepep_env.doctor.registry import Emitter, check
+from deepep_env.doctor.check import Emitter, check
 
 IDS = ("nccl.gib-nonblocking", "nccl.gib-plugin-missing")
 GIB_DIR = "/usr/local/gib"
@@ -32,7 +32,7 @@ def gib_configured(ctx: DoctorContext) -> list[Evidence]:
     return out
 
 
-@check("nccl", IDS, current_env_too=True)
+@check("nccl", *IDS, current_env_too=True)
 def check_nccl(ctx: DoctorContext, emit: Emitter) -> None:
     """TORCH_NCCL_USE_COMM_NONBLOCKING must be unset with the gIB plugin; the plugin must be findable (seed 002)."""
     gib = gib_configured(ctx)

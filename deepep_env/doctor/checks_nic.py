@@ -14,7 +14,7 @@ from typing import Optional
 
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
-from deepep_env.doctor.registry import Emitter, check
+from deepep_env.doctor.check import Emitter, check
 
 PARAMS_FILE = "/proc/driver/nvidia/params"
 IBGDA_KEYS = {"EnableStreamMemOPs": 1, "PeerMappingOverride": 1}
@@ -110,7 +110,7 @@ def _driver_keys(ctx: DoctorContext, emit: Emitter, name: str, handler_keys: dic
         )
 
 
-@check("nic-handler", IDS, current_env_too=True)
+@check("nic-handler", *IDS, current_env_too=True)
 def check_nic_handler(ctx: DoctorContext, emit: Emitter) -> None:
     """NVSHMEM_IBGDA_NIC_HANDLER vs platform, driver keys, GDRCopy preload (seeds 000, 003)."""
     name = "NVSHMEM_IBGDA_NIC_HANDLER"

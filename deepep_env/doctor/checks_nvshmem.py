@@ -19,7 +19,7 @@ from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.elf import read_dynamic_path
 from deepep_env.doctor.model import Evidence
 from deepep_env.doctor.pythonpath import python_search_path
-from deepep_env.doctor.registry import Emitter, check
+from deepep_env.doctor.check import Emitter, check
 
 IDS = ("nvshmem.host-mismatch", "nvshmem.host-unresolved")
 # Where another NVSHMEM host library hides in a Python environment (pip wheels).
@@ -49,7 +49,7 @@ def same_file(ctx: DoctorContext, a: str, b: str) -> bool:
 
 # current_env_too: when `deepep-env run` preloads the env's copy, a launcher that bypasses it still
 # loads pip torch's NVSHMEM first (seed 000's hand-written env script) — reported as info.
-@check("nvshmem", IDS, current_env_too=True)
+@check("nvshmem", *IDS, current_env_too=True)
 def check_nvshmem(ctx: DoctorContext, emit: Emitter) -> None:
     """The libnvshmem_host that loads is the one deep_ep_cpp was built against (field notes §3)."""
     if ctx.prefix and ctx.meta is None:

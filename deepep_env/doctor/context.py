@@ -15,9 +15,10 @@ from __future__ import annotations
 import glob
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
 
 from deepep_env.doctor.model import Evidence, Finding, one_line
+from deepep_env.envcontext import HostContext
 from deepep_env.overlay.changes import Overlay, PrependPath, Set, Source, Unset
 from deepep_env.platform.facts import HostFacts, Nic
 from deepep_env.platform.profiles import PlatformChoice
@@ -41,6 +42,7 @@ DEFAULT_LIB_DIRS = (
 )
 
 UNSET = "(unset)"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -215,10 +217,7 @@ class PathView:
 
 @dataclass
 class DoctorContext:
-    facts: HostFacts
-    platform: PlatformChoice
-    fs: RootFS
-    live: bool
+    host: HostContext  # the host, read once (deepep_env.envcontext)
     env: EnvView  # the effective environment
     current: EnvView  # the current environment alone
     overlay: Optional[Overlay]  # the overlay (applied when overlay_applied, else the host's, for fixes)
@@ -237,6 +236,28 @@ class DoctorContext:
 
     def with_env(self, env: EnvView) -> "DoctorContext":
         return replace(self, env=env, notes=[], info={}, _cache={})
+
+    @property
+    def facts(self) -> HostFacts:
+        return self.host.facts
+
+    @property
+    def platform(self) -> PlatformChoice:
+        return self.host.platform
+
+    @property
+    def fs(self) -> RootFS:
+        return self.host.fs
+
+    @property
+    def live(self) -> bool:
+        return self.host.live
+
+    def cached(self, key: str, compute: Callable[[], T]) -> T:
+        """``compute()`` once per context: an analysis several checks read (the libibverbs scan)."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
 
     # -- derived facts used by several checks ----------------------------------------------
     @property

@@ -1,4 +1,7 @@
-"""`deepep-env activate ENV` / `deepep-env run ENV -- CMD`: the installed prefix plus the overlay.
+"""Activating a prefix: its conda-style changes, its activate.d scripts, and exec'ing a command.
+
+`activate`/`run` build their context (host, marker, combined overlay) in
+:func:`deepep_env.envcontext.activation_context`; this module is the mechanics it uses.
 
 Activation = conda-style prefix activation (CONDA_PREFIX, PATH, the prefix's
 ``etc/conda/activate.d`` scripts; PYTHONPATH when the env uses the host's Python, whose
@@ -9,21 +12,11 @@ stdlib-only (benchmarks/bench_activate.py).
 from __future__ import annotations
 
 import os
-from typing import Mapping, NamedTuple, Optional, Sequence
+from typing import Mapping, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.overlay.changes import Change, Note, Overlay, PrependPath, Set, Source
-from deepep_env.overlay.prefix import META_RELPATH, PrefixMeta, find_prefix, read_prefix_meta
-from deepep_env.overlay.rules import build_overlay
-from deepep_env.platform import Detection, detect
-
-
-class Activation(NamedTuple):
-    env_name: str
-    meta: PrefixMeta
-    detection: Detection
-    overlay: Overlay  # prefix activation first, then the host overlay
-    warnings: tuple[str, ...]
+from deepep_env.overlay.prefix import META_RELPATH, PrefixMeta
 
 
 def prefix_changes(meta: PrefixMeta, shell_scripts: bool = True) -> tuple[list[Change], list[Note]]:
@@ -57,43 +50,6 @@ def prefix_changes(meta: PrefixMeta, shell_scripts: bool = True) -> tuple[list[C
             elif name.endswith(".fish"):
                 changes.append(Source(path, "fish", "conda-activate.d", "conda activation script of a package in the prefix"))
     return changes, notes
-
-
-def activate_env(
-    env: str,
-    *,
-    root: str | os.PathLike[str] = "/",
-    prefix: Optional[str | os.PathLike[str]] = None,
-    platform: Optional[str] = None,
-    cwd: Optional[str] = None,
-    environ: Optional[Mapping[str, str]] = None,
-) -> Activation:
-    """Everything `activate`/`run` need: the prefix, the detected host, the combined overlay."""
-    env_vars = os.environ if environ is None else environ
-    pfx = find_prefix(env, prefix, cwd, env_vars)
-    meta = read_prefix_meta(pfx, env)
-    # The caller's environment describes this machine, not a captured tree under --root.
-    live = os.path.realpath(os.fspath(root)) == "/"
-    det = detect(root, platform, environ=env_vars if live else {})
-    warnings: list[str] = []
-    if meta.platforms and det.platform.name not in meta.platforms:
-        how = "given" if det.platform.source == "override" else "detected"
-        warnings.append(
-            f"{how} platform {det.platform.name!r} is not one env {env!r} targets ({', '.join(meta.platforms)}); "
-            f"evidence: {'; '.join(det.platform.evidence)}"
-        )
-    pchanges, pnotes = prefix_changes(meta)
-    ov = build_overlay(
-        det.facts,
-        det.platform,
-        prefix=meta.prefix,
-        spec_env=meta.spec_env,
-        python_executable=meta.python_executable,
-        environ=env_vars,
-    )
-    combined = Overlay(ov.platform, tuple(pchanges) + ov.changes, tuple(pnotes) + ov.notes)
-    warnings.extend(n.message for n in combined.warnings())
-    return Activation(env, meta, det, combined, tuple(warnings))
 
 
 def _source_scripts(scripts: Sequence[str], env: dict[str, str]) -> dict[str, str]:

@@ -4,7 +4,7 @@
 conda, pixi (``pixi run``/``pixi shell``), rattler's activation and ``deepep-env activate`` all
 source a prefix's ``activate.d`` scripts after setting ``CONDA_PREFIX``; the script runs this
 hook, which computes the same overlay as ``deepep-env overlay --prefix $CONDA_PREFIX`` (the same
-function: :func:`deepep_env.overlay.overlay_for_host`) and prints it for the shell, each change
+function: :func:`deepep_env.envcontext.overlay_context`) and prints it for the shell, each change
 with its rule and host fact as a comment. It also stores, in ``_DEEPEP_ENV_UNDO``, the code that
 puts every variable it changed back as it was; ``deactivate.d`` evaluates it.
 
@@ -44,10 +44,10 @@ def host_python_site(prefix: str) -> Optional[str]:
 
 def hook_overlay(prefix: str, environ: Mapping[str, str]) -> Overlay:
     """The overlay activation applies to ``prefix`` on this host (or under ``$DEEPEP_ENV_HOST_ROOT``)."""
-    from deepep_env.overlay import overlay_for_host
+    from deepep_env.envcontext import overlay_context, read_host
 
-    root = environ.get(ROOT_VAR) or "/"
-    ov = overlay_for_host(root, environ.get(PLATFORM_VAR) or None, prefix, environ=environ)
+    host = read_host(environ.get(ROOT_VAR) or "/", environ.get(PLATFORM_VAR) or None, environ)
+    ov = overlay_context(host, prefix).overlay
     site = host_python_site(prefix)
     if site is None or any(getattr(c, "name", "") == "PYTHONPATH" for c in ov.changes):
         return ov

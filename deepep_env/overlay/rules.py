@@ -10,13 +10,17 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import Callable, Iterable, Mapping, Optional, Sequence
+import sys
+from typing import Iterable, Mapping, Optional, Sequence
 
 from deepep_env.errors import UserError
-from deepep_env.overlay import known_vars
-from deepep_env.overlay.changes import Change, Note, Overlay, PrependPath, Set, Unset
+from deepep_env.overlay import known_vars, rules_v2
+from deepep_env.overlay.changes import Overlay
+from deepep_env.overlay.rulebase import Rule, RuleContext, rule, rules_of
+from deepep_env.overlay.rules_v2 import v2_record
 from deepep_env.platform.facts import HostFacts
 from deepep_env.platform.profiles import PlatformChoice, Profile, get_profile
+from deepep_env.platform.rootfs import is_live_root
 from deepep_env.platform.topology import mapping_string
 
 NVSHMEM_HOST_LIB = "libnvshmem_host.so.3"
@@ -39,82 +43,6 @@ GIB_NCCL = (
     ("NCCL_IB_FIFO_TC", "84"),
 )
 GIB_TUNER = "/usr/local/gib/configs/tuner_config_a4.txtpb"
-
-
-class RuleContext:
-    """What a rule sees (the facts, the profile, the prefix) and what it adds to."""
-
-    def __init__(
-        self,
-        facts: HostFacts,
-        profile: Profile,
-        platform_source: str,
-        prefix: Optional[str],
-        site_dirs: tuple[str, ...],
-        spec_env: dict[str, str],
-        environ: Optional[Mapping[str, str]] = None,
-    ) -> None:
-        self.facts = facts
-        self.profile = profile
-        self.platform_source = platform_source
-        self.prefix = prefix
-        self.site_dirs = site_dirs
-        self.spec_env = spec_env
-        # The environment of the process being set up (HOME, XDG_CACHE_HOME for rules_v2's JIT cache).
-        self.environ: Mapping[str, str] = os.environ if environ is None else environ
-        self.changes: list[Change] = []
-        self.notes: list[Note] = []
-
-    # -- helpers used by the rules -------------------------------------------------------
-    def set(self, name: str, value: str, rule: str, fact: str) -> None:
-        known_vars.check_name(name, where=f"rule {rule}")
-        self._replace(name, rule)
-        self.changes.append(Set(name, value, rule, fact))
-
-    def unset(self, name: str, rule: str, fact: str) -> None:
-        known_vars.check_name(name, where=f"rule {rule}")
-        self._replace(name, rule)
-        self.changes.append(Unset(name, rule, fact))
-
-    def prepend(self, name: str, entries: Sequence[str], rule: str, fact: str, sep: str = ":") -> None:
-        known_vars.check_name(name, where=f"rule {rule}")
-        self.changes.append(PrependPath(name, tuple(entries), rule, fact, sep))
-
-    def note(self, rule: str, fact: str, message: str, level: str = "info") -> None:
-        self.notes.append(Note(rule, fact, " ".join(message.split()), level))
-
-    def _replace(self, name: str, rule: str) -> None:
-        for old in [c for c in self.changes if isinstance(c, (Set, Unset)) and c.name == name]:
-            self.changes.remove(old)
-            self.note(rule, f"{old.rule} had set {name}", f"{name}: {rule} overrides {old.rule}")
-
-    def value(self, name: str) -> Optional[str]:
-        return Overlay("", tuple(self.changes)).env().get(name)
-
-    # -- derived facts -------------------------------------------------------------------
-    @property
-    def mapping(self):
-        return [e for e in self.facts.affinity if e.hca and e.port is not None]
-
-    def mapped_hcas(self) -> list[str]:
-        seen: list[str] = []
-        for e in self.mapping:
-            if e.hca not in seen:
-                seen.append(e.hca)  # type: ignore[arg-type]
-        return seen or [n.hca for n in self.facts.usable_nics()]
-
-
-Rule = Callable[[RuleContext], None]
-RULES: dict[str, Rule] = {}
-
-
-def rule(name: str) -> Callable[[Rule], Rule]:
-    def deco(fn: Rule) -> Rule:
-        RULES[name] = fn
-        fn.rule_name = name  # type: ignore[attr-defined]
-        return fn
-
-    return deco
 
 
 def _nics_fact(ctx: RuleContext) -> str:
@@ -274,8 +202,6 @@ def device_hca_mapping(ctx: RuleContext) -> None:
     if not ctx.mapping:
         ctx.note(r, "no GPU or no usable RDMA NIC", "no GPU→HCA mapping to set")
         return
-    from deepep_env.overlay.rules_v2 import v2_record
-
     if v2_record(ctx.prefix) is not None:
         # DeepEP 2.x picks NICs through NCCL (Gin) and its legacy Buffer has no PR #466 (dd758ca
         # deep_ep/buffers/legacy.py reads no DEEP_EP_DEVICE_TO_HCA_MAPPING): setting it would do nothing.
@@ -337,7 +263,7 @@ def default_site_dirs(
     for rel in ("usr/lib/python3/dist-packages", "usr/lib/python3*/site-packages",
                 "usr/local/lib/python3*/dist-packages", "usr/local/lib/python3*/site-packages"):
         add(os.path.join(root, rel))
-    live = os.path.realpath(root) == "/"
+    live = is_live_root(root)
     if python_executable and live:
         venv = os.path.dirname(os.path.dirname(python_executable))
         add(os.path.join(venv, "lib", "python3*", "site-packages"))
@@ -529,5 +455,5 @@ def build_overlay(
     return Overlay(profile.name, tuple(ctx.changes), tuple(ctx.notes))
 
 
-# DeepEP 2.x rules (one NCCL per process, the JIT cache) live in their own module and register here.
-from deepep_env.overlay import rules_v2  # noqa: E402,F401
+# Every rule by name: this module's and DeepEP 2.x's (one NCCL per process, the JIT cache).
+RULES: dict[str, Rule] = {**rules_of(sys.modules[__name__]), **rules_of(rules_v2)}

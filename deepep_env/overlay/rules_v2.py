@@ -24,7 +24,7 @@ import json
 import os
 from typing import Optional
 
-from deepep_env.overlay.rules import RuleContext, rule
+from deepep_env.overlay.rulebase import RuleContext, rule
 
 NCCL_LIB = "libnccl.so.2"
 # Where pip's NCCL wheels put the library (nvidia-nccl-cu12/13; CUDA 13 wheels may use nvidia/cu13).

@@ -16,7 +16,7 @@ import re
 from typing import Mapping, Optional
 
 from deepep_env.errors import UserError
-from deepep_env.platform import topology
+from deepep_env.platform.topology import gid_index, gpu_nic_affinity
 from deepep_env.platform.facts import (
     Driver,
     Gid,
@@ -597,7 +597,7 @@ def probe_host(root: str | os.PathLike[str] = "/", environ: Optional[Mapping[str
     not ours)."""
     fs = check_root(root)
     if environ is None:
-        environ = os.environ if fs.root == "/" else {}
+        environ = os.environ if fs.live else {}
     p = _Probe(fs)
     if not fs.is_dir("sys"):
         p.warn("sys/: absent; no PCI, RDMA or DMI facts")
@@ -610,10 +610,10 @@ def probe_host(root: str | os.PathLike[str] = "/", environ: Optional[Mapping[str
     kernel = fs.read_attr("proc/sys/kernel/osrelease")
     if kernel is None and fs.is_dir("proc"):
         p.warn("proc/sys/kernel/osrelease: unreadable; kernel release unknown")
-    affinity, matrix, aff_warnings = topology.gpu_nic_affinity(gpus, nics)
+    affinity, matrix, aff_warnings = gpu_nic_affinity(gpus, nics)
     for w in aff_warnings:
         p.find(w)
-    gid = topology.gid_index(nics, affinity)
+    gid = gid_index(nics, affinity)
     return HostFacts(
         root=fs.root,
         gpus=gpus,

@@ -36,6 +36,12 @@ def open_regular(path: str) -> int:
     return fd
 
 
+def is_live_root(root: "str | os.PathLike[str]") -> bool:
+    """Whether ``root`` is this machine's own ``/`` (the one place that decides it): only then do
+    the caller's environment variables, virtualenv and home directory describe the probed host."""
+    return os.path.realpath(os.fspath(root)) == "/"
+
+
 class RootFS:
     """A read-only view of ``root`` as if it were ``/``."""
 
@@ -53,6 +59,11 @@ class RootFS:
         self._lstat_cache: dict[str, Optional[os.stat_result]] = {}
         self._link_cache: dict[str, str] = {}
         self._resolved: dict[str, str] = {}
+
+    @property
+    def live(self) -> bool:
+        """This machine's own ``/`` (see :func:`is_live_root`)."""
+        return is_live_root(self.root)
 
     # -- path resolution -------------------------------------------------------------------
     def _lstat(self, rel: str) -> Optional[os.stat_result]:

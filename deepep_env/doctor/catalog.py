@@ -1,0 +1,35 @@
+"""Every doctor check, collected from the check modules in the order they run.
+
+One way: this module imports the check modules; they import only :mod:`deepep_env.doctor.check`
+(the mark) and the context, never this. docs/doctor.md documents every id; a test keeps the two equal.
+"""
+from __future__ import annotations
+
+from deepep_env.doctor import (
+    checks_deepep,
+    checks_deepep_v2,
+    checks_env,
+    checks_host,
+    checks_libraries,
+    checks_nccl,
+    checks_nic,
+    checks_nvshmem,
+    traffic,
+)
+from deepep_env.doctor.check import Check, checks_of
+from deepep_env.doctor.setup import SETUP_IDS
+
+# Run order: what is installed first (the module Python imports, its NVSHMEM), then the
+# environment, the host and its RDMA configuration, the loader, NCCL, the NIC handler.
+MODULES = (checks_deepep, checks_nvshmem, checks_deepep_v2, checks_env, checks_host, checks_libraries,
+           checks_nccl, checks_nic)
+CHECK_FAILED = "doctor.check-failed"
+
+
+def all_checks() -> list[Check]:
+    return [c for m in MODULES for c in checks_of(m)]
+
+
+def all_ids() -> list[str]:
+    ids = list(SETUP_IDS) + [i for c in all_checks() for i in c.ids]
+    return ids + list(traffic.TRAFFIC_IDS) + [CHECK_FAILED]
