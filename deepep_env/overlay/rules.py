@@ -19,6 +19,7 @@ from deepep_env.overlay.changes import Overlay
 from deepep_env.overlay.rulebase import Rule, RuleContext, rule, rules_of
 from deepep_env.overlay.rules_v2 import v2_record
 from deepep_env.platform.facts import HostFacts
+from deepep_env.platform.libraries import SYSTEM_LIB_DIRS
 from deepep_env.platform.profiles import PlatformChoice, Profile, get_profile
 from deepep_env.platform.rootfs import is_live_root
 from deepep_env.platform.topology import mapping_string
@@ -28,7 +29,6 @@ NVSHMEM_HOST_LIB = "libnvshmem_host.so.3"
 # wheels (what pip PyTorch depends on; field notes §3: pip torch loads its own 3.4.5 first).
 COMPETING_NVSHMEM = ("nvidia/nvshmem/lib/" + NVSHMEM_HOST_LIB, "torch/lib/" + NVSHMEM_HOST_LIB)
 
-SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
 
 # Seed 002 (GKE job YAML): Google's gIB NCCL plugin settings for A4.
 GIB_NCCL = (

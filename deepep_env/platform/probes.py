@@ -23,11 +23,11 @@ from deepep_env.platform.facts import (
     Gpu,
     HostFacts,
     Kubernetes,
-    LibraryCopy,
     Nic,
     Ofed,
     Port,
 )
+from deepep_env.platform.libraries import LIBRARY_DIRS, library_copies
 from deepep_env.platform.rootfs import RootFS
 
 NVIDIA_VENDOR = "0x10de"
@@ -47,18 +47,6 @@ PCI_MODELS = {
     "0x2901": "NVIDIA B200",
     "0x2941": "NVIDIA GB200",
 }
-
-# Library directories the platforms load libibverbs from: the distro's (Debian/Ubuntu, RHEL) and
-# GKE's driver mount (seed 002: /home/kubernetes/bin/nvidia mounted as /usr/local/nvidia).
-LIBRARY_DIRS = (
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu",
-    "/usr/lib64",
-    "/usr/lib",
-    "/usr/local/lib",
-    "/usr/local/nvidia/lib64",
-    "/usr/local/nvidia/lib",
-)
 
 # Host paths the overlay rules ask "does it exist?" about. Recorded in HostFacts.paths so the rules
 # stay pure functions of the facts (and `detect --json` shows what they saw).
@@ -504,33 +492,24 @@ def probe_kubernetes(p: _Probe, environ: Mapping[str, str]) -> Kubernetes:
     return Kubernetes(in_pod=in_pod, gke=gke, markers=tuple(markers))
 
 
-_LIB_RE = re.compile(r"^lib(ibverbs|mlx5)\.so(?:\.(\d+(?:\.\d+)*))?$")
-_PROVIDER_RE = re.compile(r"^lib([a-z0-9_]+)-rdmav(\d+)\.so$")
-
-
 def probe_libraries(p: _Probe) -> tuple:
+    """libibverbs/libmlx5 copies and mlx5 providers in LIBRARY_DIRS (name rules: platform/libraries.py)."""
     fs = p.fs
     out = []
     for d in LIBRARY_DIRS:
         rel = d.lstrip("/")
-        if not fs.is_dir(rel):
-            continue
-        for name in fs.listdir(rel):
-            m = _LIB_RE.match(name)
-            if m:
-                target = None
-                if fs.is_symlink(f"{rel}/{name}"):
-                    try:
-                        target = os.readlink(fs.local_path(rel) + "/" + name)  # type: ignore[operator]
-                    except OSError:
-                        target = None
-                out.append(LibraryCopy(dir=d, name=name, kind=f"lib{m.group(1)}", version=m.group(2), link_target=target))
-        prov = f"{rel}/libibverbs"
-        for name in fs.listdir(prov):
-            m = _PROVIDER_RE.match(name)
-            if m and m.group(1) == "mlx5":
-                out.append(LibraryCopy(dir=f"{d}/libibverbs", name=name, kind="provider", rdmav=int(m.group(2))))
+        if fs.is_dir(rel):
+            out += library_copies(d, fs.listdir(rel), lambda name: _link_target(fs, rel, name), fs.listdir(f"{rel}/libibverbs"))
     return tuple(out)
+
+
+def _link_target(fs: RootFS, rel: str, name: str) -> Optional[str]:
+    if not fs.is_symlink(f"{rel}/{name}"):
+        return None
+    try:
+        return os.readlink(fs.local_path(rel) + "/" + name)  # type: ignore[operator]
+    except OSError:
+        return None
 
 
 def probe_ofed(p: _Probe) -> Ofed:
@@ -642,6 +621,5 @@ __all__ = [
     "parse_registry_dwords",
     "pci_sort_key",
     "chain_from_path",
-    "LIBRARY_DIRS",
     "WATCHED_PATHS",
 ]
