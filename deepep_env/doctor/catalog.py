@@ -5,17 +5,15 @@ One way: this module imports the check modules; they import only :mod:`deepep_en
 """
 from __future__ import annotations
 
-from deepep_env.doctor import (
-    checks_deepep,
-    checks_deepep_v2,
-    checks_env,
-    checks_host,
-    checks_libraries,
-    checks_nccl,
-    checks_nic,
-    checks_nvshmem,
-    traffic,
-)
+import deepep_env.doctor.checks_deepep as checks_deepep
+import deepep_env.doctor.checks_deepep_v2 as checks_deepep_v2
+import deepep_env.doctor.checks_env as checks_env
+import deepep_env.doctor.checks_host as checks_host
+import deepep_env.doctor.checks_libraries as checks_libraries
+import deepep_env.doctor.checks_nccl as checks_nccl
+import deepep_env.doctor.checks_nic as checks_nic
+import deepep_env.doctor.checks_nvshmem as checks_nvshmem
+import deepep_env.doctor.traffic as traffic
 from deepep_env.doctor.check import Check, checks_of
 from deepep_env.doctor.setup import SETUP_IDS
 

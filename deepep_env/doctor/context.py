@@ -22,7 +22,7 @@ from deepep_env.envcontext import HostContext
 from deepep_env.overlay.changes import Overlay, PrependPath, Set, Source, Unset
 from deepep_env.platform.facts import HostFacts, Nic
 from deepep_env.platform.profiles import PlatformChoice
-from deepep_env.platform.rootfs import RootFS
+from deepep_env.platform.rootfs import RootFS, open_regular
 
 # Top-level directories that hold installed software. A captured tree with none of them (the real
 # H200 capture has only etc/, proc/, sys/) says nothing about /usr/local/cuda: a path the
@@ -191,8 +191,6 @@ class PathView:
         local = self.absolute(path) if self.is_local(path) else self.fs.local_path(self._rel(path))
         if local is None:
             return None
-        from deepep_env.platform.rootfs import open_regular
-
         try:
             with os.fdopen(open_regular(local), "rb") as fh:
                 return fh.read(limit)

@@ -19,6 +19,9 @@ from deepep_env.overlay.activation import run_environment
 from deepep_env.overlay.changes import Overlay, Source
 from deepep_env.overlay.prefix import META_RELPATH, PREFIX_ENV_VAR, PrefixMeta, check_env_name, default_prefix, read_prefix_meta
 from deepep_env.overlay.rules import default_site_dirs
+from deepep_env.project import Project
+from deepep_env.project import find_project as locate_project
+from deepep_env.spec.resolve import load_resolved
 
 # A system interpreter's root is the host's own /usr: reading it "on this machine" under --root
 # would check this machine's /usr/local/nvidia, /usr/local/gib, /usr/lib… instead of the tree's
@@ -33,12 +36,10 @@ def setup_finding(id: str, severity: str, title: str, evidence: Sequence[Evidenc
 
 
 def find_project(project: Any):
-    from deepep_env.project import Project, find_project as find  # project.py pulls pydantic-free helpers only
-
     if isinstance(project, Project):
         return project
     try:
-        return find(project)
+        return locate_project(project)
     except UserError:
         if project:
             raise
@@ -67,8 +68,6 @@ def load_spec(env: Optional[str], proj: Any, prefix_given: bool, notes: list[str
     if proj is None:
         notes.append("no deepep-env project found (no env_specs/ above the current directory): spec checks skipped")
         return None
-    from deepep_env.spec.resolve import load_resolved  # pydantic: off the activate path
-
     try:
         return load_resolved(env, proj)
     except UserError as err:

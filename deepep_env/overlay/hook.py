@@ -21,6 +21,7 @@ import glob
 import os
 from typing import Mapping, Optional
 
+from deepep_env.envcontext import overlay_context, read_host
 from deepep_env.errors import UserError
 from deepep_env.overlay.changes import Overlay, PrependPath
 from deepep_env.overlay.render import fish_quote, sh_quote
@@ -44,8 +45,6 @@ def host_python_site(prefix: str) -> Optional[str]:
 
 def hook_overlay(prefix: str, environ: Mapping[str, str]) -> Overlay:
     """The overlay activation applies to ``prefix`` on this host (or under ``$DEEPEP_ENV_HOST_ROOT``)."""
-    from deepep_env.envcontext import overlay_context, read_host
-
     host = read_host(environ.get(ROOT_VAR) or "/", environ.get(PLATFORM_VAR) or None, environ)
     ov = overlay_context(host, prefix).overlay
     site = host_python_site(prefix)

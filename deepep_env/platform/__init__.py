@@ -10,7 +10,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from deepep_env.platform.facts import FACTS_FORMAT, FACTS_VERSION, HostFacts, to_jsonable
 from deepep_env.platform.probes import probe_host
-from deepep_env.platform.profiles import PlatformChoice, select_platform
+from deepep_env.platform.profiles import PlatformChoice, get_profile, select_platform
 
 
 class Detection(NamedTuple):
@@ -59,10 +59,7 @@ def detect(
 ) -> Detection:
     """Probe ``root`` and choose a platform (``platform`` overrides the choice)."""
     if platform is not None:
-        # Reject an unknown name before probing: a typo should not cost a scan of the host.
-        from deepep_env.platform.profiles import get_profile
-
-        get_profile(platform)
+        get_profile(platform)  # reject an unknown name before probing: a typo should not cost a scan
     facts = probe_host(root, environ=environ)
     return Detection(facts=facts, platform=select_platform(facts, platform))
 

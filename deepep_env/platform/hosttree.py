@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from deepep_env.atomic import staged_dir
 from deepep_env.errors import UserError
 
 DESCRIPTION_FORMAT = "deepep-env/host-description"
@@ -165,8 +166,6 @@ def build_tree_into(desc: Mapping[str, Any], root: Path) -> Path:
 
 def build_host_tree(desc: Mapping[str, Any], dest: str | os.PathLike[str]) -> Path:
     """Build ``desc`` at ``dest`` atomically (staged beside it, renamed into place)."""
-    from deepep_env.atomic import staged_dir
-
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise UserError("destination exists and is not an empty directory", file=dest)

@@ -10,6 +10,7 @@ from typing import Mapping, NamedTuple, Optional
 
 from deepep_env.errors import UserError
 from deepep_env.platform.facts import HostFacts
+from deepep_env.platform.profiles_data import PROFILES
 
 class Profile(NamedTuple):
     name: str
@@ -35,8 +36,6 @@ def load_profiles() -> dict[str, Profile]:
     """Every profile of profiles_data.py, in declaration order."""
     if _CACHE:
         return _CACHE
-    from deepep_env.platform.profiles_data import PROFILES
-
     for name, t in PROFILES.items():
         _CACHE[name] = Profile(
             name=name,
