@@ -18,7 +18,10 @@ class Set(NamedTuple):
     value: str
     rule: str
     fact: str
-    op = "set"
+
+    @property
+    def op(self) -> str:
+        return "set"
 
     def apply(self, env: MutableMapping[str, str]) -> None:
         env[self.name] = self.value
@@ -28,7 +31,10 @@ class Unset(NamedTuple):
     name: str
     rule: str
     fact: str
-    op = "unset"
+
+    @property
+    def op(self) -> str:
+        return "unset"
 
     def apply(self, env: MutableMapping[str, str]) -> None:
         env.pop(self.name, None)
@@ -42,7 +48,10 @@ class PrependPath(NamedTuple):
     rule: str
     fact: str
     sep: str = ":"
-    op = "prepend-path"
+
+    @property
+    def op(self) -> str:
+        return "prepend-path"
 
     @property
     def value(self) -> str:
@@ -60,7 +69,10 @@ class Source(NamedTuple):
     shell: str  # "sh" (bash/zsh) | "fish"
     rule: str
     fact: str
-    op = "source"
+
+    @property
+    def op(self) -> str:
+        return "source"
 
     @property
     def name(self) -> str:  # so every change has a name for listings
@@ -74,7 +86,10 @@ class Note(NamedTuple):
     fact: str
     message: str
     level: str = "info"  # "info" | "warning"
-    op = "note"
+
+    @property
+    def op(self) -> str:
+        return "note"
 
 
 Change = Union[Set, Unset, PrependPath, Source]

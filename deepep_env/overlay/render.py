@@ -70,8 +70,8 @@ def _render_sh(ov: Overlay, environ: Optional[Mapping[str, str]]) -> str:
         elif isinstance(c, Source):
             lines.append(f". {sh_quote(c.path)}")
             env = None  # the script may change any variable: prepend at eval time from here on
-    for n in ov.notes:
-        lines.append(f"# note [{n.level}] " + _one_line(f"{n.rule}: {n.message} ({n.fact})"))
+    for note in ov.notes:
+        lines.append(f"# note [{note.level}] " + _one_line(f"{note.rule}: {note.message} ({note.fact})"))
     return "\n".join(lines) + "\n"
 
 
@@ -119,8 +119,8 @@ def _render_fish(ov: Overlay, environ: Optional[Mapping[str, str]]) -> str:
         elif isinstance(c, Source):
             lines.append(f"source {fish_quote(c.path)}")
             env = None  # the script may change any variable: prepend at eval time from here on
-    for n in ov.notes:
-        lines.append(f"# note [{n.level}] " + _one_line(f"{n.rule}: {n.message} ({n.fact})"))
+    for note in ov.notes:
+        lines.append(f"# note [{note.level}] " + _one_line(f"{note.rule}: {note.message} ({note.fact})"))
     return "\n".join(lines) + "\n"
 
 

@@ -62,7 +62,7 @@ def competing_nccl(site_dirs, own: str) -> list[str]:
 @rule("nccl-preload")
 def nccl_preload(ctx: RuleContext) -> None:
     r = "nccl-preload"
-    if v2_record(ctx.prefix) is None:
+    if ctx.prefix is None or v2_record(ctx.prefix) is None:
         ctx.note(r, "no DeepEP 2.x build record in the prefix", "not a DeepEP 2.x env: NCCL left to PyTorch")
         return
     target = os.path.join(ctx.prefix, "lib", NCCL_LIB)
@@ -88,7 +88,7 @@ def jit_cache_root(environ) -> Optional[str]:
 def deepep_jit_cache(ctx: RuleContext) -> None:
     r = "deepep-jit-cache"
     rec = v2_record(ctx.prefix)
-    if rec is None:
+    if rec is None or ctx.prefix is None:
         ctx.note(r, "no DeepEP 2.x build record in the prefix", "not a DeepEP 2.x env: no JIT cache to place")
         return
     if "EP_JIT_CACHE_DIR" in ctx.spec_env:

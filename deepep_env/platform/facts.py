@@ -61,7 +61,7 @@ class Gpu(NamedTuple):
 class Gid(NamedTuple):
     """One populated entry of a port's GID table (``ports/<p>/gids/<i>`` and ``gid_attrs``)."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index (a JSON key; kept)
     gid: str  # as sysfs prints it: 0000:0000:0000:0000:0000:ffff:0a00:0001
     type: Optional[str]  # "IB/RoCE v1" | "RoCE v2" | None (unreadable)
     ndev: Optional[str]  # the netdev the GID belongs to (RoCE), None for IB
@@ -180,7 +180,7 @@ class AffinityEntry(NamedTuple):
 class GidChoice(NamedTuple):
     """The NVSHMEM_IB_GID_INDEX the host supports, or why there is none."""
 
-    index: Optional[int]
+    index: Optional[int]  # type: ignore[assignment]  # shadows tuple.index, as in Gid
     status: str  # "ok" | "infiniband" | "none" | "disagree" | "no-ports"
     reason: str
     per_port: tuple[dict[str, Any], ...] = ()  # {hca, port, qualifying: [indices]}
