@@ -11,7 +11,7 @@ import pytest
 from deepep_env.errors import UserError
 from deepep_env.overlay.activation import activate_env, run_environment
 from deepep_env.overlay.prefix import default_prefix, read_prefix_meta
-from platform_fixtures import REPO, cli, fake_prefix, has_shell, host_tree, no_traceback  # noqa: F401
+from platform_fixtures import REPO, cli, fake_prefix, has_shell, no_traceback
 
 SCRIPTS = {
     "cuda.sh": 'export FROM_ACTIVATE_D="$CONDA_PREFIX/from sh"\n',

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import lock_fixtures as lf
-from platform_fixtures import REPO, has_shell, host_tree  # noqa: F401 - fixture
+from platform_fixtures import REPO, has_shell
 
 SHELLS = ("bash", "zsh", "fish")
 

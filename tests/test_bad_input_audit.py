@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from platform_fixtures import REPO, cli, host_tree, no_traceback  # noqa: F401 - host_tree is a fixture
+from platform_fixtures import REPO, cli, no_traceback
 
 
 def _gid_files(root):

@@ -10,7 +10,6 @@ import sys
 import pytest
 
 from doctor_fixtures import (
-    clean_env,  # noqa: F401  (pytest fixture)
     doctor_cli,
     BUMP_SCRIPT,
     REPO,

@@ -15,7 +15,6 @@ import pytest
 
 from deepep_env.doctor import run_doctor
 from doctor_fixtures import (
-    clean_env,  # noqa: F401  (pytest fixture)
     doctor_cli,
     REPO,
     buffer_py,

@@ -12,7 +12,7 @@ import yaml
 from deepep_env.errors import UserError
 from deepep_env.overlay.changes import Note, Overlay, PrependPath, Set, Source, Unset
 from deepep_env.overlay.render import FORMATS, dotenv_quote, render
-from platform_fixtures import cli, has_shell, host_tree, no_traceback  # noqa: F401
+from platform_fixtures import cli, has_shell, no_traceback
 
 HOSTILE = {
     "V_SUBST": "$(touch {sentinel})",

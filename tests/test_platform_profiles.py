@@ -9,7 +9,7 @@ from deepep_env.errors import UserError
 from deepep_env.platform import detect
 from deepep_env.platform.demo import DEMO_HOSTS, demo_description, materialize_demo_host
 from deepep_env.platform.profiles import get_profile, load_profiles
-from platform_fixtures import CAPTURE_ROOT, cli, host_tree, make_hosts, no_traceback  # noqa: F401
+from platform_fixtures import CAPTURE_ROOT, cli, make_hosts, no_traceback
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from publish_fixtures import FIXTURES, clean_env, free_port, no_creds, stop, wait_port  # noqa: F401
+from publish_fixtures import FIXTURES, clean_env, free_port, stop, wait_port
 
 from deepep_env.channels import auth
 from deepep_env.errors import UserError

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from publish_fixtures import (  # noqa: F401
+from publish_fixtures import (
     FILE_PASSWORD,
     FILE_USER,
     FIXTURES,
@@ -19,13 +19,9 @@ from publish_fixtures import (  # noqa: F401
     TOKEN,
     USER,
     Captured,
-    captured,
     clean_env,
     free_port,
-    nginx,
-    no_creds,
     one_error_line,
-    pkgs,
     stop,
     wait_port,
 )

@@ -13,14 +13,11 @@ import urllib.request
 
 import pytest
 
-from publish_fixtures import (  # noqa: F401
+from publish_fixtures import (
     Captured,
-    captured,
     clean_env,
     free_port,
-    no_creds,
     one_error_line,
-    pkgs,
     quetz_venv,
     stop,
     wait_port,

@@ -10,15 +10,12 @@ import urllib.request
 
 import pytest
 
-from publish_fixtures import (  # noqa: F401
+from publish_fixtures import (
     Captured,
-    captured,
     clean_env,
     free_port,
     moto_command,
-    no_creds,
     one_error_line,
-    pkgs,
     stop,
     wait_port,
 )

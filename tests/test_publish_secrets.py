@@ -15,16 +15,13 @@ import sys
 
 import pytest
 
-from publish_fixtures import (  # noqa: F401
+from publish_fixtures import (
     PASSWORD,
     TOKEN,
     USER,
     Captured,
     clean_env,
     free_port,
-    nginx,
-    no_creds,
-    pkgs,
     secret_strings,
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from publish_fixtures import Captured, captured, clean_env, free_port, no_creds, one_error_line, pkgs  # noqa: F401
+from publish_fixtures import Captured, clean_env, free_port, one_error_line
 
 from deepep_env.errors import UserError
 from deepep_env.publish import consumer_url, target_kind

@@ -14,7 +14,6 @@ from typing import Optional
 import pytest
 
 import lock_fixtures as lf
-from platform_fixtures import host_tree  # noqa: F401 - fixture
 
 REPO = Path(__file__).resolve().parents[1]
 
