@@ -14,6 +14,7 @@ pytest_plugins = [
     "platform_fixtures",   # host_tree
     "publish_fixtures",    # pkgs, nginx, no_creds, captured
     "doctor_fixtures",     # clean_env
+    "lock_fixtures",       # lt_world
 ]
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,11 +21,6 @@ SHELLS = ("bash", "zsh", "fish")
 
 
 @pytest.fixture(scope="module")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
 def installed(lt_world, tmp_path_factory):
     """lt-host locked into the project's pixi.lock and installed where pixi puts it."""
     from deepep_env.install import install_env

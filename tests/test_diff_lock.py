@@ -10,11 +10,6 @@ import pytest
 import lock_fixtures as lf
 
 
-@pytest.fixture(scope="session")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
-
-
 @pytest.fixture
 def two_locks(lt_world, tmp_path, monkeypatch):
     """lt-conda locked, then NCCL downgraded in the spec and DeepEP's recipe changed (rebuilt for

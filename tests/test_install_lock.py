@@ -14,11 +14,6 @@ import pytest
 import lock_fixtures as lf
 
 
-@pytest.fixture(scope="session")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
-
-
 @pytest.fixture
 def proj(lt_world, tmp_path, monkeypatch):
     monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(tmp_path / "cache"))

@@ -17,11 +17,6 @@ else:  # pragma: no cover
 CASES = sorted(p for p in (lf.FIX / "check").iterdir() if (p / "case.toml").is_file())
 
 
-@pytest.fixture(scope="session")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
-
-
 @pytest.fixture
 def proj(lt_world, tmp_path, monkeypatch):
     monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))

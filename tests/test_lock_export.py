@@ -6,11 +6,6 @@ import pytest
 import lock_fixtures as lf
 
 
-@pytest.fixture(scope="session")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
-
-
 def test_export_conda_lock_round_trips_through_conda_lock(lt_world, tmp_path, monkeypatch, capsys):
     from conda_lock.lockfile import parse_conda_lock_file
 

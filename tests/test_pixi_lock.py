@@ -118,11 +118,6 @@ def test_verdict_cli_exit_codes(repo_root, tmp_path, capsys):
     assert {e["env"]: e["satisfiable"] for e in data["environments"]}["h200-nvlink"] is False
 
 
-@pytest.fixture(scope="module")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
-
-
 def test_a_fresh_project_locked_and_synced_is_satisfiable(lt_world, tmp_path, capsys, monkeypatch):
     """What deepep-env writes for a new project (lock each spec, then pixi sync) is what pixi accepts,
     and relocking one environment leaves every other environment's bytes in the lock as they were."""

@@ -33,11 +33,6 @@ def validate(manifest: dict, schema: dict) -> None:
     assert not errors, "; ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors[:5])
 
 
-@pytest.fixture(scope="session")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
-
-
 @pytest.fixture
 def proj(lt_world, tmp_path, monkeypatch):
     """A project whose two specs are locked: pixi.toml has an environment per locked spec."""

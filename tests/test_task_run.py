@@ -23,11 +23,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-@pytest.fixture(scope="session")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
-
-
 @pytest.fixture
 def proj(lt_world, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
