@@ -186,16 +186,6 @@ def env_for_cli(project, cache: Path) -> dict[str, str]:
     return env
 
 
-def run_cli(capsys, *args: str) -> tuple[int, str, str]:
-    """Run `deepep-env ARGS…` in-process; (exit status, stdout, stderr)."""
-    from deepep_env.cli.main import main
-
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def data_request(project, env: str, packages: list[str], subdirs: list[str]):
     """A lock request given as data: explicit package specs, the spec's channels and CUDA."""
     from deepep_env.lock.channels import resolve_channels

@@ -1,6 +1,7 @@
 """Fixtures for the publish tests: real tiny packages (rattler-build), real servers on 127.0.0.1
-(nginx with WebDAV + basic auth + token auth, moto's S3, quetz), and a CLI runner that keeps
-every line it captured on disk so the secret-grep test can read it.
+(nginx with WebDAV + basic auth + token auth, moto's S3, quetz), and ``Captured``: runs the CLI
+(through cli_runner) and helper scripts, keeping every line it captured on disk so the secret-grep
+test can read it.
 
 Servers run as subprocesses: py-rattler-build's upload calls hold the interpreter.
 """
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from cli_runner import cli_subprocess
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "publish"
@@ -167,9 +170,8 @@ class Captured:
 
     def cli(self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
             timeout: float = 120) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "deepep_env.cli.main", *map(str, args)],
-                              env=env or no_creds_env(), cwd=cwd, capture_output=True, text=True,
-                              timeout=timeout)
+        """`deepep-env ARGS…` (cli_runner's subprocess mode; no credentials inherited), kept on disk."""
+        proc = cli_subprocess(*args, env=env or no_creds_env(), cwd=cwd, timeout=timeout)
         return self._keep(str(args[0]), proc)
 
     def solve_install(self, url: str, spec: str, prefix: Path, lockfile: Path, cache: Path,
