@@ -10,9 +10,7 @@ with ``fetch --from`` (offline), then build with the real rattler-build.
 """
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 import tarfile
 import textwrap
 from dataclasses import dataclass
@@ -94,16 +92,6 @@ def add_recipe(parent: Path, name: str, text: str, files: dict[str, str] | None 
     for rel, content in (files or {}).items():
         (d / rel).write_text(textwrap.dedent(content).lstrip(), encoding="utf-8")
     return d
-
-
-def cli(*args: str, cwd: Path | None = None) -> tuple[int, str, str]:
-    """Run the real CLI in a subprocess, as a user would: (exit code, stdout, stderr)."""
-    import subprocess
-
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    res = subprocess.run([sys.executable, "-m", "deepep_env.cli.main", *args], cwd=cwd or REPO, env=env,
-                         capture_output=True, text=True, timeout=300)
-    return res.returncode, res.stdout, res.stderr
 
 
 # --- a throwaway deepep-env project whose nvshmem/deep-ep recipes are tiny stand-ins -------------
@@ -212,5 +200,5 @@ def read_in_package(conda: Path, member: str) -> bytes:
         return (Path(d) / member).read_bytes()
 
 
-__all__ = ["Sandbox", "sandbox", "tar_gz", "add_recipe", "cli", "fake_project", "FakeProject", "read_in_package",
+__all__ = ["Sandbox", "sandbox", "tar_gz", "add_recipe", "fake_project", "FakeProject", "read_in_package",
            "FIXTURES", "REPO"]

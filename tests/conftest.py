@@ -6,6 +6,17 @@ from pathlib import Path
 
 import pytest
 
+# The shared fixture modules, registered once for every test module (tests/ is on sys.path: this
+# conftest's folder, rootdir-relative import mode). A test just names the fixture it wants; the
+# modules' helper functions and constants are imported normally where they are used. Modules with
+# helpers only (build_fixtures, launch_fixtures, cli_runner) are not plugins.
+pytest_plugins = [
+    "platform_fixtures",   # host_tree
+    "publish_fixtures",    # pkgs, nginx, no_creds, captured
+    "doctor_fixtures",     # clean_env
+    "lock_fixtures",       # lt_world
+]
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("DEEPEP_ENV_SHARED") or (REPO.parent / "shared"))
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import pytest
 
+from cli_runner import cli_in_process
 from deepep_env.platform.hosttree import build_host_tree
 
 REPO = Path(__file__).resolve().parents[1]
@@ -312,10 +313,7 @@ def clean_env(monkeypatch):
 
 
 def doctor_cli(capsys, *args):
-    """Run `deepep-env doctor ARGS` in-process; never a traceback."""
-    from deepep_env.cli.main import main
-
-    code = main(["doctor", *map(str, args)])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err, err
-    return code, out, err
+    """`deepep-env doctor ARGS` in-process (cli_runner); never a traceback."""
+    res = cli_in_process(capsys, "doctor", *args)
+    assert "Traceback" not in res.stdout + res.stderr, res.stderr
+    return res

@@ -6,8 +6,9 @@ the real build plan computes for the test specs, then indexed with rattler's ind
 for conda-forge (python, cuda-version, nccl, pytorch with conda-forge-like build strings) is
 assembled with ``rattler_build.assemble_package``.
 
-Built once per session (:func:`world`); every test gets its own copy of the project and channel
-(:func:`project_copy`), so tests that corrupt a package or edit a spec never disturb others.
+Built once per session (:func:`world`; the ``lt_world`` fixture); every test gets its own copy of
+the project and channel (:func:`project_copy`), so tests that corrupt a package or edit a spec never
+disturb others.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+import pytest
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "lock"
 REPO = Path(__file__).resolve().parents[1]
@@ -146,6 +149,12 @@ def world(tmp_path_factory) -> World:
     return _WORLD
 
 
+@pytest.fixture(scope="session")
+def lt_world(tmp_path_factory) -> World:
+    """The session's :func:`world`, for every test module that builds on it."""
+    return world(tmp_path_factory)
+
+
 def project_copy(w: World, dest: Path):
     """A private copy of the project with the built channel at ``<state>/channel``."""
     from deepep_env.project import Project
@@ -175,16 +184,6 @@ def env_for_cli(project, cache: Path) -> dict[str, str]:
     env["DEEPEP_ENV_PROJECT"] = str(project.root)
     env["DEEPEP_ENV_CACHE_DIR"] = str(cache)
     return env
-
-
-def run_cli(capsys, *args: str) -> tuple[int, str, str]:
-    """Run `deepep-env ARGS…` in-process; (exit status, stdout, stderr)."""
-    from deepep_env.cli.main import main
-
-    capsys.readouterr()
-    rc = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def data_request(project, env: str, packages: list[str], subdirs: list[str]):

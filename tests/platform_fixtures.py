@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -78,19 +77,6 @@ def fake_prefix(
     meta = {"env": env, "platforms": list(platforms), "python": py, "spec_env": spec_env or {}}
     (path / "conda-meta" / "deepep-env.json").write_text(json.dumps(meta))
     return path
-
-
-def cli(*args: str, env: Optional[dict] = None, cwd: Optional[Path] = None, check: bool = False) -> subprocess.CompletedProcess:
-    """Run `deepep-env ARGS…` in a fresh interpreter, as the console script does."""
-    e = dict(os.environ if env is None else env)
-    if str(REPO) not in e.get("PYTHONPATH", "").split(os.pathsep):
-        e["PYTHONPATH"] = str(REPO) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
-    code = "import sys; from deepep_env.cli.main import main; sys.exit(main())"
-    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=e, cwd=cwd or REPO,
-                         timeout=300)   # a probe that blocks fails the test instead of hanging the suite
-    if check and res.returncode != 0:
-        raise AssertionError(f"deepep-env {' '.join(args)} → {res.returncode}\n{res.stdout}\n{res.stderr}")
-    return res
 
 
 def has_shell(name: str) -> bool:

@@ -1,6 +1,7 @@
 """Fixtures for the publish tests: real tiny packages (rattler-build), real servers on 127.0.0.1
-(nginx with WebDAV + basic auth + token auth, moto's S3, quetz), and a CLI runner that keeps
-every line it captured on disk so the secret-grep test can read it.
+(nginx with WebDAV + basic auth + token auth, moto's S3, quetz), and ``Captured``: runs the CLI
+(through cli_runner) and helper scripts, keeping every line it captured on disk so the secret-grep
+test can read it.
 
 Servers run as subprocesses: py-rattler-build's upload calls hold the interpreter.
 """
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from cli_runner import cli_subprocess
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "publish"
@@ -61,7 +64,7 @@ class Packages:
 def make_packages(root: Path) -> Packages:
     """Real packages from rattler-build (no channels, host tools only), built in a subprocess."""
     proc = subprocess.run([sys.executable, str(FIXTURES / "build_packages.py"), str(root)],
-                          capture_output=True, text=True, timeout=600, env=clean_env())
+                          capture_output=True, text=True, timeout=600, env=no_creds_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     paths = json.loads(proc.stdout.strip().splitlines()[-1])
     return Packages(root=root, **{k: Path(v) for k, v in paths.items()})
@@ -138,7 +141,7 @@ def stop(proc: subprocess.Popen | None, *, group: bool = False) -> None:
         proc.wait(timeout=10)
 
 
-def clean_env(**extra: str) -> dict[str, str]:
+def no_creds_env(**extra: str) -> dict[str, str]:
     """The environment for a subprocess: no credentials inherited, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if k not in CRED_ENV_VARS}
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -167,15 +170,14 @@ class Captured:
 
     def cli(self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
             timeout: float = 120) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "deepep_env.cli.main", *map(str, args)],
-                              env=env or clean_env(), cwd=cwd, capture_output=True, text=True,
-                              timeout=timeout)
+        """`deepep-env ARGS…` (cli_runner's subprocess mode; no credentials inherited), kept on disk."""
+        proc = cli_subprocess(*args, env=env or no_creds_env(), cwd=cwd, timeout=timeout)
         return self._keep(str(args[0]), proc)
 
     def solve_install(self, url: str, spec: str, prefix: Path, lockfile: Path, cache: Path,
                       env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict]:
         proc = subprocess.run([sys.executable, str(FIXTURES / "solve_install.py"), url, spec, str(prefix),
-                               str(lockfile), str(cache)], env=env or clean_env(), capture_output=True,
+                               str(lockfile), str(cache)], env=env or no_creds_env(), capture_output=True,
                               text=True, timeout=300)
         self._keep("solve-install", proc)
         last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "{}"
@@ -399,7 +401,7 @@ def pkgs(tmp_path_factory) -> Packages:
 @pytest.fixture
 def no_creds(monkeypatch, tmp_path):
     """No credential from the developer's environment (variables, ~/.rattler, ~/.netrc) leaks
-    into a test; subprocesses inherit the same clean view through clean_env()."""
+    into a test; subprocesses inherit the same clean view through no_creds_env()."""
     for var in CRED_ENV_VARS:
         monkeypatch.delenv(var, raising=False)
     home = tmp_path / "home"

@@ -8,11 +8,12 @@ import sys
 
 import pytest
 
+from cli_runner import cli_subprocess
 from deepep_env.errors import UserError
 from deepep_env.envcontext import activation_context
 from deepep_env.overlay.activation import run_environment
 from deepep_env.overlay.prefix import default_prefix, read_prefix_meta
-from platform_fixtures import REPO, cli, fake_prefix, has_shell, host_tree, no_traceback  # noqa: F401
+from platform_fixtures import REPO, fake_prefix, has_shell, no_traceback
 
 SCRIPTS = {
     "cuda.sh": 'export FROM_ACTIVATE_D="$CONDA_PREFIX/from sh"\n',
@@ -45,7 +46,7 @@ def test_activate_eval(host_tree, tmp_path, shell):
         pytest.skip(f"{shell} not installed")
     prefix = fake_prefix(tmp_path / "env", spec_env={"NVSHMEM_QP_DEPTH": "1024"}, scripts=SCRIPTS)
     env = base_env(tmp_path)
-    res = cli("activate", "gcp-b200", "--root", str(host_tree("gcp-b200")), "--prefix", str(prefix), "--shell", shell, env=env, check=True)
+    res = cli_subprocess("activate", "gcp-b200", "--root", str(host_tree("gcp-b200")), "--prefix", str(prefix), "--shell", shell, env=env, check=True)
     assert res.stderr == ""  # the right platform, nothing to warn about
     got = eval_in(shell, res.stdout, tmp_path, env)
     assert got["CONDA_PREFIX"] == str(prefix)
@@ -68,10 +69,10 @@ def test_activating_twice_does_not_grow_paths(host_tree, tmp_path, shell):
     env = base_env(tmp_path)
     args = ("activate", "gke-a4", "--root", str(host_tree("gke-a4")), "--prefix", str(prefix), "--shell", shell)
     fake_prefix(prefix, env="gke-a4", platforms=["gke-a4"], scripts=SCRIPTS)
-    once = eval_in(shell, cli(*args, env=env, check=True).stdout, tmp_path, env)
+    once = eval_in(shell, cli_subprocess(*args, env=env, check=True).stdout, tmp_path, env)
     names = ("PATH", "PYTHONPATH", "LD_PRELOAD", "LD_LIBRARY_PATH")
     env2 = {**env, **{n: once[n] for n in names}}
-    twice = eval_in(shell, cli(*args, env=env2, check=True).stdout, tmp_path, env2)
+    twice = eval_in(shell, cli_subprocess(*args, env=env2, check=True).stdout, tmp_path, env2)
     for name in names:
         assert twice[name] == once[name], name
     assert once["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64:/usr/local/nvidia/lib:/usr/local/gib/lib64"
@@ -80,7 +81,7 @@ def test_activating_twice_does_not_grow_paths(host_tree, tmp_path, shell):
 
 def test_platform_mismatch_warns_but_activates(host_tree, tmp_path):
     prefix = fake_prefix(tmp_path / "env", platforms=["gcp-b200"])
-    res = cli("activate", "gcp-b200", "--root", str(host_tree("h200x8-nvlink")), "--prefix", str(prefix), "--shell", "bash", env=base_env(tmp_path))
+    res = cli_subprocess("activate", "gcp-b200", "--root", str(host_tree("h200x8-nvlink")), "--prefix", str(prefix), "--shell", "bash", env=base_env(tmp_path))
     assert res.returncode == 0
     assert "warning: detected platform 'nvlink' is not one env 'gcp-b200' targets (gcp-b200)" in res.stderr
     assert "export NVSHMEM_REMOTE_TRANSPORT='none'" in res.stdout
@@ -94,7 +95,7 @@ def test_conda_python_gets_no_pythonpath(host_tree, tmp_path):
 
 def test_json_shell(host_tree, tmp_path):
     prefix = fake_prefix(tmp_path / "env")
-    res = cli("activate", "gcp-b200", "--root", str(host_tree("gcp-b200")), "--prefix", str(prefix), "--shell", "json", env=base_env(tmp_path), check=True)
+    res = cli_subprocess("activate", "gcp-b200", "--root", str(host_tree("gcp-b200")), "--prefix", str(prefix), "--shell", "json", env=base_env(tmp_path), check=True)
     doc = json.loads(res.stdout)
     assert doc["env_name"] == "gcp-b200" and doc["prefix"] == str(prefix)
     assert doc["env"]["CONDA_PREFIX"] == str(prefix)
@@ -105,11 +106,11 @@ def test_default_prefix_locations(host_tree, tmp_path):
     project = tmp_path / "proj"
     prefix = fake_prefix(project / ".pixi" / "envs" / "gcp-b200")   # pixi's layout (issue 16)
     assert default_prefix("gcp-b200", cwd=str(project), environ={}) == prefix
-    res = cli("activate", "gcp-b200", "--root", str(host_tree("gcp-b200")), "--shell", "bash", env=base_env(tmp_path), cwd=project, check=True)
+    res = cli_subprocess("activate", "gcp-b200", "--root", str(host_tree("gcp-b200")), "--shell", "bash", env=base_env(tmp_path), cwd=project, check=True)
     assert f"export CONDA_PREFIX='{prefix}'" in res.stdout
     other = fake_prefix(tmp_path / "elsewhere")
-    res = cli("activate", "gcp-b200", "--root", str(host_tree("gcp-b200")), "--shell", "bash",
-              env=base_env(tmp_path, DEEPEP_ENV_PREFIX=str(other)), cwd=project, check=True)
+    res = cli_subprocess("activate", "gcp-b200", "--root", str(host_tree("gcp-b200")), "--shell", "bash",
+                         env=base_env(tmp_path, DEEPEP_ENV_PREFIX=str(other)), cwd=project, check=True)
     assert f"export CONDA_PREFIX='{other}'" in res.stdout
 
 
@@ -140,16 +141,16 @@ def test_activate_bad_input(host_tree, tmp_path, setup, args, needle):
     elif setup == "bad-provider":
         fake_prefix(prefix, provider="pip")
     extra = [] if "--root" in args else ["--root", str(host_tree("gcp-b200"))]
-    res = cli("activate", *args, *extra, "--prefix", str(prefix), "--shell", "bash", env=base_env(tmp_path))
+    res = cli_subprocess("activate", *args, *extra, "--prefix", str(prefix), "--shell", "bash", env=base_env(tmp_path))
     assert res.returncode == 2, res.stderr
     no_traceback(res)
     assert needle in res.stderr and res.stdout == ""
 
 
 def test_activate_argparse_usage(tmp_path):
-    res = cli("activate", "--help", env=base_env(tmp_path))
+    res = cli_subprocess("activate", "--help", env=base_env(tmp_path))
     assert res.returncode == 0 and "--shell" in res.stdout
-    res = cli("activate", "x", "--shell", "tcsh", env=base_env(tmp_path))
+    res = cli_subprocess("activate", "x", "--shell", "tcsh", env=base_env(tmp_path))
     assert res.returncode == 2 and "invalid choice" in res.stderr
 
 
@@ -183,8 +184,8 @@ def test_prefix_meta_reader(tmp_path):
 def test_run_executes_inside_the_env(host_tree, tmp_path):
     prefix = fake_prefix(tmp_path / "env", scripts=SCRIPTS, spec_env={"NVSHMEM_QP_DEPTH": "2048"})
     env = base_env(tmp_path, TORCH_NCCL_USE_COMM_NONBLOCKING="0")
-    res = cli("run", "gcp-b200", "--root", str(host_tree("gke-a4")), "--prefix", str(prefix), "--",
-              sys.executable, "-c", DUMP, env=env)
+    res = cli_subprocess("run", "gcp-b200", "--root", str(host_tree("gke-a4")), "--prefix", str(prefix), "--",
+                         sys.executable, "-c", DUMP, env=env)
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout)
     assert got["CONDA_PREFIX"] == str(prefix)
@@ -199,20 +200,20 @@ def test_run_exit_codes(host_tree, tmp_path):
     prefix = fake_prefix(tmp_path / "env")
     root = str(host_tree("gcp-b200"))
     env = base_env(tmp_path)
-    res = cli("run", "gcp-b200", "--root", root, "--prefix", str(prefix), "--", sys.executable, "-c", "raise SystemExit(7)", env=env)
+    res = cli_subprocess("run", "gcp-b200", "--root", root, "--prefix", str(prefix), "--", sys.executable, "-c", "raise SystemExit(7)", env=env)
     assert res.returncode == 7
-    res = cli("run", "gcp-b200", "--root", root, "--prefix", str(prefix), "--", "no-such-command-xyz", env=env)
+    res = cli_subprocess("run", "gcp-b200", "--root", root, "--prefix", str(prefix), "--", "no-such-command-xyz", env=env)
     assert res.returncode == 127 and "command not found: no-such-command-xyz" in res.stderr
     no_traceback(res)
-    res = cli("run", "gcp-b200", "--root", root, "--prefix", str(prefix), env=env)
+    res = cli_subprocess("run", "gcp-b200", "--root", root, "--prefix", str(prefix), env=env)
     assert res.returncode == 2 and "no command given" in res.stderr
 
 
 def test_run_passes_arguments_verbatim(host_tree, tmp_path):
     prefix = fake_prefix(tmp_path / "env")
     args = ["--root", "$(touch x)", "it's", "-c", "a\nb"]
-    res = cli("run", "gcp-b200", "--root", str(host_tree("gcp-b200")), "--prefix", str(prefix), "--",
-              sys.executable, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))", *args, env=base_env(tmp_path))
+    res = cli_subprocess("run", "gcp-b200", "--root", str(host_tree("gcp-b200")), "--prefix", str(prefix), "--",
+                         sys.executable, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))", *args, env=base_env(tmp_path))
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == args
 

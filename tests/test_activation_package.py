@@ -15,14 +15,10 @@ from pathlib import Path
 import pytest
 
 import lock_fixtures as lf
-from platform_fixtures import REPO, has_shell, host_tree  # noqa: F401 - fixture
+from cli_runner import cli_subprocess
+from platform_fixtures import REPO, has_shell
 
 SHELLS = ("bash", "zsh", "fish")
-
-
-@pytest.fixture(scope="module")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +56,7 @@ def _rattler_run(prefix: Path, shell: str, env: dict[str, str]) -> tuple[dict, d
 
 
 def _overlay_env(prefix: Path, root: Path) -> dict[str, str]:
-    out = subprocess.run([sys.executable, "-m", "deepep_env.cli.main", "overlay", "--root", str(root), "--platform",
-                          "gcp-b200", "--prefix", str(prefix), "-f", "json"], capture_output=True, text=True,
+    out = cli_subprocess("overlay", "--root", root, "--platform", "gcp-b200", "--prefix", prefix, "-f", "json",
                          env=dict(os.environ, PYTHONPATH=str(REPO)), check=True)
     return {k: v for k, v in json.loads(out.stdout)["env"].items() if v is not None}
 
@@ -96,9 +91,8 @@ def test_the_same_environment_through_every_door(installed, host_tree):
                                  f'for f in {prefix}/etc/conda/activate.d/*.sh; do . "$f"; done; env -0'],
                                 env=base, capture_output=True, check=True).stdout.decode()
     conda_env = dict(x.split("=", 1) for x in conda_like.split("\0") if "=" in x)
-    script = subprocess.run([sys.executable, "-m", "deepep_env.cli.main", "activate", "lt-host", "--root", str(root),
-                             "--platform", "gcp-b200", "--prefix", str(prefix), "--shell", "bash"],
-                            env=dict(base, PYTHONPATH=str(REPO)), capture_output=True, text=True, check=True).stdout
+    script = cli_subprocess("activate", "lt-host", "--root", root, "--platform", "gcp-b200", "--prefix", prefix,
+                            "--shell", "bash", env=dict(base, PYTHONPATH=str(REPO)), check=True).stdout
     ours = subprocess.run(["bash", "-c", script + "\nenv -0"], env=base, capture_output=True, check=True).stdout.decode()
     ours_env = dict(x.split("=", 1) for x in ours.split("\0") if "=" in x)
     for got in (rattler_env, conda_env, ours_env):

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from platform_fixtures import REPO, cli, host_tree, no_traceback  # noqa: F401 - host_tree is a fixture
+from cli_runner import cli_subprocess
+from platform_fixtures import REPO, no_traceback
 
 
 def _gid_files(root):
@@ -25,7 +26,7 @@ def test_a_fifo_in_a_captured_host_tree_never_hangs_a_probe(command, host_tree, 
     gid.unlink()
     os.mkfifo(gid)
     try:
-        res = cli(*command, "--root", str(root), env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+        res = cli_subprocess(*command, "--root", str(root), env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
     except subprocess.TimeoutExpired:  # pragma: no cover - the bug itself
         pytest.fail("the probe blocked on a FIFO")
     no_traceback(res)
@@ -46,11 +47,11 @@ def test_a_forged_hca_name_never_reaches_the_mapping(host_tree, tmp_path):
     shutil.copytree(host_tree("gcp-b200"), root, symlinks=True)
     ib = root / "sys" / "class" / "infiniband"
     os.rename(ib / "mlx5_1", ib / "mlx5_9:1,0:mlx5_7")
-    res = cli("overlay", "gcp-b200", "--root", str(root), "--shell", "json",
-              env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    res = cli_subprocess("overlay", "gcp-b200", "--root", str(root), "--shell", "json",
+                         env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
     no_traceback(res)
     assert "mlx5_9" not in res.stdout
-    res = cli("detect", "--root", str(root), env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    res = cli_subprocess("detect", "--root", str(root), env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
     assert "not a valid RDMA device name" in res.stdout + res.stderr
 
 
@@ -101,7 +102,7 @@ def test_garbage_driver_params_are_reported_unknown_not_none(host_tree, tmp_path
     shutil.copytree(host_tree("gcp-b200"), root, symlinks=True)
     params = root / "proc" / "driver" / "nvidia" / "params"
     params.write_text("EnableStreamMemOPs: \\x00\\xffgarbage\nRegistryDwords: ;;==;\n")
-    res = cli("detect", "--root", str(root), env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    res = cli_subprocess("detect", "--root", str(root), env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
     no_traceback(res)
     out = res.stdout + res.stderr
     assert "=None" not in out and "EnableStreamMemOPs=unknown" in out
@@ -115,8 +116,8 @@ def _fetch_from(tmp_path, make):
     src = tmp_path / "from"
     src.mkdir()
     make(src, fx)
-    return cli("fetch", "--recipes", str(fx / "graph"), "--source-cache", str(tmp_path / "cache"), "--offline",
-               "--from", str(src), cwd=tmp_path)
+    return cli_subprocess("fetch", "--recipes", str(fx / "graph"), "--source-cache", str(tmp_path / "cache"), "--offline",
+                          "--from", str(src), cwd=tmp_path)
 
 
 def test_fetch_from_a_truncated_tarball_says_so_in_one_line(tmp_path):
@@ -150,8 +151,8 @@ def test_fetch_from_a_tarball_escaping_its_folder_is_refused_in_one_line(tmp_pat
 
 
 def test_fetch_offline_of_an_unpinned_source_names_what_to_do(tmp_path):
-    res = cli("fetch", "gcp-b200", "--offline", "--source-cache", str(tmp_path / "c"),
-              env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    res = cli_subprocess("fetch", "gcp-b200", "--offline", "--source-cache", str(tmp_path / "c"),
+                         env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
     no_traceback(res)
     assert res.returncode == 2 and "(None)" not in res.stderr and "not pinned by content yet" in res.stderr
 
@@ -162,7 +163,7 @@ def test_fetch_offline_of_an_unpinned_source_names_what_to_do(tmp_path):
     (["nosuchcommand"], "nosuchcommand"),
 ])
 def test_usage_errors_are_one_line_naming_what_is_accepted(args, needle):
-    res = cli(*args, env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    res = cli_subprocess(*args, env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
     no_traceback(res)
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and len(lines) == 1 and needle in lines[0] and "--help" in lines[0], res.stderr

@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from platform_fixtures import REPO, cli
+from cli_runner import cli_subprocess
+from platform_fixtures import REPO
 
 NOFILE = "/nonexistent/deepep-env-sweep"
 CASES = [
@@ -38,7 +39,7 @@ def test_bad_input_is_one_clear_line(args, tmp_path):
     env = {**os.environ, "DEEPEP_ENV_PROJECT": str(REPO), "DEEPEP_ENV_STATE": str(tmp_path / "state"),
            "DEEPEP_ENV_CACHE_DIR": str(tmp_path / "cache")}
     before = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
-    res = cli(*args, env=env)
+    res = cli_subprocess(*args, env=env)
     assert "Traceback" not in res.stderr + res.stdout, res.stderr
     assert res.returncode != 0, (res.stdout, res.stderr)
     lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from build_fixtures import cli, fake_project, read_in_package
+from build_fixtures import fake_project, read_in_package
+from cli_runner import cli_subprocess
 
 
 def test_fetch_from_dir_then_build_env_offline_and_manifest(tmp_path, monkeypatch):
@@ -15,15 +16,15 @@ def test_fetch_from_dir_then_build_env_offline_and_manifest(tmp_path, monkeypatc
     p = ["--project", str(fp.root)]
 
     # offline with an empty cache: one line naming the package and the way out
-    code, out, err = cli("build", "h200-nvlink", *p, "--offline")
+    code, out, err = cli_subprocess("build", "h200-nvlink", *p, "--offline")
     assert code == 2 and "package nvshmem: source nvshmem" in err and "--from DIR" in err
     assert err.count("\n") == 1
 
-    code, out, err = cli("fetch", "h200-nvlink", *p, "--from", str(fp.upstream), "--offline", "--json")
+    code, out, err = cli_subprocess("fetch", "h200-nvlink", *p, "--from", str(fp.upstream), "--offline", "--json")
     assert code == 0, err
     assert sorted(i["status"] for i in json.loads(out)["items"]) == ["imported", "imported"]
 
-    code, out, err = cli("build", "h200-nvlink", *p, "--offline", "--json", "-j", "3")
+    code, out, err = cli_subprocess("build", "h200-nvlink", *p, "--offline", "--json", "-j", "3")
     assert code == 0, err
     rep = json.loads(out)
     assert [(n["package"], n["status"]) for n in rep["nodes"]] == [("nvshmem", "built"), ("deep-ep", "built")]
@@ -49,8 +50,8 @@ def test_fetch_from_dir_then_build_env_offline_and_manifest(tmp_path, monkeypatc
     assert all(m["subdir"] == "linux-64" and m["build"].startswith("h") for m in manifest["packages"])
 
     # no-op rebuild
-    code, out, err = cli("build", "h200-nvlink", *p, "--offline", "--json")
+    code, out, err = cli_subprocess("build", "h200-nvlink", *p, "--offline", "--json")
     assert [n["status"] for n in json.loads(out)["nodes"]] == ["cached", "cached"]
     # the human form goes to stdout (summary) and stderr (progress)
-    code, out, err = cli("build", "h200-nvlink", *p, "--offline")
+    code, out, err = cli_subprocess("build", "h200-nvlink", *p, "--offline")
     assert code == 0 and "0 built, 2 cached" in out and "nvshmem" in err

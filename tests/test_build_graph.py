@@ -9,13 +9,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from build_fixtures import REPO, add_recipe, cli, read_in_package, sandbox
+from build_fixtures import REPO, add_recipe, read_in_package, sandbox
+from cli_runner import cli_argv, cli_env, cli_subprocess
 from deepep_env.builder import build_recipes
 from deepep_env.builder.graph import nodes_from_recipe_dirs
 from deepep_env.errors import UserError
@@ -115,8 +115,8 @@ def test_check_reports_differences_and_accepts_reproducible(sb):
     assert not any("same.txt" in d for d in by["stamped"].differences)
     assert not r.reproducible
     # the CLI reports every difference and exits 1 (drift, not bad input)
-    code, out, err = cli("build", "--recipes", str(sb.graph), "--store", str(sb.store), "--channel", str(sb.channel),
-                         "--source-cache", str(sb.cache), "--offline", "--check-package", "stamped")
+    code, out, err = cli_subprocess("build", "--recipes", str(sb.graph), "--store", str(sb.store), "--channel", str(sb.channel),
+                                    "--source-cache", str(sb.cache), "--offline", "--check-package", "stamped")
     assert code == 1 and "differs: share/stamp.txt" in out and "stamped" in err
 
 
@@ -142,8 +142,8 @@ def test_broken_recipes_fail_with_one_line_and_leave_no_entry(sb, tmp_path):
             - 'echo "make: *** [Makefile:12: all] Error 2 (fixture)"'
             - exit 3
         """)
-    code, out, err = cli("build", "--recipes", str(bad2), "--store", str(sb.store), "--channel", str(sb.channel),
-                         "--source-cache", str(sb.cache), "--offline", "--json")
+    code, out, err = cli_subprocess("build", "--recipes", str(bad2), "--store", str(sb.store), "--channel", str(sb.channel),
+                                    "--source-cache", str(sb.cache), "--offline", "--json")
     assert code == 2 and out == ""
     line = err.strip().splitlines()[-1]
     assert line.startswith("deepep-env: error: package nobuild: build failed") and "Traceback" not in err
@@ -285,8 +285,7 @@ def test_interrupted_build_leaves_no_entry_and_next_build_is_correct(sb, tmp_pat
     add_recipe(rdir, "sleeper", SLEEPER.replace("MARK", str(mark)))
     args = ["build", "--recipes", str(rdir), "--store", str(sb.store), "--channel", str(sb.channel),
             "--source-cache", str(sb.cache), "--offline"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "deepep_env.cli.main", *args], cwd=REPO, env=env,
+    proc = subprocess.Popen(cli_argv(*args), cwd=REPO, env=cli_env(),   # a real process: killed below
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
@@ -300,10 +299,10 @@ def test_interrupted_build_leaves_no_entry_and_next_build_is_correct(sb, tmp_pat
     assert not sb.store.exists() or not [p for p in sb.store.iterdir() if "sleeper" in p.name]
     assert not list(sb.channel.glob("*/sleeper-*.conda"))
     (mark / "fast").touch()
-    code, out, err = cli(*args, "--json")
+    code, out, err = cli_subprocess(*args, "--json")
     assert code == 0, err
     node = json.loads(out)["nodes"][0]
     assert node["status"] == "built"
     assert read_in_package(sb.channel / node["outputs"][0], "share/sleeper.txt") == b"done\n"
-    code, out, err = cli(*args, "--json")
+    code, out, err = cli_subprocess(*args, "--json")
     assert json.loads(out)["nodes"][0]["status"] == "cached"

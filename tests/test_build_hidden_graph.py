@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from build_fixtures import FIXTURES, add_recipe, cli, read_in_package
+from build_fixtures import FIXTURES, add_recipe, read_in_package
+from cli_runner import cli_subprocess
 from deepep_env.builder import build_recipes
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
 from deepep_env.errors import UserError
@@ -75,9 +76,9 @@ def test_graph_shape_and_ids_do_not_depend_on_the_path(tmp_path):
 def test_cold_build_json_channel_and_noop(tmp_path):
     recipes = _copy(tmp_path)
     state = tmp_path / "state"
-    rc, out, err = cli("build", "--recipes", str(recipes), "--store", str(state / "store"), "--channel",
-                       str(state / "channel"), "--source-cache", str(state / "sources"), "--offline", "--json",
-                       cwd=tmp_path)
+    rc, out, err = cli_subprocess("build", "--recipes", str(recipes), "--store", str(state / "store"), "--channel",
+                                  str(state / "channel"), "--source-cache", str(state / "sources"), "--offline", "--json",
+                                  cwd=tmp_path)
     assert rc == 0, err
     rep = json.loads(out)
     order = [n["package"] for n in rep["nodes"]]
@@ -149,15 +150,15 @@ def test_relative_paths_on_the_command_line(tmp_path):
     # --store/--channel/--source-cache relative to the cwd: staged paths handed to rattler-build
     # must not be resolved against the recipe folder (a patched catalogue source once failed so)
     shutil.copytree(FIXTURES, tmp_path / "fx")
-    rc, _, err = cli("fetch", "--recipes", "fx/graph", "--source-cache", "st/src", "--from", "fx/upstream",
-                     "--offline", cwd=tmp_path)
+    rc, _, err = cli_subprocess("fetch", "--recipes", "fx/graph", "--source-cache", "st/src", "--from", "fx/upstream",
+                                "--offline", cwd=tmp_path)
     assert rc == 0, err
     args = ("build", "--recipes", "fx/graph", "--store", "st/store", "--channel", "st/chan",
             "--source-cache", "st/src", "--offline", "--json")
-    rc, out, err = cli(*args, cwd=tmp_path)
+    rc, out, err = cli_subprocess(*args, cwd=tmp_path)
     assert rc == 0, err
     assert {n["status"] for n in json.loads(out)["nodes"]} == {"built"}
-    rc, out, err = cli(*args, cwd=tmp_path)
+    rc, out, err = cli_subprocess(*args, cwd=tmp_path)
     assert rc == 0 and {n["status"] for n in json.loads(out)["nodes"]} == {"cached"}
 
 
@@ -218,7 +219,7 @@ def test_two_recipes_with_one_package_name(tmp_path):
     add_recipe(tmp_path / "g", "two", _tiny("same"))
     with pytest.raises(UserError, match=r"package 'same' is defined by two recipe folders: .*one and .*two"):
         nodes_from_recipe_dirs(recipe_dirs_under(tmp_path / "g"))
-    rc, out, err = cli("build", "--recipes", str(tmp_path / "g"), "--store", str(tmp_path / "s"), cwd=tmp_path)
+    rc, out, err = cli_subprocess("build", "--recipes", str(tmp_path / "g"), "--store", str(tmp_path / "s"), cwd=tmp_path)
     assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
@@ -227,7 +228,7 @@ def test_cycle_through_three_recipes(tmp_path):
     add_recipe(tmp_path / "g", "q", _tiny("q", "requirements: {run: [r >=1]}\n"))
     add_recipe(tmp_path / "g", "r", _tiny("r", "requirements: {build: ['${{ pin_compatible(\"p\") }}']}\n"))
     add_recipe(tmp_path / "g", "free", _tiny("free"))
-    rc, out, err = cli("build", "--recipes", str(tmp_path / "g"), "--store", str(tmp_path / "s"), cwd=tmp_path)
+    rc, out, err = cli_subprocess("build", "--recipes", str(tmp_path / "g"), "--store", str(tmp_path / "s"), cwd=tmp_path)
     assert rc == 2 and "Traceback" not in err
     assert "recipe graph has a cycle: p -> q -> r -> p" in err
     assert not (tmp_path / "s").exists() or not any((tmp_path / "s").iterdir())  # nothing built
@@ -237,8 +238,8 @@ def test_requirement_outside_the_graph(tmp_path):
     add_recipe(tmp_path / "g", "needs", _tiny("needs", "requirements:\n  host:\n    - ext-lib >=2\n"
                                                        "  run:\n    - if: osx\n      then: [only-on-mac]\n"))
     # no channel to solve it from: refused before anything is built, one line naming both
-    rc, out, err = cli("build", "--recipes", str(tmp_path / "g"), "--store", str(tmp_path / "s" / "store"),
-                       "--channel", str(tmp_path / "s" / "chan"), "--offline", cwd=tmp_path)
+    rc, out, err = cli_subprocess("build", "--recipes", str(tmp_path / "g"), "--store", str(tmp_path / "s" / "store"),
+                                  "--channel", str(tmp_path / "s" / "chan"), "--offline", cwd=tmp_path)
     assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert "package needs: requires ext-lib, which no recipe under" in err  # the osx-only one is not blamed
     # a channel that has it: solved from there

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from build_fixtures import add_recipe, cli, read_in_package, sandbox
+from build_fixtures import add_recipe, read_in_package, sandbox
+from cli_runner import cli_subprocess
 from deepep_env.hashing import file_sha256
 
 
@@ -62,8 +63,8 @@ def test_build_check_is_identical_by_whole_archive(tmp_path):
     time.sleep(1.1)
     r = sb.build(check=True)
     assert r.reproducible and all(c.differences == [] for c in r.checks)
-    code, out, _ = cli("build", "--recipes", str(sb.graph), "--store", str(sb.store), "--channel", str(sb.channel),
-                       "--source-cache", str(sb.cache), "--offline", "--check-package", "libgreet")
+    code, out, _ = cli_subprocess("build", "--recipes", str(sb.graph), "--store", str(sb.store), "--channel", str(sb.channel),
+                                  "--source-cache", str(sb.cache), "--offline", "--check-package", "libgreet")
     assert code == 0 and "check libgreet: identical" in out
 
 
@@ -161,12 +162,12 @@ def test_build_against_a_lock_says_identical_or_names_the_package(tmp_path):
     lock.write_text("\n".join(lines + ["packages:"] + pkgs) + "\n")
     args = ["build", "--recipes", str(sb.graph), "--store", str(sb.store), "--channel", str(sb.channel),
             "--source-cache", str(sb.cache), "--offline", "--lock", str(lock)]
-    code, out, err = cli(*args)
+    code, out, err = cli_subprocess(*args)
     assert code == 0, err
     assert "check libgreet: identical" in out
     lib = next(n for n in r.nodes if n.package == "libgreet").outputs[0].rsplit("/", 1)[-1]
     lock.write_text(lock.read_text().replace(file_sha256(sb.channel / f"linux-64/{lib}").split(":")[1], "ab" * 32))
-    code, out, err = cli(*args)
+    code, out, err = cli_subprocess(*args)
     assert code == 1 and f"{lib}: archive sha256" in out and "lock's abababababababab" in out
 
 
@@ -177,11 +178,11 @@ def test_arguments_are_checked_before_any_build(tmp_path):
     sb.fill_cache()
     base = ["build", "--recipes", str(sb.graph), "--store", str(sb.store), "--channel", str(sb.channel),
             "--source-cache", str(sb.cache), "--offline"]
-    code, out, err = cli(*base, "--check-package", "nosuchpkg")
+    code, out, err = cli_subprocess(*base, "--check-package", "nosuchpkg")
     assert code == 2 and "nosuchpkg" in err and "libgreet" in err
     assert not sb.store.exists() or not any(p for p in sb.store.iterdir() if not p.name.startswith("."))
     for bad in ("0", "-4"):
-        code, _, err = cli(*base, "-j", bad)
+        code, _, err = cli_subprocess(*base, "-j", bad)
         assert code == 2 and "jobs" in err.lower()
 
 
@@ -191,8 +192,8 @@ def test_without_a_terminal_build_prints_timestamped_progress(tmp_path):
 
     sb = sandbox(tmp_path / "p")
     sb.fill_cache()
-    code, out, err = cli("build", "--recipes", str(sb.graph), "--store", str(sb.store), "--channel", str(sb.channel),
-                         "--source-cache", str(sb.cache), "--offline")
+    code, out, err = cli_subprocess("build", "--recipes", str(sb.graph), "--store", str(sb.store), "--channel", str(sb.channel),
+                                    "--source-cache", str(sb.cache), "--offline")
     assert code == 0, err
     assert re.search(r"^\d\d:\d\d:\d\d start  libgreet h[0-9a-f]{10}_0$", err, re.M), err
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from build_fixtures import REPO, add_recipe, sandbox
+from build_fixtures import add_recipe, sandbox
+from cli_runner import cli_argv, cli_env
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="Linux /proc needed")
@@ -27,10 +27,9 @@ def test_a_build_script_dies_with_a_killed_deepep_env(tmp_path):
             - echo $$ > {marker}
             - sleep 120
         """)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "deepep_env.cli.main", "build", "--recipes", str(sb.graph),
-                             "--store", str(sb.store), "--channel", str(sb.channel), "--source-cache", str(sb.cache),
-                             "--offline"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cli_argv("build", "--recipes", sb.graph, "--store", sb.store, "--channel", sb.channel,
+                                     "--source-cache", sb.cache, "--offline"),
+                            env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while not marker.exists() and time.monotonic() < deadline:

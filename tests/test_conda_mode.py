@@ -51,9 +51,9 @@ def test_host_mode_renders_no_conda_toolchain(repo):
 
 
 def test_plan_json_lists_requirements_and_what_to_pin(repo, capsys):
-    from lock_fixtures import run_cli
+    from cli_runner import cli_in_process
 
-    rc, out, _ = run_cli(capsys, "plan", "gcp-b200", "--json", "--project", str(repo.root))
+    rc, out, _ = cli_in_process(capsys, "plan", "gcp-b200", "--json", "--project", str(repo.root))
     assert rc == 0
     builds = {b["package"]: b for b in json.loads(out)["builds"]}
     assert "pytorch ==2.10.0 cuda129*" in builds["deep-ep"]["requirements"]["deep-ep"]["host"]

@@ -17,7 +17,6 @@ from deepep_env.overlay.rules import build_overlay, default_site_dirs
 from deepep_env.overlay.rules_v2 import competing_nccl, v2_record
 from deepep_env.platform import detect
 from doctor_fixtures import build_host, make_prefix, make_torch_venv, make_v2_prefix, problems
-from platform_fixtures import host_tree  # noqa: F401
 from test_doctor_checks import doctor, find, quiet
 
 V2_IDS = ("deepep-v2.jit-nvcc-missing", "deepep-v2.jit-cuobjdump-missing", "deepep-v2.jit-nvcc-too-old",

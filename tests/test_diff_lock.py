@@ -8,11 +8,7 @@ import subprocess
 import pytest
 
 import lock_fixtures as lf
-
-
-@pytest.fixture(scope="session")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
+from cli_runner import cli_in_process
 
 
 @pytest.fixture
@@ -62,31 +58,31 @@ def test_diff_is_data_with_pinned_first_and_build_ids(two_locks, lt_world):
 
 def test_diff_cli_formats(two_locks, capsys):
     proj, old, new, builds = two_locks
-    rc, out, err = lf.run_cli(capsys, "diff", old, new, "--format", "json")
+    rc, out, err = cli_in_process(capsys, "diff", old, new, "--format", "json")
     assert rc == 0, err
     data = json.loads(out)
     assert data["format"] == "deepep-env/lock-diff/v1"
     assert [c["name"] for c in data["sections"][0]["changed"]] == ["nccl", "deep-ep"]
     assert data["build_ids"][0]["package"] == "deep-ep"
-    rc, out, _ = lf.run_cli(capsys, "diff", old, new, "--json")
+    rc, out, _ = cli_in_process(capsys, "diff", old, new, "--json")
     assert json.loads(out) == data
 
-    rc, md, _ = lf.run_cli(capsys, "diff", old, new, "--format", "markdown")
+    rc, md, _ = cli_in_process(capsys, "diff", old, new, "--format", "markdown")
     assert rc == 0
     assert "| package | old | new | change |" in md and "|---|---|---|---|" in md
     assert "| **nccl** | `2.28.9 h4d09622_0` | `2.27.7 h4d09622_0` | downgraded |" in md
     assert md.index("**nccl**") < md.index("**deep-ep**")
     assert "**Build ids changed**" in md and builds["deep-ep"][1:11] in md
 
-    rc, table, _ = lf.run_cli(capsys, "diff", old, new)
+    rc, table, _ = cli_in_process(capsys, "diff", old, new)
     assert rc == 0 and "nccl" in table and "downgraded" in table and "build ids changed" in table
 
 
 def test_identical_locks(two_locks, capsys):
     proj, old, new, _ = two_locks
-    rc, md, _ = lf.run_cli(capsys, "diff", old, old, "-f", "markdown")
+    rc, md, _ = cli_in_process(capsys, "diff", old, old, "-f", "markdown")
     assert rc == 0 and "No changes." in md
-    rc, out, _ = lf.run_cli(capsys, "diff", old, old, "--json")
+    rc, out, _ = cli_in_process(capsys, "diff", old, old, "--json")
     assert json.loads(out)["empty"] is True
 
 
@@ -100,18 +96,18 @@ def test_diff_git_revisions(two_locks, capsys, monkeypatch):
     subprocess.run([*git, "-C", str(proj.root), "commit", "-qm", "old lock"], check=True)
     shutil.move(str(proj.root / "new.lock"), proj.pixi_lock)
     monkeypatch.chdir(proj.root)
-    rc, out, err = lf.run_cli(capsys, "diff", "HEAD:pixi.lock", "pixi.lock", "--json")
+    rc, out, err = cli_in_process(capsys, "diff", "HEAD:pixi.lock", "pixi.lock", "--json")
     assert rc == 0, err
     data = json.loads(out)
     assert data["old"] == "HEAD:pixi.lock"
     assert {c["name"] for c in data["sections"][0]["changed"]} == {"nccl", "deep-ep"}
     # The review flow's defaults: the committed pixi.lock against the working tree's, one environment.
-    rc, out2, err = lf.run_cli(capsys, "diff", "--json", "-e", "lt-conda")
+    rc, out2, err = cli_in_process(capsys, "diff", "--json", "-e", "lt-conda")
     assert rc == 0, err
     assert json.loads(out2)["sections"] == data["sections"]
-    rc, _, err = lf.run_cli(capsys, "diff", "-e", "nope")
+    rc, _, err = cli_in_process(capsys, "diff", "-e", "nope")
     assert rc == 2 and "no environment 'nope' in either lock" in err
-    rc, _, err = lf.run_cli(capsys, "diff", "HEAD:nope.pixi.lock", "pixi.lock")
+    rc, _, err = cli_in_process(capsys, "diff", "HEAD:nope.pixi.lock", "pixi.lock")
     assert rc == 2 and "cannot read nope.pixi.lock at HEAD" in err
 
 
@@ -154,7 +150,7 @@ packages:
     a, b = tmp_path / "a.lock", tmp_path / "b.lock"
     a.write_text(lock_text("2.27.7.1", "2.6.3"))
     b.write_text(lock_text("2.28.9.1", "2.7.0"))
-    rc, out, err = lf.run_cli(capsys, "diff", a, b, "--json")
+    rc, out, err = cli_in_process(capsys, "diff", a, b, "--json")
     assert rc == 0, err
     (sec,) = json.loads(out)["sections"]
     ch = {c["name"]: c for c in sec["changed"]}
@@ -163,11 +159,11 @@ packages:
 
 
 def test_bad_arguments(tmp_path, capsys):
-    rc, _, err = lf.run_cli(capsys, "diff", tmp_path / "nope.lock", tmp_path / "nope2.lock")
+    rc, _, err = cli_in_process(capsys, "diff", tmp_path / "nope.lock", tmp_path / "nope2.lock")
     assert rc == 2 and "lock file not found" in err
     bad = tmp_path / "bad.lock"
     bad.write_text("not: [a, lock")
-    rc, _, err = lf.run_cli(capsys, "diff", bad, bad)
+    rc, _, err = cli_in_process(capsys, "diff", bad, bad)
     assert rc == 2 and "not a readable pixi.lock" in err and "Traceback" not in err
 
 
@@ -175,7 +171,7 @@ def test_diff_pixi_json_is_pixi_update_shape(two_locks, capsys):
     """Issue 13 conformance: `--format pixi-json` is what `pixi update --json` prints (pixi's
     LockFileJsonDiff), the input of pixi-diff-to-markdown."""
     _, old, new, _ = two_locks
-    rc, out, _ = lf.run_cli(capsys, "diff", str(old), str(new), "--format", "pixi-json")
+    rc, out, _ = cli_in_process(capsys, "diff", str(old), str(new), "--format", "pixi-json")
     assert rc == 0
     data = json.loads(out)
     assert data["version"] == 1

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import lock_fixtures as lf
+from cli_runner import cli_in_process
 
 REAL = Path(__file__).parent / "fixtures" / "lock" / "real"
 PAIRS = [("v5-ripgrep.lock", "v5-ripgrep-bat.lock"), ("v6-scipy2025.old.lock", "v6-scipy2025.new.lock"),
@@ -26,30 +26,30 @@ def test_fixtures_are_small():
 @pytest.mark.parametrize("old,new", PAIRS)
 def test_real_pairs_in_every_format(old, new, capsys):
     a, b = REAL / old, REAL / new
-    rc, out, err = lf.run_cli(capsys, "diff", a, b, "--json")
+    rc, out, err = cli_in_process(capsys, "diff", a, b, "--json")
     assert rc == 0, err
     data = json.loads(out)
     assert data["empty"] is False
     # Stable: same bytes twice, keys sorted.
-    rc, out2, _ = lf.run_cli(capsys, "diff", a, b, "--json")
+    rc, out2, _ = cli_in_process(capsys, "diff", a, b, "--json")
     assert out2 == out and out == json.dumps(json.loads(out), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    rc, md, err = lf.run_cli(capsys, "diff", a, b, "-f", "markdown")
+    rc, md, err = cli_in_process(capsys, "diff", a, b, "-f", "markdown")
     assert rc == 0, err
     for line in md.splitlines():
         if line.startswith("| ") and line != "| package | old | new | change |":
             # Exactly 4 cells: no unescaped `|` in a value.
             assert len([c for c in line.replace("\\|", "").split("|")[1:-1]]) == 4, line
-    rc, table, err = lf.run_cli(capsys, "diff", a, b)
+    rc, table, err = cli_in_process(capsys, "diff", a, b)
     assert rc == 0, err and "Traceback" not in err
     for f in (a, b):
-        rc, out, _ = lf.run_cli(capsys, "diff", f, f, "--json")
+        rc, out, _ = cli_in_process(capsys, "diff", f, f, "--json")
         assert rc == 0 and json.loads(out)["empty"] is True
-        rc, table, _ = lf.run_cli(capsys, "diff", f, f)
+        rc, table, _ = cli_in_process(capsys, "diff", f, f)
         assert rc == 0 and "no changes" in table
 
 
 def test_v6_real_upgrade_listing(capsys):
-    rc, out, _ = lf.run_cli(capsys, "diff", REAL / "v6-scipy2025.old.lock", REAL / "v6-scipy2025.new.lock", "--json")
+    rc, out, _ = cli_in_process(capsys, "diff", REAL / "v6-scipy2025.old.lock", REAL / "v6-scipy2025.new.lock", "--json")
     d = json.loads(out)
     assert d["summary"]["changed"] == 49 and not d["virtual_packages"]
     sec = next(s for s in d["sections"] if s["platform"] == "linux-64")
@@ -59,8 +59,8 @@ def test_v6_real_upgrade_listing(capsys):
 
 def test_v7_virtual_packages_reported(capsys):
     """pixi added virtual-packages to the platforms of a v7 lock, no package changed: not 'no changes'."""
-    rc, out, _ = lf.run_cli(capsys, "diff", REAL / "v7-pixi-build-v3.old.lock", REAL / "v7-pixi-build-v3.new.lock",
-                            "--json")
+    rc, out, _ = cli_in_process(capsys, "diff", REAL / "v7-pixi-build-v3.old.lock", REAL / "v7-pixi-build-v3.new.lock",
+                                "--json")
     d = json.loads(out)
     assert d["empty"] is False and d["summary"]["virtual_packages_changed"] == 12
     assert {"platform": "linux-64", "name": "__glibc", "old": None, "new": "__glibc=2.28"} in d["virtual_packages"]
@@ -70,7 +70,7 @@ def test_v7_virtual_packages_reported(capsys):
 
 
 def test_v5_added_package(capsys):
-    rc, out, _ = lf.run_cli(capsys, "diff", REAL / "v5-ripgrep.lock", REAL / "v5-ripgrep-bat.lock", "--json")
+    rc, out, _ = cli_in_process(capsys, "diff", REAL / "v5-ripgrep.lock", REAL / "v5-ripgrep-bat.lock", "--json")
     (sec,) = json.loads(out)["sections"]
     assert [a["name"] for a in sec["added"]] == ["bat"] and sec["unchanged"] == 6
 
@@ -83,15 +83,15 @@ def test_real_rev_path(tmp_path, capsys, monkeypatch):
         subprocess.run([*git, "-C", str(tmp_path), "add", "pixi.lock"], check=True)
         subprocess.run([*git, "-C", str(tmp_path), "commit", "-qm", name], check=True)
     monkeypatch.chdir(tmp_path)
-    rc, out, err = lf.run_cli(capsys, "diff", "HEAD~1:pixi.lock", "HEAD:pixi.lock", "--json")
+    rc, out, err = cli_in_process(capsys, "diff", "HEAD~1:pixi.lock", "HEAD:pixi.lock", "--json")
     assert rc == 0, err
     assert json.loads(out)["summary"]["changed"] == 49
-    rc, md, _ = lf.run_cli(capsys, "diff", "HEAD~1:pixi.lock", "pixi.lock", "-f", "markdown")
+    rc, md, _ = cli_in_process(capsys, "diff", "HEAD~1:pixi.lock", "pixi.lock", "-f", "markdown")
     assert rc == 0 and "`HEAD~1:pixi.lock`" in md
     (tmp_path / "bad.lock").write_text("version: 6\n")
     subprocess.run([*git, "-C", str(tmp_path), "add", "bad.lock"], check=True)
     subprocess.run([*git, "-C", str(tmp_path), "commit", "-qm", "bad"], check=True)
-    rc, _, err = lf.run_cli(capsys, "diff", "HEAD:bad.lock", "pixi.lock")
+    rc, _, err = cli_in_process(capsys, "diff", "HEAD:bad.lock", "pixi.lock")
     # The error names the lock as given, not a temporary file.
     assert rc == 2 and err.count("\n") == 1 and "HEAD:bad.lock: not a readable pixi.lock" in err
 
@@ -103,13 +103,13 @@ def test_not_a_pixi_lock(tmp_path, capsys, content):
     bad.write_bytes(content)
     good = REAL / "v5-ripgrep.lock"
     for args in ((bad, good), (good, bad)):
-        rc, out, err = lf.run_cli(capsys, "diff", *args)
+        rc, out, err = cli_in_process(capsys, "diff", *args)
         assert rc == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
         assert "pixi.lock" in err
 
 
 def test_directory_is_not_a_lock(tmp_path, capsys):
-    rc, _, err = lf.run_cli(capsys, "diff", tmp_path, REAL / "v5-ripgrep.lock")
+    rc, _, err = cli_in_process(capsys, "diff", tmp_path, REAL / "v5-ripgrep.lock")
     assert rc == 2 and "is a directory" in err
 
 
@@ -192,7 +192,7 @@ def cluster_pair(tmp_path):
 
 def test_cluster_lock_diff(cluster_pair, capsys):
     a, b = cluster_pair
-    rc, out, err = lf.run_cli(capsys, "diff", a, b, "--json")
+    rc, out, err = cli_in_process(capsys, "diff", a, b, "--json")
     assert rc == 0, err
     d = json.loads(out)
     secs = {(s["env"], s["platform"]): s for s in d["sections"]}
@@ -215,12 +215,12 @@ def test_cluster_lock_diff(cluster_pair, capsys):
     assert secs[("h100", "linux-64")]["unchanged"] == 2     # nccl, tzdata (noarch)
     assert d["virtual_packages"] == [{"platform": "linux-64", "name": "__cuda", "old": "__cuda=12.8",
                                       "new": "__cuda=12.9"}]
-    rc, md, _ = lf.run_cli(capsys, "diff", a, b, "-f", "markdown")
+    rc, md, _ = cli_in_process(capsys, "diff", a, b, "-f", "markdown")
     assert "| **deep-ep** | `1.2.1 h1a2b3c4d_0` | `1.2.1 h5e6f7a8b_0` | rebuilt |" in md
     assert "| **torch (pypi)** | `2.7.1` | `2.8.0` | upgraded |" in md
     assert "`__cuda=12.8` → `__cuda=12.9`" in md
     assert md.index("**libnvshmem3**") < md.index("**torch (pypi)**") < md.index("**deep-ep**")
-    rc, table, _ = lf.run_cli(capsys, "diff", a, b)
+    rc, table, _ = cli_in_process(capsys, "diff", a, b)
     assert rc == 0 and "__cuda=12.8 → __cuda=12.9" in table and "1a2b3c4d → 5e6f7a8b" in table
 
 

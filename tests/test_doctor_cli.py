@@ -4,13 +4,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
+from cli_runner import cli_subprocess
 from doctor_fixtures import (
-    clean_env,  # noqa: F401  (pytest fixture)
     doctor_cli,
     BUMP_SCRIPT,
     REPO,
@@ -22,26 +21,23 @@ from doctor_fixtures import (
 )
 
 
-run = doctor_cli
-
-
 def test_exit_codes_and_strict(tmp_path, capsys, clean_env):
     ok = build_host(tmp_path / "ok", "gcp-b200")
-    code, out, _ = run(capsys, "--root", ok)
+    code, out, _ = doctor_cli(capsys, "--root", ok)
     assert code == 0 and "0 errors, 0 warnings" in out
     warn_only = build_host(tmp_path / "w", "gke-a4")  # two libibverbs installed, one reachable: a warning
-    assert run(capsys, "--root", warn_only)[0] == 0
-    code, out, _ = run(capsys, "--root", warn_only, "--strict")
+    assert doctor_cli(capsys, "--root", warn_only)[0] == 0
+    code, out, _ = doctor_cli(capsys, "--root", warn_only, "--strict")
     assert code == 1 and "WARN  lib.ibverbs-multiple-installed" in out
     bad = build_host(tmp_path / "b", "gcp-b200", no_driver_keys)
-    code, out, _ = run(capsys, "--root", bad)
+    code, out, _ = doctor_cli(capsys, "--root", bad)
     assert code == 2 and "ERROR nic-handler.driver-keys" in out and "saw: /proc/driver/nvidia/params" in out and "fix: " in out
 
 
 def test_json_report(tmp_path, capsys, clean_env):
     clean_env.setenv("NVSHMEM_IBGDA_NIC_HANDLER", "cpu")
     root = build_host(tmp_path / "h", "gcp-b200")
-    code, out, _ = run(capsys, "--root", root, "--json")
+    code, out, _ = doctor_cli(capsys, "--root", root, "--json")
     data = json.loads(out)
     assert code == 2 == data["exit_code"]
     assert data["_meta"] == {"format": "deepep-env/doctor", "version": 1}
@@ -55,29 +51,29 @@ def test_json_report(tmp_path, capsys, clean_env):
 def test_env_and_prefix(tmp_path, capsys, clean_env):
     root = build_host(tmp_path / "h", "gcp-b200")
     pfx = make_prefix(tmp_path / "pfx", pr466=False)
-    code, out, _ = run(capsys, "gcp-b200", "--root", root, "--prefix", pfx, "--project", REPO)
+    code, out, _ = doctor_cli(capsys, "gcp-b200", "--root", root, "--prefix", pfx, "--project", REPO)
     assert code == 2 and "ERROR deepep.pr466-missing" in out and "overlay applied" in out
     # the default prefix is the project's .deepep-env/envs/ENV (state dir from DEEPEP_ENV_STATE)
-    code, out, _ = run(capsys, "gcp-b200", "--root", root, "--project", REPO)
+    code, out, _ = doctor_cli(capsys, "gcp-b200", "--root", root, "--project", REPO)
     assert code == 2 and "ERROR env.not-installed" in out
 
 
 def test_env_file_for_a_captured_host(tmp_path, capsys, clean_env, shared_dir):
     cap = shared_dir / "hosts" / "h200x8-nvlink"
     root = h200_capture_tree(tmp_path / "h200", cap)
-    code, out, _ = run(capsys, "--root", root, "--env-file", cap / "env.txt", "--strict")
+    code, out, _ = doctor_cli(capsys, "--root", root, "--env-file", cap / "env.txt", "--strict")
     assert code == 0, out
     assert "platform nvlink" in out
 
 
 def test_bad_input_is_one_line_not_a_traceback(tmp_path, capsys, clean_env):
-    code, out, err = run(capsys, "--root", tmp_path / "missing")
+    code, out, err = doctor_cli(capsys, "--root", tmp_path / "missing")
     assert code == 2 and err.count("\n") == 1 and "--root" in err
-    code, out, err = run(capsys, "--root", build_host(tmp_path / "h", "gcp-b200"), "--platform", "nope")
+    code, out, err = doctor_cli(capsys, "--root", build_host(tmp_path / "h", "gcp-b200"), "--platform", "nope")
     assert code == 2 and "unknown platform" in err
-    code, out, err = run(capsys, "--root", tmp_path / "h", "--traffic")
+    code, out, err = doctor_cli(capsys, "--root", tmp_path / "h", "--traffic")
     assert code == 2 and "after `--`" in err
-    code, out, err = run(capsys, "no/such", "--root", tmp_path / "h")
+    code, out, err = doctor_cli(capsys, "no/such", "--root", tmp_path / "h")
     assert code == 2 and "not an env name" in err
 
 
@@ -92,7 +88,7 @@ def test_unreadable_host_files_never_crash(tmp_path, capsys, clean_env):
     os.symlink("mlx5_9", loop)
     (root / "var/lib/dpkg/status").write_bytes(b"\xff\xfe\x00garbage")
     clean_env.setenv("NVSHMEM_IBGDA_NIC_HANDLER", "gpu")
-    code, out, _ = run(capsys, "--root", root, "--json")
+    code, out, _ = doctor_cli(capsys, "--root", root, "--json")
     data = json.loads(out)
     got = {f["id"] for f in data["findings"]}
     assert "nic-handler.driver-keys-unknown" in got
@@ -103,15 +99,14 @@ def test_unreadable_host_files_never_crash(tmp_path, capsys, clean_env):
 def test_console_entry_point_exit_status(tmp_path):
     root = build_host(tmp_path / "h", "gcp-b200", no_driver_keys)
     env = {"PATH": os.environ["PATH"], "DEEPEP_ENV_STATE": str(tmp_path / "state")}
-    p = subprocess.run([sys.executable, "-m", "deepep_env.cli.main", "doctor", "--root", str(root)],
-                       capture_output=True, text=True, env=env, cwd=REPO)
+    p = cli_subprocess("doctor", "--root", root, env=env, repo_on_pythonpath=False)   # exactly this environment
     assert p.returncode == 2 and "nic-handler.driver-keys" in p.stdout and not p.stderr
 
 
 # -- --traffic ---------------------------------------------------------------------------------------
 def traffic(capsys, root, *nics, extra=(), env=()):
     args = [*env, "--root", root, "--json", "--traffic", "--", sys.executable, BUMP_SCRIPT, root, *nics, *extra]
-    code, out, _ = run(capsys, *args)
+    code, out, _ = doctor_cli(capsys, *args)
     return code, json.loads(out)
 
 
@@ -139,10 +134,10 @@ def test_traffic_none_failed_and_missing_command(tmp_path, capsys, clean_env):
     code, data = traffic(capsys, root, "mlx5_0", extra=("--exit", "3"))
     got = {f["id"] for f in data["findings"]}
     assert code == 2 and {"traffic.command-failed", "traffic.idle-nic"} <= got
-    code, out, _ = run(capsys, "--root", root, "--traffic", "--", "/no/such/binary")
+    code, out, _ = doctor_cli(capsys, "--root", root, "--traffic", "--", "/no/such/binary")
     assert code == 2 and "traffic.command-failed" in out and "command not found" in out
     h200 = build_host(tmp_path / "n", "h200x8-nvlink")
-    code, out, _ = run(capsys, "--root", h200, "--traffic", "--", sys.executable, "-c", "pass")
+    code, out, _ = doctor_cli(capsys, "--root", h200, "--traffic", "--", sys.executable, "-c", "pass")
     assert "traffic.no-nics" in out
 
 

@@ -15,7 +15,6 @@ import pytest
 
 from deepep_env.doctor import run_doctor
 from doctor_fixtures import (
-    clean_env,  # noqa: F401  (pytest fixture)
     doctor_cli,
     REPO,
     buffer_py,
@@ -34,9 +33,6 @@ from doctor_fixtures import (
 
 GKE_REVISION = "0c984e256bb83c901741a9bab6f9c3b9eadd7421"  # env_specs/gke-a4.toml
 H20_REVISION = "29d31c095796f3c8ece47ee9cdcc167051bbeed9"  # env_specs/h20-roce.toml
-
-
-cli = doctor_cli
 
 
 def write_env_file(path, env: dict) -> str:
@@ -126,7 +122,7 @@ def test_gcp_b200_every_seed_fault_at_once_with_the_env_installed(tmp_path, caps
     venv = make_torch_venv(tmp_path / "venv")  # pip torch + nvidia-nvshmem 3.4.5
     pfx = make_prefix(tmp_path / "pfx", python="host", python_executable=str(venv / "bin/python3"), pr466=False)
     env_file = write_env_file(tmp_path / "env.txt", {**KITCHEN_ENV, "PATH": "/usr/bin:/bin"})
-    code, out, _ = cli(capsys, "gcp-b200", "--root", root, "--prefix", pfx, "--project", REPO, "--env-file", env_file, "--json")
+    code, out, _ = doctor_cli(capsys, "gcp-b200", "--root", root, "--prefix", pfx, "--project", REPO, "--env-file", env_file, "--json")
     data = json.loads(out)
     assert code == 2 == data["exit_code"]
     assert_exactly(by_id(data["findings"]), {
@@ -310,7 +306,7 @@ def test_h100_ib_with_several_faults(tmp_path):
 def test_healthy_gcp_b200_with_its_env_cli_strict(tmp_path, capsys, clean_env):
     root = build_host(tmp_path / "h", "gcp-b200")
     pfx = make_prefix(tmp_path / "pfx")
-    code, out, _ = cli(capsys, "gcp-b200", "--root", root, "--prefix", pfx, "--project", REPO, "--strict", "--json")
+    code, out, _ = doctor_cli(capsys, "gcp-b200", "--root", root, "--prefix", pfx, "--project", REPO, "--strict", "--json")
     data = json.loads(out)
     assert (code, data["findings"]) == (0, []), data["findings"]
 
@@ -319,13 +315,13 @@ def test_real_h200_capture_cli_strict_with_its_env_file(tmp_path, capsys, clean_
     capture = shared_dir / "hosts" / "h200x8-nvlink"
     root = h200_capture_tree(tmp_path / "h200", capture)
     env_file = capture / "env.txt"
-    code, out, _ = cli(capsys, "--root", root, "--env-file", env_file, "--strict", "--json")
+    code, out, _ = doctor_cli(capsys, "--root", root, "--env-file", env_file, "--strict", "--json")
     data = json.loads(out)
     assert data["platform"]["name"] == "nvlink" and (code, data["findings"]) == (0, []), data["findings"]
     pfx = make_prefix(tmp_path / "pfx", "h200-nvlink", platforms=["nvlink"], python="host",
                       python_executable="/opt/torch/.venv/bin/python3")
-    code, out, _ = cli(capsys, "h200-nvlink", "--root", root, "--prefix", pfx, "--project", REPO,
-                       "--env-file", env_file, "--strict", "--json")
+    code, out, _ = doctor_cli(capsys, "h200-nvlink", "--root", root, "--prefix", pfx, "--project", REPO,
+                              "--env-file", env_file, "--strict", "--json")
     data = json.loads(out)
     assert (code, data["findings"]) == (0, []), data["findings"]
 
@@ -355,17 +351,17 @@ def test_gke_a4_with_a_correct_gib_setup(tmp_path, capsys, clean_env):
         "PATH": "/usr/bin:/bin",
     }
     env_file = write_env_file(tmp_path / "job.env", job)
-    code, out, _ = cli(capsys, "--root", root, "--env-file", env_file, "--strict", "--json")
+    code, out, _ = doctor_cli(capsys, "--root", root, "--env-file", env_file, "--strict", "--json")
     data = json.loads(out)
     assert (code, data["findings"]) == (0, []), data["findings"]
     assert any("seed 002's fix is in place" in n for n in data["notes"])
     pfx = make_prefix(tmp_path / "pfx", "gke-a4", platforms=["gke-a4"], require=(), revision=GKE_REVISION)
-    code, out, _ = cli(capsys, "gke-a4", "--root", root, "--prefix", pfx, "--project", REPO, "--env-file", env_file, "--strict", "--json")
+    code, out, _ = doctor_cli(capsys, "gke-a4", "--root", root, "--prefix", pfx, "--project", REPO, "--env-file", env_file, "--strict", "--json")
     data = json.loads(out)
     assert (code, data["findings"]) == (0, []), data["findings"]
     # without the fix the same pod is seed 002's failure
     broken = build_host(tmp_path / "b", "gke-a4")
-    code, out, _ = cli(capsys, "--root", broken, "--env-file", env_file, "--json")
+    code, out, _ = doctor_cli(capsys, "--root", broken, "--env-file", env_file, "--json")
     assert code == 2 and "lib.ibverbs-conflict" in by_id(json.loads(out)["findings"])
 
 

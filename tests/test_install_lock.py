@@ -12,11 +12,7 @@ from pathlib import Path
 import pytest
 
 import lock_fixtures as lf
-
-
-@pytest.fixture(scope="session")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
+from cli_runner import cli_in_process
 
 
 @pytest.fixture
@@ -26,7 +22,7 @@ def proj(lt_world, tmp_path, monkeypatch):
 
 
 def _lock(proj, env, capsys):
-    rc, _, err = lf.run_cli(capsys, "lock", env, "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "lock", env, "--project", proj.root)
     assert rc == 0, err
     return proj.pixi_lock
 
@@ -41,7 +37,7 @@ def test_install_then_noop(proj, capsys):
     from deepep_env.install import read_marker
 
     lock = _lock(proj, "lt-host", capsys)
-    rc, out, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)
+    rc, out, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root)
     assert rc == 0, err
     prefix = proj.prefix_for("lt-host")
     assert "installed 4 packages" in out and "4 sha256-verified" in out   # deepep-env is the fourth
@@ -57,9 +53,9 @@ def test_install_then_noop(proj, capsys):
     # The marker names packages by the lock's URLs (the team channel), not this machine's paths.
     assert all(p["url"].startswith("https://conda.deepep-env.invalid/lt-host/") for p in m["packages"])
 
-    rc, out, _ = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)
+    rc, out, _ = cli_in_process(capsys, "install", "lt-host", "--project", proj.root)
     assert rc == 0 and "up to date" in out
-    rc, out, _ = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root, "--json")
+    rc, out, _ = cli_in_process(capsys, "install", "lt-host", "--project", proj.root, "--json")
     assert json.loads(out)["status"] == "up-to-date"
 
 
@@ -67,7 +63,7 @@ def test_conda_python_env_records_its_interpreter(proj, capsys):
     from deepep_env.install import read_marker
 
     _lock(proj, "lt-conda", capsys)
-    rc, out, err = lf.run_cli(capsys, "install", "lt-conda", "--project", proj.root, "--json")
+    rc, out, err = cli_in_process(capsys, "install", "lt-conda", "--project", proj.root, "--json")
     assert rc == 0, err
     prefix = proj.prefix_for("lt-conda")
     m = read_marker(prefix)
@@ -89,7 +85,7 @@ def test_corrupt_package_in_channel_is_refused(proj, capsys, lt_world):
 
     _lock(proj, "lt-host", capsys)
     lf.corrupt(_pkg_file(proj.channel, "deep-ep", lt_world.builds["lt-host"]["deep-ep"]))
-    rc, out, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)
+    rc, out, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root)
     assert rc == 2
     line = err.strip()
     assert len(line.splitlines()) == 1 and "Traceback" not in err
@@ -101,7 +97,7 @@ def test_tampered_lock_is_refused_and_the_working_prefix_is_left_exactly_as_it_w
     from deepep_env.install import read_marker
 
     lock = _lock(proj, "lt-host", capsys)
-    assert lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)[0] == 0
+    assert cli_in_process(capsys, "install", "lt-host", "--project", proj.root)[0] == 0
     prefix = proj.prefix_for("lt-host")
     before = read_marker(prefix)
     assert before is not None
@@ -112,7 +108,7 @@ def test_tampered_lock_is_refused_and_the_working_prefix_is_left_exactly_as_it_w
 
     sha = {p.name: p.sha256 for p in read_lock(lock).env("lt-host").packages_for("linux-64")}["deep-ep"]
     lock.write_text(text.replace(sha, "0" * 64))
-    rc, _, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root)
     assert rc == 2
     assert "deep-ep" in err and "the lock says 0000000000000000" in err and "refusing to install" in err
     # Verify first, then swap (issue 14.5): the refusal came before anything was written, so the env
@@ -120,18 +116,18 @@ def test_tampered_lock_is_refused_and_the_working_prefix_is_left_exactly_as_it_w
     assert read_marker(prefix) == before
     assert sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*")) == tree_before
     assert not list(prefix.parent.glob(f".{prefix.name}.staging-*"))
-    assert lf.run_cli(capsys, "activate", "lt-host", "--prefix", str(prefix))[0] == 0
+    assert cli_in_process(capsys, "activate", "lt-host", "--prefix", str(prefix))[0] == 0
 
 
 def test_malformed_lock_is_a_clear_error(proj, capsys):
     lock = _lock(proj, "lt-host", capsys)
     lock.write_text(lock.read_text().replace("version: 7", "version: seven"))
-    rc, _, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root)
     assert rc == 2 and "not a readable pixi.lock" in err and "Traceback" not in err
 
 
 def test_missing_lock(proj, capsys):
-    rc, _, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root)
     assert rc == 2 and "no lock to install from" in err and "deepep-env lock lt-host" in err
 
 
@@ -140,10 +136,10 @@ def test_mirror_maps_the_team_url_to_a_folder(proj, capsys, tmp_path):
     elsewhere = tmp_path / "mirror"
     shutil.move(str(proj.channel), elsewhere)
     # Without a mirror the team URL (an .invalid host) cannot be downloaded from.
-    rc, _, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root)
     assert rc == 2 and "cannot download" in err
-    rc, out, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root,
-                              "--mirror", f"https://conda.deepep-env.invalid/lt-host={elsewhere}")
+    rc, out, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root,
+                                  "--mirror", f"https://conda.deepep-env.invalid/lt-host={elsewhere}")
     assert rc == 0, err
     assert "0 downloaded" in out
 
@@ -154,8 +150,8 @@ def test_custom_prefix_and_lock(proj, capsys, tmp_path):
     lock = _lock(proj, "lt-host", capsys)
     other = tmp_path / "copy.pixi.lock"
     shutil.copy(lock, other)
-    rc, _, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root, "--prefix", tmp_path / "p",
-                            "--lock", other)
+    rc, _, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root, "--prefix", tmp_path / "p",
+                                "--lock", other)
     assert rc == 0, err
     assert read_marker(tmp_path / "p")["lock"] == str(other.resolve())
 
@@ -194,10 +190,10 @@ def test_install_downloads_from_http_and_verifies(proj, capsys, http_channel):
     lf.set_spec_value(proj, "lt-host", 'publish_url = "https://conda.deepep-env.invalid/lt-host"',
                       f'publish_url = "{url}"')
     shutil.rmtree(proj.channel)  # no local build: lock reads the served channel, install downloads
-    rc, _, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "lock", "lt-host", "--project", proj.root)
     assert rc == 0, err
     assert f"{url}/linux-64/deep-ep" in (proj.pixi_lock).read_text()
-    rc, out, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root, "--json")
+    rc, out, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root, "--json")
     assert rc == 0, err
     assert json.loads(out)["downloaded"] == 4  # deep-ep, deepep-nvshmem, deepep-testdep, deepep-env
 
@@ -209,9 +205,9 @@ def test_corrupt_package_on_http_server_is_refused(proj, capsys, http_channel, l
     lf.set_spec_value(proj, "lt-host", 'publish_url = "https://conda.deepep-env.invalid/lt-host"',
                       f'publish_url = "{url}"')
     shutil.rmtree(proj.channel)
-    assert lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)[0] == 0
+    assert cli_in_process(capsys, "lock", "lt-host", "--project", proj.root)[0] == 0
     lf.corrupt(_pkg_file(served, "deepep-nvshmem", lt_world.builds["lt-host"]["nvshmem"]))
-    rc, _, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root)
     assert rc == 2
     assert "deepep-nvshmem" in err and f"{url}/linux-64/" in err and "refusing to install" in err
     assert read_marker(proj.prefix_for("lt-host")) is None
@@ -223,13 +219,13 @@ def test_files_edited_after_an_install_never_reach_another_install(proj, capsys,
     (or by a build script in rattler-build's host env) rewrote the cached copy and reached the next
     install. Installs now extract from the verified archive into a cache of their own."""
     _lock(proj, "lt-host", capsys)
-    assert lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)[0] == 0
+    assert cli_in_process(capsys, "install", "lt-host", "--project", proj.root)[0] == 0
     first = proj.prefix_for("lt-host") / "share/deep-ep/tests/test_intranode.py"
     pristine = first.read_bytes()
     with open(first, "ab") as fh:          # in place, as a careless tool or a build script would
         fh.write(b"\n# tampered\n")
     other = tmp_path / "second-prefix"
-    assert lf.run_cli(capsys, "install", "lt-host", "--project", proj.root, "--prefix", str(other))[0] == 0
+    assert cli_in_process(capsys, "install", "lt-host", "--project", proj.root, "--prefix", str(other))[0] == 0
     assert (other / "share/deep-ep/tests/test_intranode.py").read_bytes() == pristine
     assert not list(other.parent.glob(".second-prefix.pkgs-*"))   # the private cache is gone
 
@@ -239,13 +235,13 @@ def test_a_spec_env_edit_reaches_the_installed_marker(proj, capsys):
     from deepep_env.install import read_marker
 
     _lock(proj, "lt-host", capsys)
-    assert lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)[0] == 0
+    assert cli_in_process(capsys, "install", "lt-host", "--project", proj.root)[0] == 0
     spec = proj.spec_path("lt-host")
     spec.write_text(spec.read_text().replace('NCCL_NVLS_ENABLE = "0"', 'NCCL_NVLS_ENABLE = "1"'))
-    rc, out, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root)
+    rc, out, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root)
     assert rc == 0, err
     assert read_marker(proj.prefix_for("lt-host"))["spec_env"]["NCCL_NVLS_ENABLE"] == "1"
-    rc, out, _ = lf.run_cli(capsys, "activate", "lt-host", "--prefix", str(proj.prefix_for("lt-host")))
+    rc, out, _ = cli_in_process(capsys, "activate", "lt-host", "--prefix", str(proj.prefix_for("lt-host")))
     assert rc == 0 and "export NCCL_NVLS_ENABLE=1" in out.replace("'", "")
 
 
@@ -259,7 +255,7 @@ def test_install_refuses_a_prefix_it_would_damage(proj, capsys, tmp_path, case):
     (tmp_path / "afile").write_text("keep me\n")
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "notes.txt").write_text("keep me too\n")
-    rc, out, err = lf.run_cli(capsys, "install", "lt-host", "--project", proj.root, "--prefix", target)
+    rc, out, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root, "--prefix", target)
     assert rc == 2 and "refusing to install" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert (tmp_path / "afile").read_text() == "keep me\n"
     assert (tmp_path / "home" / "notes.txt").read_text() == "keep me too\n"
@@ -269,5 +265,5 @@ def test_install_refuses_a_prefix_it_would_damage(proj, capsys, tmp_path, case):
 def test_install_leaves_no_lock_file_beside_the_prefix(proj, capsys, tmp_path):
     _lock(proj, "lt-host", capsys)
     target = tmp_path / "envs" / "x"
-    assert lf.run_cli(capsys, "install", "lt-host", "--project", proj.root, "--prefix", str(target))[0] == 0
+    assert cli_in_process(capsys, "install", "lt-host", "--project", proj.root, "--prefix", str(target))[0] == 0
     assert sorted(p.name for p in target.parent.iterdir()) == ["x"]

@@ -8,10 +8,12 @@ stand-in as share/deep-ep/tests/test_*.py, so the default rendering runs unmodif
 """
 from __future__ import annotations
 
+import shlex
+
 import yaml
 import pytest
 
-from deepep_env.cli.main import main
+from cli_runner import cli_argv, cli_in_process
 from deepep_env.launch import LaunchOptions, plan_launch, render
 from launch_fixtures import (
     BACKENDS, REPO, STANDIN, assert_launch_ok, env_info, free_port, kubelet_env, kubelet_expand, make_fake_node, run_all,
@@ -28,8 +30,7 @@ def node(tmp_path):
 
 def cli_render(capsys, tmp_path, *argv) -> str:
     out = tmp_path / "rendered"
-    rc = main(["launch", "--project", str(REPO), "--output", str(out), *argv])
-    _, err = capsys.readouterr()
+    rc, _, err = cli_in_process(capsys, "launch", "--project", REPO, "--output", out, *argv)
     assert rc == 0, err
     return out.read_text()
 
@@ -144,7 +145,7 @@ def test_shell_blocks_through_the_real_deepep_env_run(capsys, tmp_path, node):
     meta.write_text(json.dumps({"env": "gke-a4", "platforms": ["gke-a4"],
                                 "python": {"provider": "host", "version": py}, "spec_env": {}}))
     (node.prefix / "lib" / f"python{py}" / "site-packages").mkdir(parents=True)
-    (node.bin / "deepep-env").write_text(f"#!/bin/sh\nexec {sys.executable} -m deepep_env.cli.main \"$@\"\n")
+    (node.bin / "deepep-env").write_text(f"#!/bin/sh\nexec {shlex.join(cli_argv())} \"$@\"\n")
     port = free_port()
     args = standin_args(node.out, nodes=2, addr="127.0.0.1", port=port, backend="socket", nlocal=NLOCAL)
     text = cli_render(capsys, tmp_path, "gke-a4", "internode", "-n", "2", "--master-addr", "127.0.0.1",

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from deepep_env.cli.main import main
+from cli_runner import cli_in_process
 from deepep_env.errors import UserError
 from deepep_env.launch import TESTS, K8sOptions, LaunchOptions, plan_launch, render
 from deepep_env.launch.model import DEFAULT_TESTS_DIR
@@ -171,15 +171,9 @@ def test_runner_python_and_program_are_substitutable():
 
 # ---- the CLI ---------------------------------------------------------------------------------
 
-def cli(capsys, *argv):
-    rc = main(["launch", *argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def test_cli_prints_the_rendering_and_passes_test_args(capsys):
-    rc, out, err = cli(capsys, "gke-a4", "internode", "--nodes", "4", "--target", "k8s", "--project", str(REPO),
-                       "--", "--num-tokens", "2048", "--hidden", "7168")
+    rc, out, err = cli_in_process(capsys, "launch", "gke-a4", "internode", "--nodes", "4", "--target", "k8s",
+                                  "--project", str(REPO), "--", "--num-tokens", "2048", "--hidden", "7168")
     assert rc == 0, err
     docs = [d for d in yaml.safe_load_all(out) if d]
     assert [d["kind"] for d in docs] == ["Service", "Job"]
@@ -188,16 +182,16 @@ def test_cli_prints_the_rendering_and_passes_test_args(capsys):
 
 
 def test_cli_json_and_output_file_and_dir(capsys, tmp_path):
-    rc, out, err = cli(capsys, "h20-roce", "low-latency", "-n", "2", "-t", "slurm", "--project", str(REPO),
-                       "--output", str(tmp_path) + "/", "--json")
+    rc, out, err = cli_in_process(capsys, "launch", "h20-roce", "low-latency", "-n", "2", "-t", "slurm",
+                                  "--project", str(REPO), "--output", str(tmp_path) + "/", "--json")
     assert rc == 0, err
     data = json.loads(out)
     assert data["format"] == 1 and data["target"] == "slurm" and data["world_size"] == 2
     written = tmp_path / "deepep-h20-roce-low-latency.sbatch"
     assert data["written"] == str(written) and written.read_text() == data["text"]
     assert data["exports"] == {"NVSHMEM_QP_DEPTH": "1024"}  # from env_specs/h20-roce.toml
-    rc, out, err = cli(capsys, "h20-roce", "low-latency", "-n", "2", "--project", str(REPO),
-                       "--master-addr", "10.1.1.1", "--output", str(tmp_path / "x.sh"))
+    rc, out, err = cli_in_process(capsys, "launch", "h20-roce", "low-latency", "-n", "2", "--project", str(REPO),
+                                  "--master-addr", "10.1.1.1", "--output", str(tmp_path / "x.sh"))
     assert rc == 0 and out.strip() == f"wrote {tmp_path / 'x.sh'}"
     assert "MASTER_ADDR=10.1.1.1" in (tmp_path / "x.sh").read_text()
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporaries
@@ -211,6 +205,6 @@ def test_cli_json_and_output_file_and_dir(capsys, tmp_path):
     (["gke-a4", "internode", "-n", "2", "--security", "root"], "unknown security mode"),
 ])
 def test_cli_errors_are_one_line_exit_2(capsys, argv, needle):
-    rc, out, err = cli(capsys, *argv, "--project", str(REPO))
+    rc, out, err = cli_in_process(capsys, "launch", *argv, "--project", str(REPO))
     assert rc == 2
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err

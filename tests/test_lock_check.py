@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import lock_fixtures as lf
+from cli_runner import cli_in_process
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -15,11 +16,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 CASES = sorted(p for p in (lf.FIX / "check").iterdir() if (p / "case.toml").is_file())
-
-
-@pytest.fixture(scope="session")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
 
 
 @pytest.fixture
@@ -69,7 +65,7 @@ def test_check_reason(case, proj, capsys):
             path.unlink()
         res = check_lock(env, proj)
         # The CLI: exit 0 fresh, 1 stale; --json carries the same reasons.
-        rc, out, err = lf.run_cli(capsys, "lock", env, "--check", "--json", "--project", proj.root)
+        rc, out, err = cli_in_process(capsys, "lock", env, "--check", "--json", "--project", proj.root)
         assert rc == (0 if res.fresh else 1), err
         data = json.loads(out)
         assert [r["kind"] for r in data["reasons"]] == [r.kind for r in res.reasons]
@@ -112,7 +108,7 @@ def test_text_output_lists_reasons(proj, capsys):
 
     lock_env("lt-conda", proj)
     lf.set_spec_value(proj, "lt-conda", '[nccl]\nversion = "2.28.9"', '[nccl]\nversion = "2.27.7"')
-    rc, out, err = lf.run_cli(capsys, "lock", "lt-conda", "--check", "--project", proj.root)
+    rc, out, err = cli_in_process(capsys, "lock", "lt-conda", "--check", "--project", proj.root)
     assert rc == 1
     assert "lock stale" in out and "[pin-changed]" in out and "nccl" in out
     assert "deepep-env: error:" in err and "stale" in err

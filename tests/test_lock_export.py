@@ -4,11 +4,7 @@ from __future__ import annotations
 import pytest
 
 import lock_fixtures as lf
-
-
-@pytest.fixture(scope="session")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
+from cli_runner import cli_in_process
 
 
 def test_export_conda_lock_round_trips_through_conda_lock(lt_world, tmp_path, monkeypatch, capsys):
@@ -19,7 +15,7 @@ def test_export_conda_lock_round_trips_through_conda_lock(lt_world, tmp_path, mo
     monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
     proj = lf.project_copy(lt_world, tmp_path / "proj")
     lock_env("lt-conda", proj)
-    rc, out, err = lf.run_cli(capsys, "export", "lt-conda", "--format", "conda-lock", "--project", proj.root)
+    rc, out, err = cli_in_process(capsys, "export", "lt-conda", "--format", "conda-lock", "--project", proj.root)
     assert rc == 0, err
     path = proj.root / "lt-conda.conda-lock.yml"
     assert path.is_file() and "wrote" in out
@@ -37,15 +33,15 @@ def test_export_conda_lock_round_trips_through_conda_lock(lt_world, tmp_path, mo
     assert got["pytorch"].dependencies["python"] == ">=3.12,<3.13.0a0"
 
     out_file = tmp_path / "custom.yml"
-    rc, out, _ = lf.run_cli(capsys, "export", "lt-conda", "-o", out_file, "--project", proj.root, "--json")
+    rc, out, _ = cli_in_process(capsys, "export", "lt-conda", "-o", out_file, "--project", proj.root, "--json")
     assert rc == 0 and out_file.is_file()
 
 
 def test_export_needs_a_lock(lt_world, tmp_path, capsys):
     proj = lf.project_copy(lt_world, tmp_path / "proj")
-    rc, _, err = lf.run_cli(capsys, "export", "lt-conda", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "export", "lt-conda", "--project", proj.root)
     assert rc == 2 and "no lock to export" in err
-    rc, _, err = lf.run_cli(capsys, "export", "lt-conda", "--format", "yaml", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "export", "lt-conda", "--format", "yaml", "--project", proj.root)
     assert rc == 2 and "unknown format" in err
 
 

@@ -7,11 +7,7 @@ import time
 import pytest
 
 import lock_fixtures as lf
-
-
-@pytest.fixture(scope="session")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
+from cli_runner import cli_in_process
 
 
 @pytest.fixture
@@ -23,7 +19,7 @@ def proj(lt_world, tmp_path, monkeypatch):
 def test_lock_pins_our_build_ids_and_names_channels_by_url(proj, lt_world, capsys):
     from deepep_env.lock import read_lock
 
-    rc, out, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
+    rc, out, err = cli_in_process(capsys, "lock", "lt-host", "--project", proj.root)
     assert rc == 0, err
     path = proj.pixi_lock
     text = path.read_text()
@@ -54,13 +50,13 @@ def test_lock_pins_our_build_ids_and_names_channels_by_url(proj, lt_world, capsy
 def test_lock_is_readable_by_rattler_and_relock_is_byte_identical(proj, capsys):
     from rattler import LockFile
 
-    assert lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)[0] == 0
+    assert cli_in_process(capsys, "lock", "lt-host", "--project", proj.root)[0] == 0
     path = proj.pixi_lock
     first = path.read_bytes()
     mtime = path.stat().st_mtime_ns
     lock = LockFile.from_path(path)
     assert sorted(n for n, _ in lock.environments()) == ["default", "lt-host"]  # pixi always has a `default` environment
-    rc, out, _ = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root, "--json")
+    rc, out, _ = cli_in_process(capsys, "lock", "lt-host", "--project", proj.root, "--json")
     assert rc == 0
     import json
 
@@ -71,7 +67,7 @@ def test_lock_is_readable_by_rattler_and_relock_is_byte_identical(proj, capsys):
 def test_conda_components_are_solved_with_their_pins(proj, capsys):
     from deepep_env.lock import read_lock
 
-    rc, _, err = lf.run_cli(capsys, "lock", "lt-conda", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "lock", "lt-conda", "--project", proj.root)
     assert rc == 0
     assert "valid on this machine only" in err  # the stand-in conda-forge is a file:// channel
     pkgs = {p.name: p for p in read_lock(proj.pixi_lock).env("lt-conda").packages_for("linux-64")}
@@ -85,14 +81,14 @@ def test_conda_components_are_solved_with_their_pins(proj, capsys):
 def test_host_and_pip_components_are_not_solved(proj, capsys):
     from deepep_env.lock import read_lock
 
-    assert lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)[0] == 0
+    assert cli_in_process(capsys, "lock", "lt-host", "--project", proj.root)[0] == 0
     names = {p.name for p in read_lock(proj.pixi_lock).env("lt-host").packages_for("linux-64")}
     assert not names & {"python", "pytorch", "nccl", "cuda-version"}
 
 
 def test_no_publish_url_gives_a_machine_local_lock_with_a_warning(proj, capsys):
     lf.set_spec_value(proj, "lt-host", 'publish_url = "https://conda.deepep-env.invalid/lt-host"\n', "")
-    rc, out, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root, "--json")
+    rc, out, err = cli_in_process(capsys, "lock", "lt-host", "--project", proj.root, "--json")
     assert rc == 0
     assert "valid on this machine only" in err
     text = (proj.pixi_lock).read_text()
@@ -113,7 +109,7 @@ def test_unreachable_channel_fails_fast_naming_it_and_writes_nothing(proj, capsy
     url = url.format(port=_closed_port())
     lf.set_spec_value(proj, "lt-conda", 'channels = ["local", ', f'channels = ["local", "{url}", ')
     t0 = time.monotonic()
-    rc, out, err = lf.run_cli(capsys, "lock", "lt-conda", "--project", proj.root)
+    rc, out, err = cli_in_process(capsys, "lock", "lt-conda", "--project", proj.root)
     elapsed = time.monotonic() - t0
     assert rc == 2
     assert url in err and "cannot be reached" in err and "nothing written" in err
@@ -127,7 +123,7 @@ def test_missing_local_build_fails_naming_the_package(proj, capsys):
     # The channel holds no build for the id the plan computes after a recipe edit.
     recipe = proj.recipes / "deep-ep" / "recipe.yaml"
     recipe.write_text(recipe.read_text() + "# changed\n")
-    rc, _, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "lock", "lt-host", "--project", proj.root)
     assert rc == 2
     assert "cannot solve lt-host for linux-64" in err and "deep-ep" in err and "nothing written" in err
     assert not (proj.pixi_lock).exists()
@@ -137,14 +133,14 @@ def test_no_local_channel_and_unreachable_publish_url(proj, capsys):
     import shutil
 
     shutil.rmtree(proj.channel)
-    rc, _, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "lock", "lt-host", "--project", proj.root)
     assert rc == 2
     assert "no build in" in err and "conda.deepep-env.invalid/lt-host" in err and "cannot be reached" in err
 
 
 def test_unpinned_source_cannot_be_locked(proj, capsys):
     lf.set_spec_value(proj, "lt-host", 'version = "3.4.5"', 'version = "3.5.19"')
-    rc, _, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "lock", "lt-host", "--project", proj.root)
     assert rc == 2 and "build id of nvshmem is unknown" in err
 
 
@@ -153,7 +149,7 @@ def test_explicit_channel_dir(proj, capsys, tmp_path):
 
     other = tmp_path / "elsewhere"
     shutil.move(str(proj.channel), other)
-    rc, _, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root, "--channel", other)
+    rc, _, err = cli_in_process(capsys, "lock", "lt-host", "--project", proj.root, "--channel", other)
     assert rc == 0, err
     assert "https://conda.deepep-env.invalid/lt-host/linux-64/deep-ep" in (proj.pixi_lock).read_text()
 
@@ -174,14 +170,14 @@ def test_lock_a_request_given_as_data(proj, tmp_path):
 
 
 def test_unknown_env_is_a_clear_error(proj, capsys):
-    rc, _, err = lf.run_cli(capsys, "lock", "nope", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "lock", "nope", "--project", proj.root)
     assert rc == 2 and "unknown env 'nope'" in err and "lt-host" in err
 
 
 def test_a_publish_url_with_credentials_is_refused(proj, capsys):
     lf.set_spec_value(proj, "lt-host", 'publish_url = "https://conda.deepep-env.invalid/lt-host"',
                       'publish_url = "https://alice:s3cret-token@conda.deepep-env.invalid/lt-host"')
-    rc, out, err = lf.run_cli(capsys, "lock", "lt-host", "--project", proj.root)
+    rc, out, err = cli_in_process(capsys, "lock", "lt-host", "--project", proj.root)
     assert rc == 2 and "carries credentials" in err
     assert "s3cret-token" not in err + out
     assert not (proj.pixi_lock).exists()

@@ -9,10 +9,11 @@ import sys
 import pytest
 import yaml
 
+from cli_runner import cli_subprocess
 from deepep_env.errors import UserError
 from deepep_env.overlay.changes import Note, Overlay, PrependPath, Set, Source, Unset
 from deepep_env.overlay.render import FORMATS, dotenv_quote, render
-from platform_fixtures import cli, has_shell, host_tree, no_traceback  # noqa: F401
+from platform_fixtures import has_shell, no_traceback
 
 HOSTILE = {
     "V_SUBST": "$(touch {sentinel})",
@@ -121,13 +122,13 @@ def test_unknown_format():
 # -- the overlay command ------------------------------------------------------------------------
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_overlay_cli_every_format(host_tree, fmt):
-    res = cli("overlay", "--root", str(host_tree("gke-a4")), "--format", fmt, check=True)
+    res = cli_subprocess("overlay", "--root", str(host_tree("gke-a4")), "--format", fmt, check=True)
     no_traceback(res)
     assert "DEEP_EP_DEVICE_TO_HCA_MAPPING" in res.stdout
 
 
 def test_overlay_cli_json_with_platform_override(host_tree):
-    res = cli("overlay", "--root", str(host_tree("gcp-b200")), "--platform", "nvlink", "--format", "json", check=True)
+    res = cli_subprocess("overlay", "--root", str(host_tree("gcp-b200")), "--platform", "nvlink", "--format", "json", check=True)
     doc = json.loads(res.stdout)
     assert doc["platform"] == "nvlink"
     assert doc["env"]["NVSHMEM_REMOTE_TRANSPORT"] == "none"
@@ -135,7 +136,7 @@ def test_overlay_cli_json_with_platform_override(host_tree):
 
 
 def test_overlay_cli_eval_in_bash(host_tree, tmp_path):
-    res = cli("overlay", "--root", str(host_tree("gcp-b200-scrambled")), check=True)
+    res = cli_subprocess("overlay", "--root", str(host_tree("gcp-b200-scrambled")), check=True)
     script = tmp_path / "o.sh"
     script.write_text(res.stdout)
     env = run_shell("bash", str(script), {"PATH": os.environ["PATH"]})
@@ -145,6 +146,6 @@ def test_overlay_cli_eval_in_bash(host_tree, tmp_path):
 
 @pytest.mark.parametrize("args,needle", [(["--format", "xml"], "unknown format"), (["--platform", "b9000"], "unknown platform")])
 def test_overlay_cli_bad_input(host_tree, args, needle):
-    res = cli("overlay", "--root", str(host_tree("gcp-b200")), *args)
+    res = cli_subprocess("overlay", "--root", str(host_tree("gcp-b200")), *args)
     assert res.returncode == 2 and needle in res.stderr
     no_traceback(res)

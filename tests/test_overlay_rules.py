@@ -10,7 +10,7 @@ from deepep_env.overlay.changes import PrependPath, Set, Unset
 from deepep_env.overlay.rules import RULES, build_overlay, competing_nvshmem, default_site_dirs, hca_family
 from deepep_env.platform import detect
 from deepep_env.platform.profiles import load_profiles
-from platform_fixtures import fake_prefix, host_tree  # noqa: F401
+from platform_fixtures import fake_prefix
 
 
 def ov(host_tree, host, platform=None, **kw):

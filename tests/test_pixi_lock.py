@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import lock_fixtures as lf
+from cli_runner import cli_in_process
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -108,19 +109,14 @@ def test_verdict_names_why_pixi_would_re_solve(case, repo_root, tmp_path):
 
 
 def test_verdict_cli_exit_codes(repo_root, tmp_path, capsys):
-    rc, out, _ = lf.run_cli(capsys, "pixi", "verdict", "--project", repo_root)
+    rc, out, _ = cli_in_process(capsys, "pixi", "verdict", "--project", repo_root)
     assert rc == 0 and "h200-nvlink: satisfiable" in out
     (tmp_path / "pixi.toml").write_text((repo_root / "pixi.toml").read_text())
     (tmp_path / "pixi.lock").write_text(_old_rows((repo_root / "pixi.lock").read_text()))
-    rc, out, err = lf.run_cli(capsys, "pixi", "verdict", "--manifest", tmp_path / "pixi.toml", "--json")
+    rc, out, err = cli_in_process(capsys, "pixi", "verdict", "--manifest", tmp_path / "pixi.toml", "--json")
     assert rc == 1 and "pixi would re-solve h200-nvlink" in err
     data = json.loads(out)
     assert {e["env"]: e["satisfiable"] for e in data["environments"]}["h200-nvlink"] is False
-
-
-@pytest.fixture(scope="module")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
 
 
 def test_a_fresh_project_locked_and_synced_is_satisfiable(lt_world, tmp_path, capsys, monkeypatch):
@@ -132,7 +128,7 @@ def test_a_fresh_project_locked_and_synced_is_satisfiable(lt_world, tmp_path, ca
     proj = lf.project_copy(lt_world, tmp_path / "proj")
     lock_env("lt-conda", proj)
     lock_env("lt-host", proj)
-    assert lf.run_cli(capsys, "pixi", "sync", "--project", proj.root)[0] == 0
+    assert cli_in_process(capsys, "pixi", "sync", "--project", proj.root)[0] == 0
     assert _verdict(proj.pixi_toml, proj.pixi_lock) == {"default": [], "lt-conda": [], "lt-host": []}
 
     def section(text: str, env: str) -> str:

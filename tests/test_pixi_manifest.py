@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import lock_fixtures as lf
+from cli_runner import cli_in_process
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,11 +34,6 @@ def validate(manifest: dict, schema: dict) -> None:
     assert not errors, "; ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors[:5])
 
 
-@pytest.fixture(scope="session")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
-
-
 @pytest.fixture
 def proj(lt_world, tmp_path, monkeypatch):
     """A project whose two specs are locked: pixi.toml has an environment per locked spec."""
@@ -59,7 +55,7 @@ def test_only_locked_specs_are_environments(lt_world, tmp_path, capsys, monkeypa
     monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
     p = lf.project_copy(lt_world, tmp_path / "proj")
     lock_env("lt-conda", p)
-    assert lf.run_cli(capsys, "pixi", "sync", "--project", p.root)[0] == 0
+    assert cli_in_process(capsys, "pixi", "sync", "--project", p.root)[0] == 0
     text = p.pixi_toml.read_text()
     m = tomllib.loads(text)
     assert set(m["environments"]) == {"lt-conda"} and "lt-host" not in m["feature"]
@@ -68,7 +64,7 @@ def test_only_locked_specs_are_environments(lt_world, tmp_path, capsys, monkeypa
 
 
 def test_generated_manifest_is_valid_pixi(proj, pixi_schema, capsys):
-    rc, out, err = lf.run_cli(capsys, "pixi", "sync", "--project", proj.root)
+    rc, out, err = cli_in_process(capsys, "pixi", "sync", "--project", proj.root)
     assert rc == 0, err
     assert "written" in out
     text = proj.pixi_toml.read_text()
@@ -98,14 +94,14 @@ def test_generated_manifest_is_valid_pixi(proj, pixi_schema, capsys):
 
 
 def test_pinned_build_is_the_plan_build(proj, lt_world, capsys):
-    assert lf.run_cli(capsys, "pixi", "sync", "--project", proj.root)[0] == 0
+    assert cli_in_process(capsys, "pixi", "sync", "--project", proj.root)[0] == 0
     m = tomllib.loads(proj.pixi_toml.read_text())
     for env in ("lt-host", "lt-conda"):
         assert m["feature"][env]["dependencies"]["deep-ep"]["build"] == lt_world.builds[env]["deep-ep"]
 
 
 def test_tasks(proj, capsys):
-    assert lf.run_cli(capsys, "pixi", "sync", "--project", proj.root)[0] == 0
+    assert cli_in_process(capsys, "pixi", "sync", "--project", proj.root)[0] == 0
     m = tomllib.loads(proj.pixi_toml.read_text())
     conda_tasks = m["feature"]["lt-conda"]["tasks"]
     assert set(conda_tasks) == {"deepep-test-intranode", "deepep-test-internode", "deepep-test-low-latency"}
@@ -122,24 +118,24 @@ def test_tasks(proj, capsys):
 
 
 def test_sync_check_detects_drift(proj, capsys):
-    assert lf.run_cli(capsys, "pixi", "sync", "--project", proj.root)[0] == 0
-    rc, out, _ = lf.run_cli(capsys, "pixi", "sync", "--check", "--project", proj.root)
+    assert cli_in_process(capsys, "pixi", "sync", "--project", proj.root)[0] == 0
+    rc, out, _ = cli_in_process(capsys, "pixi", "sync", "--check", "--project", proj.root)
     assert rc == 0 and "fresh" in out
-    rc, out, _ = lf.run_cli(capsys, "pixi", "sync", "--project", proj.root)
+    rc, out, _ = cli_in_process(capsys, "pixi", "sync", "--project", proj.root)
     assert rc == 0 and "unchanged" in out
     lf.set_spec_value(proj, "lt-conda", '[nccl]\nversion = "2.28.9"', '[nccl]\nversion = "2.27.7"')
     before = proj.pixi_toml.read_text()
-    rc, out, err = lf.run_cli(capsys, "pixi", "sync", "--check", "--project", proj.root)
+    rc, out, err = cli_in_process(capsys, "pixi", "sync", "--check", "--project", proj.root)
     assert rc == 1
     assert "out of step" in err and "deepep-env pixi sync" in err
     assert '+nccl = "2.27.7.*"' in out and '-nccl = "2.28.9.*"' in out
     assert proj.pixi_toml.read_text() == before  # --check writes nothing
-    rc, out, _ = lf.run_cli(capsys, "pixi", "sync", "--check", "--json", "--project", proj.root)
+    rc, out, _ = cli_in_process(capsys, "pixi", "sync", "--check", "--json", "--project", proj.root)
     assert rc == 1 and json.loads(out)["status"] == "stale"
 
 
 def test_missing_manifest_is_stale(proj, capsys):
-    rc, _, err = lf.run_cli(capsys, "pixi", "sync", "--check", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "pixi", "sync", "--check", "--project", proj.root)
     assert rc == 1 and "out of step" in err
 
 
@@ -152,5 +148,5 @@ def test_repo_pixi_toml_is_valid_and_in_step_with_env_specs(repo_root, pixi_sche
 
     locked = sorted(set(read_lock(repo_root / "pixi.lock").envs) - {"default"})
     assert sorted(m["environments"]) == locked
-    rc, out, err = lf.run_cli(capsys, "pixi", "sync", "--check", "--project", repo_root)
+    rc, out, err = cli_in_process(capsys, "pixi", "sync", "--check", "--project", repo_root)
     assert rc == 0, f"pixi.toml drifted from env_specs/ (run `deepep-env pixi sync`): {err}{out[:2000]}"

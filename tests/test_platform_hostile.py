@@ -10,11 +10,12 @@ import random
 
 import pytest
 
+from cli_runner import cli_subprocess
 from deepep_env.platform import probe_host
 from deepep_env.platform.hosttree import build_host_tree
 from deepep_env.platform.probes import chain_from_path
 from deepep_env.platform.topology import mapping_string
-from platform_fixtures import REPO, cli, no_traceback
+from platform_fixtures import REPO, no_traceback
 
 import importlib.util
 import sys
@@ -172,7 +173,7 @@ def test_chain_starts_at_the_root_complex_wherever_it_sits():
 
 def test_cli_detect_and_overlay_on_hostile_hosts(built):
     root = built("gb200")
-    res = cli("detect", "--root", str(root), "--json")
+    res = cli_subprocess("detect", "--root", str(root), "--json")
     no_traceback(res)
     assert res.returncode == 0, res.stderr
     d = json.loads(res.stdout)
@@ -180,19 +181,19 @@ def test_cli_detect_and_overlay_on_hostile_hosts(built):
     assert [(a["cuda_index"], a["hca"], a["port"]) for a in d["gpu_nic_affinity"]] == [(0, "mlx5_2", 1), (1, "mlx5_0", 1), (2, "mlx5_3", 1), (3, "mlx5_1", 1)]
     assert d["gid_index"]["index"] == 5
 
-    res = cli("overlay", "--root", str(built("sixteen-nics")), "--format", "json")
+    res = cli_subprocess("overlay", "--root", str(built("sixteen-nics")), "--format", "json")
     no_traceback(res)
     env = json.loads(res.stdout)["env"]
     assert env["DEEP_EP_DEVICE_TO_HCA_MAPPING"] == CATALOGUE["sixteen-nics"][1]["mapping"]
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and env["NVSHMEM_IB_GID_INDEX"] == "3"
 
-    res = cli("overlay", "--root", str(built("gid-v1-only")), "--format", "json")
+    res = cli_subprocess("overlay", "--root", str(built("gid-v1-only")), "--format", "json")
     no_traceback(res)
     out = json.loads(res.stdout)
     assert "NVSHMEM_IB_GID_INDEX" not in out["env"]
     assert any(n.get("rule") == "gid-index" and n.get("level") == "warning" for n in out["notes"])
 
-    res = cli("overlay", "--root", str(built("infiniband")), "--format", "json")
+    res = cli_subprocess("overlay", "--root", str(built("infiniband")), "--format", "json")
     out = json.loads(res.stdout)
     assert "NVSHMEM_IB_GID_INDEX" not in out["env"] and out["env"]["DEEP_EP_DEVICE_TO_HCA_MAPPING"]
 

@@ -11,7 +11,7 @@ from deepep_env.platform import detect, probe_host
 from deepep_env.platform.hosttree import build_host_tree
 from deepep_env.platform.probes import chain_from_path, parse_gid, parse_registry_dwords
 from deepep_env.platform.rootfs import RootFS
-from platform_fixtures import CAPTURE_ROOT, host_tree, make_hosts  # noqa: F401
+from platform_fixtures import CAPTURE_ROOT, make_hosts
 
 
 # -- the root-confined reader -----------------------------------------------------------------

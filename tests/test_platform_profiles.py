@@ -5,11 +5,12 @@ import json
 
 import pytest
 
+from cli_runner import cli_subprocess
 from deepep_env.errors import UserError
 from deepep_env.platform import detect
 from deepep_env.platform.demo import DEMO_HOSTS, demo_description, materialize_demo_host
 from deepep_env.platform.profiles import get_profile, load_profiles
-from platform_fixtures import CAPTURE_ROOT, cli, host_tree, make_hosts, no_traceback  # noqa: F401
+from platform_fixtures import CAPTURE_ROOT, make_hosts, no_traceback
 
 
 @pytest.mark.parametrize(
@@ -95,7 +96,7 @@ def test_materialize_refuses_bad_input(tmp_path):
 
 # -- CLI ----------------------------------------------------------------------------------------
 def test_detect_json_cli(host_tree):
-    res = cli("detect", "--root", str(host_tree("gcp-b200-scrambled")), "--json", check=True)
+    res = cli_subprocess("detect", "--root", str(host_tree("gcp-b200-scrambled")), "--json", check=True)
     doc = json.loads(res.stdout)
     for key in ("platform", "gpus", "nics", "gpu_nic_affinity"):
         assert key in doc
@@ -104,7 +105,7 @@ def test_detect_json_cli(host_tree):
 
 
 def test_detect_text_cli(host_tree):
-    res = cli("detect", "--root", str(host_tree("gcp-b200-port-down")), check=True)
+    res = cli_subprocess("detect", "--root", str(host_tree("gcp-b200-port-down")), check=True)
     assert "platform: gcp-b200 (detected" in res.stdout
     assert "GPU3 0000:2e:00.0 → mlx5_2:1  PIX" in res.stdout
     assert "mlx5_3: no ACTIVE port" in res.stdout
@@ -121,7 +122,7 @@ def test_detect_text_cli(host_tree):
 def test_detect_bad_input_exit_2(tmp_path, host_tree, args, needle):
     (tmp_path / "empty").mkdir()
     args = [a.format(empty=tmp_path / "empty", host=host_tree("gcp-b200")) for a in args]
-    res = cli("detect", *args)
+    res = cli_subprocess("detect", *args)
     assert res.returncode == 2, res.stderr
     no_traceback(res)
     assert needle in res.stderr and res.stderr.count("\n") == 1

@@ -6,7 +6,7 @@ import pytest
 from deepep_env.platform import probe_host
 from deepep_env.platform.facts import Gid, Gpu, Nic, Port
 from deepep_env.platform.topology import gid_index, gpu_nic_affinity, link_level, mapping_string
-from platform_fixtures import host_tree, make_hosts  # noqa: F401
+from platform_fixtures import make_hosts
 
 SEED_000_MAPPING = "0:mlx5_0:1,1:mlx5_1:1,2:mlx5_2:1,3:mlx5_3:1,4:mlx5_4:1,5:mlx5_5:1,6:mlx5_6:1,7:mlx5_7:1"
 

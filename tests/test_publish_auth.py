@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from publish_fixtures import FIXTURES, clean_env, free_port, no_creds, stop, wait_port  # noqa: F401
+from publish_fixtures import FIXTURES, free_port, no_creds_env, stop, wait_port
 
 from deepep_env.channels import auth
 from deepep_env.errors import UserError
@@ -176,7 +176,7 @@ def _probe(port, out, tmp_path, **env):
     out.write_text("")
     url = f"http://127.0.0.1:{port}/chan"
     subprocess.run([sys.executable, str(FIXTURES / "probe_client.py"), url, str(tmp_path / "cache")],
-                   env=clean_env(**env), timeout=120, capture_output=True)
+                   env=no_creds_env(**env), timeout=120, capture_output=True)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert rows, "the client sent no request"
     return rows

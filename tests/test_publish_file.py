@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from publish_fixtures import Captured, captured, no_creds, one_error_line, pkgs, write_manifest  # noqa: F401
+from publish_fixtures import Captured, one_error_line, write_manifest
 
 from deepep_env.errors import UserError
 from deepep_env.publish import ALREADY_PRESENT, UPLOADED, ConflictError, publish

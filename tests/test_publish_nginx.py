@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from publish_fixtures import (  # noqa: F401
+from publish_fixtures import (
     FILE_PASSWORD,
     FILE_USER,
     FIXTURES,
@@ -19,13 +19,9 @@ from publish_fixtures import (  # noqa: F401
     TOKEN,
     USER,
     Captured,
-    captured,
-    clean_env,
     free_port,
-    nginx,
-    no_creds,
+    no_creds_env,
     one_error_line,
-    pkgs,
     stop,
     wait_port,
 )
@@ -37,11 +33,11 @@ def chan(request):
 
 
 def bearer_env(**extra):
-    return clean_env(DEEPEP_ENV_CHANNEL_TOKEN=TOKEN, **extra)
+    return no_creds_env(DEEPEP_ENV_CHANNEL_TOKEN=TOKEN, **extra)
 
 
 def basic_env(**extra):
-    return clean_env(DEEPEP_ENV_CHANNEL_USER=USER, DEEPEP_ENV_CHANNEL_PASSWORD=PASSWORD, **extra)
+    return no_creds_env(DEEPEP_ENV_CHANNEL_USER=USER, DEEPEP_ENV_CHANNEL_PASSWORD=PASSWORD, **extra)
 
 
 def listed(nginx, area, chan, subdir):
@@ -77,7 +73,7 @@ def test_publish_then_lock_and_install_over_http(nginx, chan, pkgs, tmp_path, no
 
     # ... and without credentials the channel is really private
     proc, out = captured.solve_install(url, "tinypkg", tmp_path / "prefix2", tmp_path / "pixi2.lock",
-                                       tmp_path / "cache2", env=clean_env())
+                                       tmp_path / "cache2", env=no_creds_env())
     assert not out.get("ok") and "401" in out.get("error", "")
 
 
@@ -87,7 +83,7 @@ def test_rattler_auth_file_is_used_for_publish_and_install(nginx, chan, pkgs, tm
     auth = tmp_path / "auth.json"
     auth.write_text(json.dumps({"127.0.0.1": {"BasicHTTP": {"username": FILE_USER, "password": FILE_PASSWORD}}}))
     try:
-        env = clean_env(RATTLER_AUTH_FILE=str(auth))
+        env = no_creds_env(RATTLER_AUTH_FILE=str(auth))
         url = nginx.url("basic", chan)
         proc = captured.cli("publish", "--to", url, "--package", pkgs.linux, env=env)
         assert proc.returncode == 0, proc.stderr
@@ -128,7 +124,7 @@ def test_different_file_same_name_is_refused(nginx, chan, pkgs, no_creds, captur
     ("basic", {"DEEPEP_ENV_CHANNEL_USER": USER, "DEEPEP_ENV_CHANNEL_PASSWORD": "wrong-password"}),
 ])
 def test_wrong_credentials_one_line(nginx, chan, pkgs, no_creds, captured: Captured, area, env):
-    proc = captured.cli("publish", "--to", nginx.url(area, chan), "--package", pkgs.linux, env=clean_env(**env))
+    proc = captured.cli("publish", "--to", nginx.url(area, chan), "--package", pkgs.linux, env=no_creds_env(**env))
     line = one_error_line(proc)
     assert "rejected the credentials (401" in line and "env DEEPEP_ENV_CHANNEL_" in line
     assert "not-the-token" not in line and "wrong-password" not in line

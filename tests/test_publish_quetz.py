@@ -13,14 +13,11 @@ import urllib.request
 
 import pytest
 
-from publish_fixtures import (  # noqa: F401
+from publish_fixtures import (
     Captured,
-    captured,
-    clean_env,
     free_port,
-    no_creds,
+    no_creds_env,
     one_error_line,
-    pkgs,
     quetz_venv,
     stop,
     wait_port,
@@ -84,7 +81,7 @@ def quetz(tmp_path_factory):
 
 def test_publish_to_quetz_then_install(quetz, pkgs, tmp_path, no_creds, captured: Captured):
     url, key = quetz
-    env = clean_env(DEEPEP_ENV_CHANNEL_TOKEN=key)
+    env = no_creds_env(DEEPEP_ENV_CHANNEL_TOKEN=key)
     target = f"quetz+{url}/deepep"
     proc = captured.cli("publish", "--to", target, "--package", pkgs.linux, "--package", pkgs.noarch, "--json",
                         env=env)
@@ -108,7 +105,7 @@ def test_publish_to_quetz_then_install(quetz, pkgs, tmp_path, no_creds, captured
     auth = tmp_path / "auth.json"
     auth.write_text(json.dumps({"127.0.0.1": {"CondaToken": key}}))
     proc, out = captured.solve_install(f"{url}/get/deepep", "tinypkg", tmp_path / "prefix2", tmp_path / "pixi2.lock",
-                                       tmp_path / "cache2", env=clean_env(RATTLER_AUTH_FILE=str(auth)))
+                                       tmp_path / "cache2", env=no_creds_env(RATTLER_AUTH_FILE=str(auth)))
     assert out.get("ok"), proc.stdout + proc.stderr
     auth.unlink()
     for path in tmp_path.rglob("*"):
@@ -119,7 +116,7 @@ def test_publish_to_quetz_then_install(quetz, pkgs, tmp_path, no_creds, captured
 def test_quetz_wrong_key_one_line(quetz, pkgs, no_creds, captured: Captured):
     url, key = quetz
     proc = captured.cli("publish", "--to", f"quetz+{url}/deepep", "--package", pkgs.big,
-                        env=clean_env(DEEPEP_ENV_CHANNEL_TOKEN="0" * 32))
+                        env=no_creds_env(DEEPEP_ENV_CHANNEL_TOKEN="0" * 32))
     line = one_error_line(proc)
     assert "401" in line or "403" in line or "unauthorized" in line.lower()
     assert "0" * 32 not in line

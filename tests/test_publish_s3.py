@@ -10,15 +10,12 @@ import urllib.request
 
 import pytest
 
-from publish_fixtures import (  # noqa: F401
+from publish_fixtures import (
     Captured,
-    captured,
-    clean_env,
     free_port,
     moto_command,
-    no_creds,
+    no_creds_env,
     one_error_line,
-    pkgs,
     stop,
     wait_port,
 )
@@ -66,8 +63,8 @@ def bucket(moto, request):
 
 
 def s3_env(moto, **extra):
-    return clean_env(AWS_ACCESS_KEY_ID="AKIDTESTING", AWS_SECRET_ACCESS_KEY=S3_SECRET,
-                     DEEPEP_ENV_S3_ENDPOINT_URL=moto, **extra)
+    return no_creds_env(AWS_ACCESS_KEY_ID="AKIDTESTING", AWS_SECRET_ACCESS_KEY=S3_SECRET,
+                        DEEPEP_ENV_S3_ENDPOINT_URL=moto, **extra)
 
 
 def get(moto, bucket, key):
@@ -106,7 +103,7 @@ def test_install_from_s3_with_rattler_auth_file(moto, bucket, pkgs, tmp_path, no
     auth = tmp_path / "auth.json"
     auth.write_text(json.dumps({f"s3://{bucket}": {"S3Credentials": {
         "access_key_id": "AKIDTESTING", "secret_access_key": S3_SECRET, "session_token": None}}}))
-    env = clean_env(RATTLER_AUTH_FILE=str(auth), DEEPEP_ENV_S3_ENDPOINT_URL=moto)
+    env = no_creds_env(RATTLER_AUTH_FILE=str(auth), DEEPEP_ENV_S3_ENDPOINT_URL=moto)
     try:
         proc, out = captured.solve_install(url, "tinypkg", tmp_path / "prefix", tmp_path / "pixi.lock",
                                            tmp_path / "cache", env=env)
@@ -123,7 +120,7 @@ def test_missing_bucket_and_missing_credentials(moto, pkgs, no_creds, captured: 
                         env=s3_env(moto))
     assert "does not exist" in one_error_line(proc)
     proc = captured.cli("publish", "--to", "s3://whatever/chan", "--package", pkgs.linux,
-                        env=clean_env(DEEPEP_ENV_S3_ENDPOINT_URL=moto))
+                        env=no_creds_env(DEEPEP_ENV_S3_ENDPOINT_URL=moto))
     assert "no S3 credentials" in one_error_line(proc)
 
 

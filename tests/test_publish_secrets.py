@@ -15,16 +15,13 @@ import sys
 
 import pytest
 
-from publish_fixtures import (  # noqa: F401
+from publish_fixtures import (
     PASSWORD,
     TOKEN,
     USER,
     Captured,
-    clean_env,
     free_port,
-    nginx,
-    no_creds,
-    pkgs,
+    no_creds_env,
     secret_strings,
 )
 
@@ -44,10 +41,10 @@ def _files_with_secret(root, needles):
 
 def test_no_secret_in_files_or_output(nginx, pkgs, tmp_path, tmp_path_factory, no_creds, capfd):
     captured = Captured(tmp_path / "captured")
-    bearer = clean_env(DEEPEP_ENV_CHANNEL_TOKEN=TOKEN)
-    basic = clean_env(DEEPEP_ENV_CHANNEL_USER=USER, DEEPEP_ENV_CHANNEL_PASSWORD=PASSWORD)
+    bearer = no_creds_env(DEEPEP_ENV_CHANNEL_TOKEN=TOKEN)
+    basic = no_creds_env(DEEPEP_ENV_CHANNEL_USER=USER, DEEPEP_ENV_CHANNEL_PASSWORD=PASSWORD)
     # the token offered where it is wrong must not be echoed either
-    wrong = clean_env(DEEPEP_ENV_CHANNEL_USER=USER, DEEPEP_ENV_CHANNEL_PASSWORD=TOKEN)
+    wrong = no_creds_env(DEEPEP_ENV_CHANNEL_USER=USER, DEEPEP_ENV_CHANNEL_PASSWORD=TOKEN)
     b_url, p_url = nginx.url("bearer", "chan"), nginx.url("basic", "chan")
     state = tmp_path / "state"
     results = [

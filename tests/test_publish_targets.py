@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from publish_fixtures import Captured, captured, clean_env, free_port, no_creds, one_error_line, pkgs  # noqa: F401
+from publish_fixtures import Captured, free_port, no_creds_env, one_error_line
 
 from deepep_env.errors import UserError
 from deepep_env.publish import consumer_url, target_kind
@@ -38,7 +38,7 @@ def test_server_url_parts():
 def test_prefix_server_down_one_line(pkgs, no_creds, captured: Captured):
     port = free_port()
     proc = captured.cli("publish", "--to", f"prefix+http://127.0.0.1:{port}/team", "--package", pkgs.linux,
-                        env=clean_env(DEEPEP_ENV_CHANNEL_TOKEN="t0ken-for-nothing"), timeout=60)
+                        env=no_creds_env(DEEPEP_ENV_CHANNEL_TOKEN="t0ken-for-nothing"), timeout=60)
     assert "connection refused" in one_error_line(proc)
 
 

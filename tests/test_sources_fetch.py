@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from build_fixtures import sandbox, tar_gz
+from cli_runner import cli_subprocess
 from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256, tree_sha256
 from deepep_env.sources import SourceCache, Want, fetch, import_dir, require_present, stage, unpack
@@ -204,16 +205,14 @@ def test_stage_detects_a_modified_cache_entry(tmp_path, upstream):
 
 
 def test_fetch_cli_from_dir_and_json(tmp_path, upstream):
-    from build_fixtures import cli
-
     sb = upstream
-    code, out, err = cli("fetch", "--recipes", str(sb.graph), "--source-cache", str(tmp_path / "c"),
-                         "--from", str(sb.upstream), "--offline", "--json")
+    code, out, err = cli_subprocess("fetch", "--recipes", str(sb.graph), "--source-cache", str(tmp_path / "c"),
+                                    "--from", str(sb.upstream), "--offline", "--json")
     assert code == 0, err
     import json
 
     data = json.loads(out)
     assert data["format"] == "deepep-env/fetch-report/v1"
     assert sorted(i["status"] for i in data["items"]) == ["imported", "imported"]
-    code, out, err = cli("fetch", "--recipes", str(sb.graph), "--source-cache", str(tmp_path / "empty"), "--offline")
+    code, out, err = cli_subprocess("fetch", "--recipes", str(sb.graph), "--source-cache", str(tmp_path / "empty"), "--offline")
     assert code == 2 and err.count("\n") == 1 and "libgreet" in err and "Traceback" not in err

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_runner import cli_subprocess
 from deepep_env.errors import UserError
 from deepep_env.project import Project
 from deepep_env.spec import load_resolved, load_spec_file, parse_spec_text
@@ -16,10 +15,6 @@ from deepep_env.spec.resolve import resolve
 REPO = Path(__file__).resolve().parents[1]
 SPECS = sorted((REPO / "env_specs").glob("*.toml"))
 GOOD = (REPO / "env_specs" / "h200-nvlink.toml").read_text()
-
-
-def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "deepep_env.cli.main", *args], cwd=cwd, capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
@@ -46,7 +41,7 @@ def test_seed_versions_are_the_seeds() -> None:
 
 
 def test_cli_validate_all_specs() -> None:
-    res = cli("spec", "validate", *map(str, SPECS))
+    res = cli_subprocess("spec", "validate", *map(str, SPECS))
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("ok") == len(SPECS)
 
@@ -170,14 +165,14 @@ def test_channel_with_credentials_refused(tmp_path: Path) -> None:
 def test_cli_bad_spec_exit_2_one_line(tmp_path: Path) -> None:
     f = tmp_path / "h200-nvlink.toml"
     f.write_text(GOOD.replace("ibgda = true", "ibgda = true\nbogus = 1"))
-    res = cli("spec", "validate", str(f))
+    res = cli_subprocess("spec", "validate", str(f))
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0 and "nvshmem.bogus" in res.stderr
     assert "Traceback" not in res.stderr
 
 
 def test_cli_unknown_env(tmp_path: Path) -> None:
-    res = cli("spec", "show", "nope")
+    res = cli_subprocess("spec", "show", "nope")
     assert res.returncode == 2 and "h200-nvlink" in res.stderr
 
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from deepep_env.cli.main import main
+from cli_runner import cli_in_process, cli_subprocess
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = (REPO / "env_specs" / "h200-nvlink.toml").read_text()
@@ -255,13 +253,6 @@ def _project(tmp_path: Path, stem: str, content: "str | bytes") -> tuple[Path, P
     return proj, f
 
 
-def _run(argv: list[str], capsys) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main(argv)
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def _assert_one_refusal(rc: int, out: str, err: str, path: str, field: "str | None") -> str:
     assert rc == 2, (rc, err[:500])
     assert out == ""
@@ -288,7 +279,7 @@ def test_hostile_spec_refused_by_every_reader(case, tmp_path: Path, monkeypatch,
     for argv in (["spec", "validate", str(f), "--project", str(proj)],
                  ["spec", "show", str(f), "--project", str(proj)],
                  ["plan", "h200-nvlink", "--demo-host", "gcp-b200-demo", "--project", str(proj)]):
-        rc, out, err = _run(argv, capsys)
+        rc, out, err = cli_in_process(capsys, *argv)
         _assert_one_refusal(rc, out, err, str(f), field)
     assert not state.exists()
     assert sorted(tmp_path.rglob("*")) == before  # nothing written anywhere in the project
@@ -314,20 +305,20 @@ def test_accepted_is_named_where_it_helps(tmp_path: Path, capsys) -> None:
     by_id = {c[0]: c for c in CASES}
     for cid, acc in want.items():
         proj, f = _project(tmp_path / cid, "h200-nvlink", by_id[cid][1])
-        rc, out, err = _run(["spec", "validate", str(f), "--project", str(proj)], capsys)
+        rc, out, err = cli_in_process(capsys, "spec", "validate", str(f), "--project", str(proj))
         assert rc == 2 and "(accepted: " in err and acc in err.split("(accepted: ", 1)[1], (cid, err[:300])
 
 
 def test_secret_urls_name_the_entry_not_the_url(tmp_path: Path, capsys) -> None:
     proj, f = _project(tmp_path, "h200-nvlink", sub('channels = ["local"]', f'channels = ["local", "{URLS[1]}"]'))
-    rc, _, err = _run(["spec", "validate", str(f), "--project", str(proj)], capsys)
+    rc, _, err = cli_in_process(capsys, "spec", "validate", str(f), "--project", str(proj))
     assert rc == 2 and "channel #2" in err and "credentials" in err and SECRET not in err
 
 
 def test_line_is_reported_for_value_errors(tmp_path: Path, capsys) -> None:
     text = env_line('NCCL_NVLS_ENABLE = "0\\u001b[31m"')
     proj, f = _project(tmp_path, "h200-nvlink", text)
-    rc, _, err = _run(["spec", "validate", str(f), "--project", str(proj)], capsys)
+    rc, _, err = cli_in_process(capsys, "spec", "validate", str(f), "--project", str(proj))
     lineno = next(i for i, l in enumerate(text.splitlines(), 1) if l.startswith("NCCL_NVLS_ENABLE"))
     assert rc == 2 and f"{f}:{lineno}: env.NCCL_NVLS_ENABLE: control character U+001B" in err
 
@@ -335,7 +326,7 @@ def test_line_is_reported_for_value_errors(tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize("stem", ["h200-nvlink\x1b[31m", "h200\nnvlink", "h200 nvlink", "h200-nvl\u0456nk", "H200-NVLINK"])
 def test_hostile_file_names(stem: str, tmp_path: Path, capsys) -> None:
     proj, f = _project(tmp_path, stem, GOOD)
-    rc, out, err = _run(["spec", "validate", str(f), "--project", str(proj)], capsys)
+    rc, out, err = cli_in_process(capsys, "spec", "validate", str(f), "--project", str(proj))
     assert rc == 2 and out == "" and err.count("\n") == 1 and not CTRL.search(err[:-1]), repr(err)
     assert str(proj / "env_specs") in err
 
@@ -359,8 +350,7 @@ def test_files_that_are_not_specs(tmp_path: Path, monkeypatch) -> None:
     """Real subprocesses: a FIFO must not block, /dev/zero must not eat memory, nothing traces back."""
     monkeypatch.setenv("DEEPEP_ENV_STATE", str(tmp_path / "state"))
     for kind, path in _special(tmp_path).items():
-        res = subprocess.run([sys.executable, "-m", "deepep_env.cli.main", "spec", "validate", str(path)],
-                             cwd=REPO, capture_output=True, text=True, timeout=120)
+        res = cli_subprocess("spec", "validate", path, timeout=120)
         assert res.returncode == 2, (kind, res.stderr[-500:])
         assert res.stderr.count("\n") == 1 and str(path) in res.stderr and "Traceback" not in res.stderr, (kind, res.stderr)
     assert not (tmp_path / "state").exists()
@@ -368,8 +358,7 @@ def test_files_that_are_not_specs(tmp_path: Path, monkeypatch) -> None:
 
 def test_deep_nesting_subprocess_no_traceback(tmp_path: Path) -> None:
     proj, f = _project(tmp_path, "h200-nvlink", sub("description = ", "description = " + "[" * 5000 + "]" * 5000 + "\n#"))
-    res = subprocess.run([sys.executable, "-m", "deepep_env.cli.main", "spec", "validate", str(f)],
-                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    res = cli_subprocess("spec", "validate", f, timeout=120)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "nested too deeply" in res.stderr, res.stderr[-500:]
 
 
@@ -388,5 +377,5 @@ def test_whitespace_around_values_is_not_identity(tmp_path: Path) -> None:
 
 def test_every_committed_spec_still_validates(capsys) -> None:
     specs = sorted((REPO / "env_specs").glob("*.toml"))
-    rc, out, err = _run(["spec", "validate", *map(str, specs), "--project", str(REPO)], capsys)
+    rc, out, err = cli_in_process(capsys, "spec", "validate", *map(str, specs), "--project", str(REPO))
     assert rc == 0 and out.count("ok ") == len(specs), err

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
 import lock_fixtures as lf
-from platform_fixtures import host_tree  # noqa: F401 - fixture
+from cli_runner import cli_in_process, cli_subprocess
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,31 +22,15 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-@pytest.fixture(scope="session")
-def lt_world(tmp_path_factory):
-    return lf.world(tmp_path_factory)
-
-
 @pytest.fixture
 def proj(lt_world, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
     p = lf.project_copy(lt_world, tmp_path / "proj")
     for env in ("lt-host", "lt-conda"):   # pixi.toml has an environment per locked spec
-        assert lf.run_cli(capsys, "lock", env, "--project", p.root)[0] == 0
-        assert lf.run_cli(capsys, "lock", env, "--check", "--project", p.root)[0] == 0
-    assert lf.run_cli(capsys, "pixi", "sync", "--project", p.root)[0] == 0
+        assert cli_in_process(capsys, "lock", env, "--project", p.root)[0] == 0
+        assert cli_in_process(capsys, "lock", env, "--check", "--project", p.root)[0] == 0
+    assert cli_in_process(capsys, "pixi", "sync", "--project", p.root)[0] == 0
     return p
-
-
-def deepep_env(proj, *args: str, extra_env: Optional[dict] = None) -> subprocess.CompletedProcess:
-    """`deepep-env …` as a new process (the task runs commands in subprocesses anyway)."""
-    env = dict(os.environ, **(extra_env or {}))
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run([sys.executable, "-m", "deepep_env.cli.main", *args, "--project", str(proj.root)]
-                          if "--" not in args else
-                          [sys.executable, "-m", "deepep_env.cli.main", *args[:args.index("--")],
-                           "--project", str(proj.root), *args[args.index("--"):]],
-                          capture_output=True, text=True, env=env, cwd=proj.root, timeout=300)
 
 
 def _last_json(stdout: str) -> dict:
@@ -61,8 +43,9 @@ def test_task_installs_then_runs_the_test_with_the_overlay(proj, host_tree):
     from deepep_env.install import read_marker
 
     host = {"DEEPEP_ENV_HOST_ROOT": str(host_tree("gcp-b200")), "DEEPEP_ENV_PLATFORM": "gcp-b200"}
-    r = deepep_env(proj, "task", "deepep-test-intranode", "-e", "lt-host", "--", "--num-processes", "2",
-                   extra_env=host)
+    # `deepep-env …` as a new process (the task runs commands in subprocesses anyway)
+    r = cli_subprocess("task", "deepep-test-intranode", "-e", "lt-host", "--project", proj.root,
+                       "--", "--num-processes", "2", env=dict(os.environ, **host), cwd=proj.root)
     assert r.returncode == 0, r.stderr
     out = _last_json(r.stdout)
     prefix = proj.prefix_for("lt-host")
@@ -74,9 +57,8 @@ def test_task_installs_then_runs_the_test_with_the_overlay(proj, host_tree):
     assert out["spec_env"]["NCCL_NVLS_ENABLE"] == "0"            # the feature's activation.env
     assert read_marker(prefix)["env"] == "lt-host"               # installed from pixi.lock first
     # The host overlay came from the environment's own activation, and is `deepep-env overlay`'s.
-    ov = subprocess.run([sys.executable, "-m", "deepep_env.cli.main", "overlay", "--root", host["DEEPEP_ENV_HOST_ROOT"],
-                         "--platform", "gcp-b200", "--prefix", str(prefix), "-f", "json"], capture_output=True,
-                        text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), check=True)
+    ov = cli_subprocess("overlay", "--root", host["DEEPEP_ENV_HOST_ROOT"], "--platform", "gcp-b200",
+                        "--prefix", prefix, "-f", "json", env=dict(os.environ, PYTHONPATH=str(REPO)), check=True)
     want = {k: v for k, v in json.loads(ov.stdout)["env"].items() if v is not None}
     assert want["NVSHMEM_IB_GID_INDEX"] == "3" and "DEEP_EP_DEVICE_TO_HCA_MAPPING" in want
     assert {k: out["environ"].get(k) for k in want} == want
@@ -85,25 +67,24 @@ def test_task_installs_then_runs_the_test_with_the_overlay(proj, host_tree):
     assert f"deepep-test-intranode (lt-host): {sys.executable} $CONDA_PREFIX/share/deep-ep/tests/test_intranode.py" \
         in r.stderr
     # A second run re-uses the install (no-op) and runs the low-latency test.
-    r = deepep_env(proj, "task", "deepep-test-low-latency", "-e", "lt-host")
+    r = cli_subprocess("task", "deepep-test-low-latency", "-e", "lt-host", "--project", proj.root, cwd=proj.root)
     assert r.returncode == 0, r.stderr
     assert "installed" not in r.stderr and _last_json(r.stdout)["test"] == "low_latency"
 
 
 def test_activate_uses_the_installed_prefix(proj):
-    r = deepep_env(proj, "install", "lt-host")
+    r = cli_subprocess("install", "lt-host", "--project", proj.root, cwd=proj.root)
     assert r.returncode == 0, r.stderr
     prefix = proj.prefix_for("lt-host")
     env = dict(os.environ, PYTHONPATH=str(REPO), DEEPEP_ENV_PREFIX=str(prefix))
-    a = subprocess.run([sys.executable, "-m", "deepep_env.cli.main", "activate", "lt-host", "--shell", "bash"],
-                       capture_output=True, text=True, env=env, cwd=proj.root, timeout=120)
+    a = cli_subprocess("activate", "lt-host", "--shell", "bash", env=env, cwd=proj.root, timeout=120)
     assert a.returncode == 0, a.stderr
     assert str(prefix) in a.stdout and "CONDA_PREFIX" in a.stdout
 
 
 def test_plan_is_the_manifest_definition(proj, capsys):
-    rc, out, err = lf.run_cli(capsys, "task", "deepep-test-intranode", "-e", "lt-host", "--json",
-                              "--project", proj.root)
+    rc, out, err = cli_in_process(capsys, "task", "deepep-test-intranode", "-e", "lt-host", "--json",
+                                  "--project", proj.root)
     assert rc == 0, err
     plan = json.loads(out)
     m = tomllib.loads(proj.pixi_toml.read_text())
@@ -114,16 +95,16 @@ def test_plan_is_the_manifest_definition(proj, capsys):
 
 
 def test_listing_and_errors(proj, capsys):
-    rc, out, _ = lf.run_cli(capsys, "task", "--project", proj.root, "--json")
+    rc, out, _ = cli_in_process(capsys, "task", "--project", proj.root, "--json")
     assert rc == 0 and "deepep-test-internode" in json.loads(out)["lt-conda"]
     assert "deepep-test-internode" not in json.loads(out)["lt-host"]
-    rc, _, err = lf.run_cli(capsys, "task", "deepep-test-intranode", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "task", "deepep-test-intranode", "--project", proj.root)
     assert rc == 2 and "several environments" in err and "lt-conda, lt-host" in err
-    rc, _, err = lf.run_cli(capsys, "task", "deepep-test-internode", "--dry-run", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "task", "deepep-test-internode", "--dry-run", "--project", proj.root)
     assert rc == 0  # only lt-conda has it: chosen without -e
-    rc, _, err = lf.run_cli(capsys, "task", "nope", "-e", "lt-host", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "task", "nope", "-e", "lt-host", "--project", proj.root)
     assert rc == 2 and "has no task 'nope'" in err
-    rc, _, err = lf.run_cli(capsys, "task", "deepep-test-intranode", "-e", "nope", "--project", proj.root)
+    rc, _, err = cli_in_process(capsys, "task", "deepep-test-intranode", "-e", "nope", "--project", proj.root)
     assert rc == 2 and "unknown pixi environment 'nope'" in err
 
 
@@ -131,6 +112,6 @@ def test_failing_task_propagates_its_exit_status(proj, capsys):
     text = proj.pixi_toml.read_text()
     text += '\n[feature.lt-host.tasks.fails]\ncmd = "echo $GREETING && exit 3"\nenv = { GREETING = "hi-$PIXI_ENVIRONMENT_NAME" }\n'
     proj.pixi_toml.write_text(text)
-    r = deepep_env(proj, "task", "fails", "-e", "lt-host")
+    r = cli_subprocess("task", "fails", "-e", "lt-host", "--project", proj.root, cwd=proj.root)
     assert r.returncode == 3
     assert "hi-lt-host" in r.stdout and "failed (exit 3)" in r.stderr
