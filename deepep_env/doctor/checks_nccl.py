@@ -2,7 +2,7 @@
 
 Seed 002 §3: with the gIB plugin (``NCCL_NET=gIB``, /usr/local/gib) NCCL warns
 ``NET/(shim) mismatch recommended: TORCH_NCCL_USE_COMM_NONBLOCKING=0 (expected unset)`` — the shim
-requires the variable *unset*, whatever its value.
+requires the variable *unset*, whatever its value. One check per finding id.
 """
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
 from deepep_env.doctor.check import Emitter, check
 
-IDS = ("nccl.gib-nonblocking", "nccl.gib-plugin-missing")
 GIB_DIR = "/usr/local/gib"
 
 
@@ -32,37 +31,49 @@ def gib_configured(ctx: DoctorContext) -> list[Evidence]:
     return out
 
 
-@check("nccl", *IDS, current_env_too=True)
-def check_nccl(ctx: DoctorContext, emit: Emitter) -> None:
-    """TORCH_NCCL_USE_COMM_NONBLOCKING must be unset with the gIB plugin; the plugin must be findable (seed 002)."""
-    gib = gib_configured(ctx)
-    if not gib:
-        return
+def gib(ctx: DoctorContext) -> list[Evidence]:
+    """:func:`gib_configured`, read once per context."""
+    return ctx.cached("nccl.gib", lambda: gib_configured(ctx))
+
+
+@check("nccl", "nccl.gib-nonblocking", current_env_too=True)
+def gib_nonblocking_unset(ctx: DoctorContext, emit: Emitter) -> None:
+    """TORCH_NCCL_USE_COMM_NONBLOCKING is unset with the gIB plugin: its shim expects it unset (seed 002 §3)."""
+    evidence = gib(ctx)
     name = "TORCH_NCCL_USE_COMM_NONBLOCKING"
-    if ctx.env.get(name) is not None:
+    if evidence and ctx.env.get(name) is not None:
         emit(
             "nccl.gib-nonblocking",
             "error",
             f"{name}={ctx.env.get(name)!r} with the gIB NCCL plugin: its shim expects the variable unset "
             "(NET/(shim) mismatch, seed 002 §3)",
-            [ctx.env.evidence(name), *gib],
+            [ctx.env.evidence(name), *evidence],
             f"unset {name} (container images set it; `deepep-env run` on gke-a4 unsets it)",
         )
+
+
+def gib_plugin_found(ctx: DoctorContext) -> bool:
+    """Whether NCCL_NET_PLUGIN (a path, or a name NCCL expands) or a default gIB plugin is on the library path."""
+    plugin = ctx.env.get("NCCL_NET_PLUGIN")
+    if plugin and "/" in plugin:
+        return ctx.paths.exists(plugin)
+    dirs = [d for d, _ in ctx.lib_search_dirs()]
+    names = [f"libnccl-net-{plugin}.so", f"libnccl-net_{plugin}.so", plugin] if plugin else ["libnccl-net.so", "libnccl-net-gib.so"]
+    return any(ctx.paths.exists(f"{d}/{n}") for d in dirs for n in names if n)
+
+
+@check("nccl", "nccl.gib-plugin-missing", current_env_too=True)
+def gib_plugin_on_library_path(ctx: DoctorContext, emit: Emitter) -> None:
+    """With NCCL_NET=gIB, a gIB plugin (libnccl-net*.so) is on the library path (seed 002)."""
     net = (ctx.env.get("NCCL_NET") or "").strip().lower()
-    if net == "gib" and ctx.paths.captures_software:
-        plugin = ctx.env.get("NCCL_NET_PLUGIN")
-        dirs = [d for d, _ in ctx.lib_search_dirs()]
-        if plugin and "/" in plugin:
-            found = ctx.paths.exists(plugin)
-        else:
-            names = [f"libnccl-net-{plugin}.so", f"libnccl-net_{plugin}.so", plugin] if plugin else ["libnccl-net.so", "libnccl-net-gib.so"]
-            found = any(ctx.paths.exists(f"{d}/{n}") for d in dirs for n in names if n)
-        if not found:
-            emit(
-                "nccl.gib-plugin-missing",
-                "error",
-                "NCCL_NET=gIB but no gIB plugin (libnccl-net*.so) is on the library path: NCCL fails with "
-                "'Failed to initialize any NET plugin' (seed 002)",
-                [ctx.env.evidence("NCCL_NET"), ctx.env.evidence("LD_LIBRARY_PATH")],
-                f"add {GIB_DIR}/lib64 to LD_LIBRARY_PATH (the gke-a4 overlay does when it exists) or unset NCCL_NET",
-            )
+    if not gib(ctx) or net != "gib" or not ctx.paths.captures_software:
+        return
+    if not gib_plugin_found(ctx):
+        emit(
+            "nccl.gib-plugin-missing",
+            "error",
+            "NCCL_NET=gIB but no gIB plugin (libnccl-net*.so) is on the library path: NCCL fails with "
+            "'Failed to initialize any NET plugin' (seed 002)",
+            [ctx.env.evidence("NCCL_NET"), ctx.env.evidence("LD_LIBRARY_PATH")],
+            f"add {GIB_DIR}/lib64 to LD_LIBRARY_PATH (the gke-a4 overlay does when it exists) or unset NCCL_NET",
+        )
