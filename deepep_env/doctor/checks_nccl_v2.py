@@ -1,5 +1,5 @@
-"""The NCCL checks of the ``deepep-v2`` family: which NCCL DeepEP 2.x will use, and which one the
-process maps first (ids declared in checks_deepep_v2.IDS; see its docstring for the upstream code).
+"""What the NCCL checks of the ``deepep-v2`` family read: which NCCL DeepEP 2.x will use, and which
+one the process maps first (the checks are in checks_deepep_v2; see its docstring for the upstream code).
 
 Emulates, without starting Python: deep_ep/utils/find_pkgs.py find_nccl_root() (EP_NCCL_ROOT_DIR,
 then the EP_NCCL_ROOT_DIR deep_ep/envs.py bakes, then NCCL_DIR, then the nvidia-nccl wheel — a
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from typing import Optional
 
 from deepep_env.doctor.checks_nvshmem import same_file
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
 from deepep_env.doctor.pythonpath import python_search_path
-from deepep_env.doctor.check import Emitter
 from deepep_env.versions import version_cmp, version_lt
 
 NCCL_FLOOR = "2.30.4"        # DeepEP README "Requirements" at dd758ca
@@ -70,49 +70,51 @@ def mapped_first(ctx: DoctorContext) -> list[tuple[str, Evidence]]:
     return out
 
 
-def check_nccl_for_v2(ctx: DoctorContext, emit: Emitter, pkg_dir: str, record: dict) -> None:
+@dataclass(frozen=True)
+class NcclInstall:
+    """The NCCL DeepEP 2.x will use (deep_ep/utils/find_pkgs.py find_nccl_root) and what it holds."""
+
+    root: Optional[str]
+    why: Evidence  # where the root comes from
+    libs: list[str]  # sorted <root>/lib/libnccl.so*
+    device_header: bool  # <root>/include/nccl_device.h (the JIT compiles against it)
+    version: Optional[str]  # read when the install is complete
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.libs) and self.device_header
+
+    @property
+    def linked(self) -> str:
+        return self.libs[0]  # what check_nccl_so() compares against: sorted(glob(<root>/lib/libnccl.so*))[0]
+
+    def too_old(self) -> bool:
+        return bool(self.version) and version_lt(self.version, NCCL_FLOOR)
+
+    def differs_from_build(self, built: str) -> bool:
+        """Below 2.31 the NCCL DeepEP compiled against must be the one loaded (nccl.cu)."""
+        have = self.version
+        return bool(have and built) and version_lt(have, EXACT_BELOW) and version_cmp(have, ".".join(built.split(".")[:3])) != 0
+
+
+def nccl_install(ctx: DoctorContext, pkg_dir: str) -> NcclInstall:
+    """The NCCL the DeepEP 2.x package at ``pkg_dir`` will use, once per context."""
+    return ctx.cached("deepep-v2.nccl", lambda: _nccl_install(ctx, pkg_dir))
+
+
+def _nccl_install(ctx: DoctorContext, pkg_dir: str) -> NcclInstall:
     root, why = nccl_root(ctx, pkg_dir)
     libs = sorted(ctx.paths.glob(f"{root}/lib/libnccl.so*")) if root else []
-    if not libs or not ctx.paths.is_file(f"{root}/include/nccl_device.h"):
-        what = "no lib/libnccl.so*" if not libs else "no include/nccl_device.h (the JIT compiles against it)"
-        emit("deepep-v2.nccl-root-missing", "error",
-             f"DeepEP 2.x's NCCL root {root or '(none found)'} has {what}: `import deep_ep` or its first kernel fails",
-             [why], "install the env again (its nccl package) or point EP_NCCL_ROOT_DIR at an NCCL >= 2.30.4 install")
-        return
-    linked = libs[0]   # what check_nccl_so() compares against: sorted(glob(<root>/lib/libnccl.so*))[0]
-    have = nccl_version(ctx, root, linked)
-    built = str((record.get("nccl") or {}).get("version") or "")
-    ver_ev = Evidence(value=f"NCCL {have or 'unknown'}", file=f"{root}/include/nccl.h")
-    if have and version_lt(have, NCCL_FLOOR):
-        emit("deepep-v2.nccl-too-old", "error", f"DeepEP 2.x needs NCCL >= {NCCL_FLOOR} (Gin device API), {root} has {have}",
-             [why, ver_ev], "install an env with NCCL >= 2.30.4 (nccl.provider = 'source' builds one)")
-    elif have and built and version_lt(have, EXACT_BELOW) and version_cmp(have, ".".join(built.split(".")[:3])) != 0:
-        emit("deepep-v2.nccl-build-mismatch", "error",
-             f"DeepEP was built against NCCL {built}, {root} has {have}: below 2.31 they must be the same "
-             "(csrc/kernels/backend/nccl.cu asserts it when the first ElasticBuffer is made)",
-             [why, ver_ev, Evidence(value=f"nccl {built}", file=f"{pkg_dir}/_deepep_env_build.json")],
-             "rebuild DeepEP against this NCCL, or use the NCCL it was built against")
-    _one_nccl(ctx, emit, linked, have)
+    device_header = bool(libs) and ctx.paths.is_file(f"{root}/include/nccl_device.h")
+    version = nccl_version(ctx, root, libs[0]) if root and device_header else None
+    return NcclInstall(root, why, libs, device_header, version)
 
 
-def _one_nccl(ctx: DoctorContext, emit: Emitter, linked: str, have: Optional[str]) -> None:
+def distinct_mapped_first(ctx: DoctorContext) -> tuple[list[str], list[tuple[str, Evidence]]]:
+    """Every libnccl mapped before deep_ep._C (see :func:`mapped_first`), and those that are different files."""
     first = mapped_first(ctx)
     distinct: list[tuple[str, Evidence]] = []
     for path, ev in first:
         if not any(same_file(ctx, path, p) for p, _ in distinct):
             distinct.append((path, ev))
-    ctx.info["nccl_v2"] = {"linked": linked, "mapped_first": [p for p, _ in first]}
-    if len(distinct) > 1:
-        emit("deepep-v2.nccl-duplicate", "error",
-             "two NCCL libraries will be mapped (" + ", ".join(p for p, _ in distinct) + "): `import deep_ep` aborts with "
-             "'Duplicate NCCL runtime' (deep_ep/__init__.py check_nccl_so)",
-             [ev for _, ev in distinct], "keep one: LD_PRELOAD the env's lib/libnccl.so.2 and put the env's site-packages "
-             "first on PYTHONPATH (what `deepep-env run` does)")
-    elif distinct and not same_file(ctx, distinct[0][0], linked):
-        emit("deepep-v2.nccl-duplicate", "error",
-             f"the process maps {distinct[0][0]} before deep_ep._C, not {linked}, the NCCL DeepEP links: `import deep_ep` "
-             "aborts ('Duplicate NCCL runtime' or 'Invalid NCCL versions', deep_ep/__init__.py check_nccl_so)",
-             [distinct[0][1], Evidence(value="the NCCL DeepEP linked", file=linked)],
-             "run through `deepep-env run ENV` (its site-packages first on PYTHONPATH, LD_PRELOAD of the env's NCCL)")
-    else:
-        ctx.confirmed.append(f"deepep-v2.nccl: one NCCL {have or ''} in the process, {linked}, the one DeepEP linked")
+    return [p for p, _ in first], distinct

@@ -26,60 +26,76 @@ def _cstr(fh: BinaryIO, offset: int, limit: int = 4096) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", errors="replace")
 
 
+def _program_headers(fh: BinaryIO) -> Optional[tuple[list[tuple[int, int, int]], tuple[int, int], str]]:
+    """The PT_LOAD segments ``(vaddr, offset, filesz)``, the PT_DYNAMIC ``(offset, filesz)`` and the
+    dynamic entries' struct format; None when ``fh`` is not an ELF with a dynamic segment."""
+    fh.seek(0)
+    ident = fh.read(64)
+    if len(ident) < 52 or ident[:4] != b"\x7fELF":
+        return None
+    cls, data = ident[4], ident[5]
+    e = "<" if data == 1 else ">"
+    if cls == 2:
+        phoff = struct.unpack_from(e + "Q", ident, 0x20)[0]
+        phentsize, phnum = struct.unpack_from(e + "HH", ident, 0x36)
+        ph_fmt, dyn_fmt = e + "IIQQQQQQ", e + "qQ"
+    elif cls == 1:
+        phoff = struct.unpack_from(e + "I", ident, 0x1C)[0]
+        phentsize, phnum = struct.unpack_from(e + "HH", ident, 0x2A)
+        ph_fmt, dyn_fmt = e + "IIIIIIII", e + "iI"
+    else:
+        return None
+    if phnum > 4096 or phentsize < struct.calcsize(ph_fmt):
+        return None
+    fh.seek(phoff)
+    table = fh.read(phentsize * phnum)
+    loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+    dyn: Optional[tuple[int, int]] = None
+    for i in range(phnum):
+        f = struct.unpack_from(ph_fmt, table, i * phentsize)
+        if cls == 2:
+            p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = f[:6]
+        else:
+            p_type, p_offset, p_vaddr, _paddr, p_filesz = f[:5]
+        if p_type == PT_LOAD:
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == PT_DYNAMIC:
+            dyn = (p_offset, p_filesz)
+    return None if dyn is None else (loads, dyn, dyn_fmt)
+
+
+def _dynamic_entries(fh: BinaryIO, dyn: tuple[int, int], dyn_fmt: str) -> list[tuple[int, int]]:
+    """The ``(tag, value)`` entries of the dynamic segment, up to DT_NULL."""
+    fh.seek(dyn[0])
+    raw = fh.read(min(dyn[1], 1 << 20))
+    size = struct.calcsize(dyn_fmt)
+    entries = []
+    for off in range(0, len(raw) - size + 1, size):
+        tag, val = struct.unpack_from(dyn_fmt, raw, off)
+        if tag == DT_NULL:
+            break
+        entries.append((tag, val))
+    return entries
+
+
+def _file_offset(loads: list[tuple[int, int, int]], vaddr: int) -> Optional[int]:
+    """Where the loaded address ``vaddr`` lies in the file (the PT_LOAD segment holding it)."""
+    for seg_vaddr, offset, filesz in loads:
+        if seg_vaddr <= vaddr < seg_vaddr + filesz:
+            return offset + (vaddr - seg_vaddr)
+    return None
+
+
 def read_dynamic(fh: BinaryIO) -> Optional[Dynamic]:
     """Parse ``fh`` (a binary file object); None when it is not an ELF with a dynamic section."""
     try:
-        fh.seek(0)
-        ident = fh.read(64)
-        if len(ident) < 52 or ident[:4] != b"\x7fELF":
+        headers = _program_headers(fh)
+        if headers is None:
             return None
-        cls, data = ident[4], ident[5]
-        e = "<" if data == 1 else ">"
-        if cls == 2:
-            phoff = struct.unpack_from(e + "Q", ident, 0x20)[0]
-            phentsize, phnum = struct.unpack_from(e + "HH", ident, 0x36)
-            ph_fmt, dyn_fmt = e + "IIQQQQQQ", e + "qQ"
-        elif cls == 1:
-            phoff = struct.unpack_from(e + "I", ident, 0x1C)[0]
-            phentsize, phnum = struct.unpack_from(e + "HH", ident, 0x2A)
-            ph_fmt, dyn_fmt = e + "IIIIIIII", e + "iI"
-        else:
-            return None
-        if phnum > 4096 or phentsize < struct.calcsize(ph_fmt):
-            return None
-        fh.seek(phoff)
-        table = fh.read(phentsize * phnum)
-        loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
-        dyn: Optional[tuple[int, int]] = None
-        for i in range(phnum):
-            f = struct.unpack_from(ph_fmt, table, i * phentsize)
-            if cls == 2:
-                p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = f[:6]
-            else:
-                p_type, p_offset, p_vaddr, _paddr, p_filesz = f[:5]
-            if p_type == PT_LOAD:
-                loads.append((p_vaddr, p_offset, p_filesz))
-            elif p_type == PT_DYNAMIC:
-                dyn = (p_offset, p_filesz)
-        if dyn is None:
-            return None
-        fh.seek(dyn[0])
-        raw = fh.read(min(dyn[1], 1 << 20))
-        size = struct.calcsize(dyn_fmt)
-        entries = []
-        for off in range(0, len(raw) - size + 1, size):
-            tag, val = struct.unpack_from(dyn_fmt, raw, off)
-            if tag == DT_NULL:
-                break
-            entries.append((tag, val))
+        loads, dyn, dyn_fmt = headers
+        entries = _dynamic_entries(fh, dyn, dyn_fmt)
         strtab = next((v for t, v in entries if t == DT_STRTAB), None)
-        if strtab is None:
-            return None
-        str_off = None
-        for vaddr, offset, filesz in loads:
-            if vaddr <= strtab < vaddr + filesz:
-                str_off = offset + (strtab - vaddr)
-                break
+        str_off = None if strtab is None else _file_offset(loads, strtab)
         if str_off is None:
             return None
 
