@@ -53,18 +53,7 @@ def run_traffic(
     """Run ``cmd`` between two counter snapshots; findings for NICs that stayed idle."""
     before = snapshot(root)
     t0 = time.monotonic()
-    rc: Optional[int]
-    err = None
-    try:
-        rc = subprocess.run(list(cmd), env=dict(env) if env is not None else None, check=False, timeout=timeout).returncode
-    except FileNotFoundError:
-        rc, err = None, f"command not found: {cmd[0]}"
-    except PermissionError:
-        rc, err = None, f"command not executable: {cmd[0]}"
-    except subprocess.TimeoutExpired:
-        rc, err = None, f"timed out after {timeout}s"
-    except OSError as exc:
-        rc, err = None, f"cannot run: {exc.strerror or exc}"
+    rc, err = _run_command(cmd, env, timeout)
     secs = time.monotonic() - t0
     after = snapshot(root)
     ports = []
@@ -73,23 +62,41 @@ def run_traffic(
         a, active_a = after.get(key, (None, False))
         ports.append(NicTraffic(hca=key[0], port=key[1], before=b, after=a, active=active_a or active_b))
     result = TrafficResult(command=tuple(cmd), returncode=rc, ports=tuple(ports), seconds=secs)
+    return result, _findings(result, err)
+
+
+def _run_command(cmd: Sequence[str], env: Optional[Mapping[str, str]], timeout: Optional[float]) -> tuple[Optional[int], Optional[str]]:
+    """(exit status, None) or (None, why it could not run)."""
+    try:
+        return subprocess.run(list(cmd), env=dict(env) if env is not None else None, check=False, timeout=timeout).returncode, None
+    except FileNotFoundError:
+        return None, f"command not found: {cmd[0]}"
+    except PermissionError:
+        return None, f"command not executable: {cmd[0]}"
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout}s"
+    except OSError as exc:
+        return None, f"cannot run: {exc.strerror or exc}"
+
+
+def _findings(result: TrafficResult, err: Optional[str]) -> list[Finding]:
     findings: list[Finding] = []
-    shown = " ".join(cmd)
-    if rc is None or rc != 0:
+    shown = " ".join(result.command)
+    if result.returncode is None or result.returncode != 0:
         findings.append(_f(
             "traffic.command-failed", "error",
-            f"the command {'could not run' if rc is None else f'exited with {rc}'}: {err or shown}",
+            f"the command {'could not run' if result.returncode is None else f'exited with {result.returncode}'}: {err or shown}",
             [Evidence(value=shown, file="command")],
             "make the command succeed on its own first; idle NICs after a failed run say little",
         ))
-    if not ports:
+    if not result.ports:
         findings.append(_f(
             "traffic.no-nics", "warning", "no RDMA NIC port under /sys/class/infiniband: no traffic to measure",
             [Evidence(value="absent or empty", file="/sys/class/infiniband")],
             "run --traffic on a node with RDMA NICs, with an internode command",
         ))
-        return result, findings
-    unreadable = [p for p in ports if p.delta is None]
+        return findings
+    unreadable = [p for p in result.ports if p.delta is None]
     if unreadable:
         findings.append(_f(
             "traffic.counter-unreadable", "warning",
@@ -97,6 +104,11 @@ def run_traffic(
             [Evidence(value="unreadable", file=f"/sys/class/infiniband/{p.hca}/ports/{p.port}/counters/{COUNTER}") for p in unreadable[:4]],
             "run doctor with permission to read the counters",
         ))
+    return findings + _nic_use(result.ports, shown)
+
+
+def _nic_use(ports: Sequence[NicTraffic], shown: str) -> list[Finding]:
+    """No NIC moved (an intranode run), or some moved and others stayed idle (seed 000)."""
     measured = [p for p in ports if p.delta is not None and p.active]
     by_nic: dict[str, int] = {}
     for p in measured:
@@ -106,19 +118,19 @@ def run_traffic(
     ev = [Evidence(value=f"{p.before} → {p.after} (+{(p.delta or 0) * 4} bytes)",
                    file=f"/sys/class/infiniband/{p.hca}/ports/{p.port}/counters/{COUNTER}") for p in measured[:16]]
     if by_nic and not moved:
-        findings.append(_f(
+        return [_f(
             "traffic.no-traffic", "warning",
             f"no NIC carried traffic while `{shown}` ran: an intranode run, the remote transport is off, or every NIC is unused",
             ev,
             "run an internode command (e.g. DeepEP's test_internode.py across 2 nodes) to measure NIC use",
-        ))
-    elif idle:
-        findings.append(_f(
+        )]
+    if idle:
+        return [_f(
             "traffic.idle-nic", "error",
             f"{len(idle)} of {len(by_nic)} NICs carried no traffic ({', '.join(idle)}) while {', '.join(moved)} did: "
             "the GPU→NIC mapping is missing or ignored (seed 000: every GPU on mlx5_0, RDMA ~6.5 GB/s)",
             ev,
             "check `deepep-env doctor ENV` for deepep.pr466-missing / deepep.shadowed and that "
             "DEEP_EP_DEVICE_TO_HCA_MAPPING is set (`deepep-env run` sets it from topology)",
-        ))
-    return result, findings
+        )]
+    return []
