@@ -15,7 +15,7 @@ CMD_KEY = "deepep_env.doctor.cmd"
 class _DoctorCommand(TyperCommand):
     """Everything after ``--`` is the --traffic command, never ENV (click would bind its first word)."""
 
-    def parse_args(self, ctx, args):  # type: ignore[override]
+    def parse_args(self, ctx, args):
         if "--" in args:
             i = args.index("--")
             ctx.meta[CMD_KEY] = list(args[i + 1 :])

@@ -163,9 +163,10 @@ def required_features(ctx: DoctorContext) -> dict[str, list[Evidence]]:
     spec_req = list(getattr(getattr(ctx.spec, "deepep", None), "require", []) or [])
     for feat in spec_req:
         required.setdefault(feat, []).append(Evidence(value=f"require = {spec_req}", file=f"env_specs/{ctx.env_name}.toml [deepep]"))
-    for feat in (record or {}).get("require", []) or []:
+    rec = record or {}
+    for feat in rec.get("require", []) or []:
         if isinstance(feat, str):
-            required.setdefault(feat, []).append(Evidence(value=f"require = {record.get('require')}", file=f"{pkg_dir}/{BUILD_RECORD}"))
+            required.setdefault(feat, []).append(Evidence(value=f"require = {rec.get('require')}", file=f"{pkg_dir}/{BUILD_RECORD}"))
     if ctx.env.get("DEEP_EP_DEVICE_TO_HCA_MAPPING") and not (pkg_dir and is_v2(ctx, pkg_dir)):
         # The mapping variable is read only by PR #466's Buffer._setup_device_hca_mapping (a V1 API;
         # DeepEP 2.x's legacy Buffer does not have it, and the overlay does not set it for a V2 env).
@@ -258,6 +259,8 @@ def deep_ep_readable(ctx: DoctorContext, emit: Emitter) -> None:
             "point PYTHONPATH at an installed deep_ep (a directory holding deep_ep/__init__.py and deep_ep_cpp*.so), not a source tree",
         )
         return
+    if found is None:
+        return  # nothing imported: deepep.not-installed says so
     for st in feature_states(ctx):
         if st.state == "unreadable":
             emit(

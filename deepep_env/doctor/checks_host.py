@@ -100,12 +100,12 @@ def ofed_builds_on_kernel(ctx: DoctorContext, emit: Emitter) -> None:
     exact, minor, oev = installed_ofed(ctx)
     if kt is None or kt < KERNEL_NEEDS_NEW_OFED or not (exact or minor):
         return
-    old = version_cmp(exact, MIN_OFED_FOR_KERNEL) < 0 if exact else _may_fail(minor, f">={MIN_OFED_FOR_KERNEL}")[0]
+    old = version_cmp(exact, MIN_OFED_FOR_KERNEL) < 0 if exact else _may_fail(minor or "", f">={MIN_OFED_FOR_KERNEL}")[0]
     if old:
         emit(
             "host.ofed-kernel",
             "error",
-            f"DOCA-OFED/MLNX_OFED {exact or minor + '.x'} on kernel {kernel}: releases before {MIN_OFED_FOR_KERNEL} "
+            f"DOCA-OFED/MLNX_OFED {exact or f'{minor}.x'} on kernel {kernel}: releases before {MIN_OFED_FOR_KERNEL} "
             "fail to build their mlx5 DKMS module on kernel ≥ 6.14 (ipsec.c pointer type, seed 000 §4 problem 3)",
             oev + [Evidence(value=kernel or "unknown", file="/proc/sys/kernel/osrelease")],
             f"install DOCA-OFED ≥ {MIN_OFED_FOR_KERNEL} (or stay on a kernel < 6.14)",
@@ -119,16 +119,16 @@ def ofed_matches_spec(ctx: DoctorContext, emit: Emitter) -> None:
     exact, minor, oev = installed_ofed(ctx)
     if not want or not (exact or minor):
         return
-    fails = (not version_matches(exact, want)) if exact else _may_fail(minor, want)[0]
+    fails = (not version_matches(exact, want)) if exact else _may_fail(minor or "", want)[0]
     if fails:
         emit(
             "host.ofed-version",
             "error",
-            f"DOCA-OFED {exact or minor + '.x'} does not satisfy the env spec's doca_ofed {want}",
+            f"DOCA-OFED {exact or f'{minor}.x'} does not satisfy the env spec's doca_ofed {want}",
             oev + [Evidence(value=f"doca_ofed = {want!r}", file=spec_file(ctx))],
             f"install DOCA-OFED {want}",
         )
-    elif not exact and not _may_fail(minor, want)[1]:
+    elif not exact and not _may_fail(minor or "", want)[1]:
         ctx.notes.append(f"DOCA-OFED {minor}.x (from mlx5_core): cannot tell whether it satisfies {want}")
 
 

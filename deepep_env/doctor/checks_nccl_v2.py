@@ -89,12 +89,12 @@ class NcclInstall:
         return self.libs[0]  # what check_nccl_so() compares against: sorted(glob(<root>/lib/libnccl.so*))[0]
 
     def too_old(self) -> bool:
-        return bool(self.version) and version_lt(self.version, NCCL_FLOOR)
+        return self.version is not None and bool(self.version) and version_lt(self.version, NCCL_FLOOR)
 
     def differs_from_build(self, built: str) -> bool:
         """Below 2.31 the NCCL DeepEP compiled against must be the one loaded (nccl.cu)."""
         have = self.version
-        return bool(have and built) and version_lt(have, EXACT_BELOW) and version_cmp(have, ".".join(built.split(".")[:3])) != 0
+        return have is not None and bool(have and built) and version_lt(have, EXACT_BELOW) and version_cmp(have, ".".join(built.split(".")[:3])) != 0
 
 
 def nccl_install(ctx: DoctorContext, pkg_dir: str) -> NcclInstall:

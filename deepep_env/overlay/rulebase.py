@@ -74,7 +74,7 @@ class RuleContext:
         seen: list[str] = []
         for e in self.mapping:
             if e.hca not in seen:
-                seen.append(e.hca)  # type: ignore[arg-type]
+                seen.append(e.hca)
         return seen or [n.hca for n in self.facts.usable_nics()]
 
 
