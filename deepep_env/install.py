@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 from deepep_env.atomic import write_text
-from deepep_env.errors import UserError, rattler_errors
-from deepep_env.overlay.prefix import MARKER_FORMAT, marker_path
+from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256
+from deepep_env.overlay.prefix import MARKER_FORMAT, marker_path
+from deepep_env.rattler_errors import rattler_errors
 
 def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
     """The completion marker of a prefix, or None when the prefix is not a complete install."""

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from deepep_env.errors import UserError, rattler_errors
+from deepep_env.errors import UserError
+from deepep_env.rattler_errors import rattler_errors
 
 META_PREFIX = "# deepep-env-lock: "
 # v1: one environment's fields at the top level (``env`` names it); v2: ``envs`` maps each

@@ -13,9 +13,10 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from deepep_env.errors import UserError, rattler_errors
+from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256
 from deepep_env.publish.model import LocalPackage
+from deepep_env.rattler_errors import rattler_errors
 
 MANIFEST_FORMAT = "deepep-env/build-manifest/v1"
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
