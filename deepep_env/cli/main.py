@@ -54,6 +54,21 @@ def _usage_line(exc) -> str:
     return f"{msg} (see `{path} --help`)" if path else msg
 
 
+def _typer_exceptions() -> tuple[type, type, type]:
+    """What ``app(standalone_mode=False)`` raises, taken from typer's public names only: usage errors
+    (the ``ClickException`` base of ``typer.BadParameter``), ``typer.Abort`` and ``typer.Exit``. These
+    are click's own classes in typer 0.12 and the classes of typer's vendored click (``typer._click``)
+    in typer 0.29, so both are covered without probing module names; a typer that drops the
+    hierarchy fails here, loudly, rather than letting a usage error out as a traceback. (click's own
+    exceptions are not caught: nothing in deepep-env raises them.)"""
+    import typer
+
+    usage = next((c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"), None)
+    if usage is None:  # pragma: no cover - a typer without click's exception hierarchy
+        raise RuntimeError("typer.BadParameter has no ClickException base: this typer is not supported")
+    return usage, typer.Abort, typer.Exit
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["activate"]:
@@ -67,25 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     from deepep_env.errors import UserError
 
     app = build_app()
-    # typer may vendor its own click (typer._click): collect the exception types from what exists.
-    click_exc: list[type] = []
-    for name in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:
-            continue
-        click_exc.append(mod.ClickException)
-    import typer
-
-    abort_exc = (typer.Abort,)
-    exit_exc = (typer.Exit,)
-    try:
-        import click.exceptions as ce
-
-        abort_exc += (ce.Abort,)
-        exit_exc += (ce.Exit,)
-    except ImportError:
-        pass
+    usage_exc, abort_exc, exit_exc = _typer_exceptions()
     try:
         rv = app(args=argv, prog_name="deepep-env", standalone_mode=False)
     except UserError as err:
@@ -93,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         return err.exit_code
     except SystemExit as exc:
         return int(exc.code or 0)
-    except tuple(click_exc) as exc:
+    except usage_exc as exc:
         print(f"deepep-env: error: {_usage_line(exc)}", file=sys.stderr)
         return 2
     except abort_exc:
