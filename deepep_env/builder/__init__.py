@@ -39,10 +39,10 @@ from deepep_env.builder.normalize import epoch_for, normalize_conda
 from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.buildplan import BuildNode
 from deepep_env.errors import SolveError, UserError
+from deepep_env.formats import BUILD_MANIFEST, BUILD_REPORT
 from deepep_env.hashing import short_id, tree_sha256
 from deepep_env.sources import SourceCache, fetch, primary_source, require_present, stage, wants_for_nodes
 
-MANIFEST_FORMAT = "deepep-env/build-manifest/v1"
 
 # (event, node, result): "start", "done" (result: NodeResult), "check", "log" (result: a line of the
 # build's log, as it is written).
@@ -100,7 +100,7 @@ class BuildReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": "deepep-env/build-report/v1", "name": self.name, "channel": str(self.channel),
+            "format": BUILD_REPORT.stamp, "name": self.name, "channel": str(self.channel),
             "store": str(self.store), "nodes": [n.to_json() for n in self.nodes],
             "checks": [c.to_json() for c in self.checks],
             "manifest": str(self.manifest) if self.manifest else None,
@@ -405,7 +405,7 @@ def write_manifest(report: BuildReport, state: Path, env: str) -> Path:
         for o in entry.outputs:
             pkgs.append({"name": o.name, "version": o.version, "build": o.build, "subdir": o.subdir,
                          "file": o.file, "build_id": n.id, "sha256": o.sha256})
-    data = {"format": MANIFEST_FORMAT, "env": env, "channel": str(report.channel), "packages": pkgs}
+    data = {"format": BUILD_MANIFEST.stamp, "env": env, "channel": str(report.channel), "packages": pkgs}
     return write_text(state / "builds" / f"{env}.json", json.dumps(data, indent=2) + "\n")
 
 

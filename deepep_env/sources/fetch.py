@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Literal, Optional, Sequence
 
 from deepep_env.errors import UserError
+from deepep_env.formats import FETCH_REPORT
 from deepep_env.hashing import file_sha256, tree_sha256
 from deepep_env.sources.cache import SourceCache, is_archive, unpack
 from deepep_env.sources.submodules import place_submodules, submodules_of
@@ -82,7 +83,7 @@ class FetchReport:
         return [i for i in self.items if i.status == "missing"]
 
     def to_json(self) -> dict:
-        return {"format": "deepep-env/fetch-report/v1", "cache": str(self.cache),
+        return {"format": FETCH_REPORT.stamp, "cache": str(self.cache),
                 "items": [i.to_json() for i in self.items], "ignored": self.ignored}
 
 
