@@ -55,12 +55,9 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from deepep_env.atomic import write_text
 from deepep_env.errors import SolveError, UserError
+from deepep_env.recipegraph import ident
 
 EXTERNAL_PROVIDERS = ("cuda", "python", "pytorch")
-
-
-def ident(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
 def _value(v: Any) -> Any:
