@@ -65,6 +65,12 @@ class BuildPlan:
                 return n
         raise KeyError(package)
 
+    def roots(self) -> tuple[BuildNode, ...]:
+        """The nodes no other node builds against: what an environment asks for by name (the others
+        come in as their dependencies)."""
+        depended = {d for n in self.nodes for d in n.deps}
+        return tuple(n for n in self.nodes if n.package not in depended)
+
 
 def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Identity and metadata of the components a node builds against that it does not build.

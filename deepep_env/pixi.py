@@ -43,6 +43,9 @@ from typing import Any, Optional
 
 from deepep_env.errors import StaleError, UserError
 from deepep_env.formats import PIXI_MANIFEST
+from deepep_env.lock.channels import file_url
+from deepep_env.lock.platforms import platform_for
+from deepep_env.lock.request import component_requirements
 from deepep_env.project import pixi_env_name
 
 PIXI_FORMAT = PIXI_MANIFEST.stamp
@@ -154,18 +157,8 @@ def _nvlink_only(r) -> bool:
     return bool(r.platforms) and all(p == "nvlink" for p in r.platforms)
 
 
-def env_for_spec(r, project, warnings: list[str]) -> PixiEnv:
-    from deepep_env.buildplan import plan as build_plan
-    from deepep_env.lock.channels import file_url
-    from deepep_env.lock.platforms import platform_for
-    from deepep_env.lock.request import component_requirements
-
-    name = pixi_env_name(r.name)
-    if not PIXI_NAME_RE.match(name):
-        raise UserError(f"spec name {r.name!r} cannot be a pixi environment name", field="name",
-                        accepted="lowercase letters, digits and '-'")
-    comments = [r.description] if r.description else []
-    comments.append(f"spec {r.name} {r.version}; hardware profiles: {', '.join(r.platforms)}")
+def _channels(r, project, warnings: list[str]) -> list[str]:
+    """The spec's channels as pixi.toml names them (``local``: its publish_url, else this machine's)."""
     channels: list[str] = []
     for c in r.channels:
         if c == "local":
@@ -179,13 +172,16 @@ def env_for_spec(r, project, warnings: list[str]) -> PixiEnv:
             channels.append(c.rstrip("/"))
         else:
             channels.append(c)
+    return channels
+
+
+def _built_dependencies(r, project, comments: list[str], warnings: list[str]) -> dict[str, Any]:
+    """Our builds the environment asks for by name (the build plan's roots), pinned to their build."""
+    from deepep_env.buildplan import plan as build_plan   # local: pydantic and yaml, not needed to read pixi.toml
+
     deps: dict[str, Any] = {}
     try:
-        bp = build_plan(r, project)
-        depended = {d for n in bp.nodes for d in n.deps}
-        for n in bp.nodes:
-            if n.package in depended:
-                continue
+        for n in build_plan(r, project).roots():
             if n.meta.get("tool"):
                 deps[n.package] = f"=={n.version}"   # pinned by version: deepep_env/toolpkg.py
             elif n.id:
@@ -198,6 +194,28 @@ def env_for_spec(r, project, warnings: list[str]) -> PixiEnv:
         deps["deep-ep"] = f"=={r.deepep.version}"
         comments.append(f"build plan unavailable ({exc}); deep-ep pinned by version only")
         warnings.append(f"{r.name}: build plan unavailable: {exc}")
+    return deps
+
+
+def _tasks(r) -> dict[str, dict[str, Any]]:
+    python = _python_cmd(r)
+    tasks: dict[str, dict[str, Any]] = {}
+    for tname, (script, desc) in {**TEST_TASKS, **(V2_TEST_TASKS if r.deepep.engine == "v2" else {})}.items():
+        if tname == "deepep-test-internode" and _nvlink_only(r):
+            continue  # NVLink-only specs have no RDMA NICs: there is no internode run to make
+        tasks[tname] = {"cmd": task_command(script, python), "description": desc}
+    return tasks
+
+
+def env_for_spec(r, project, warnings: list[str]) -> PixiEnv:
+    name = pixi_env_name(r.name)
+    if not PIXI_NAME_RE.match(name):
+        raise UserError(f"spec name {r.name!r} cannot be a pixi environment name", field="name",
+                        accepted="lowercase letters, digits and '-'")
+    comments = [r.description] if r.description else []
+    comments.append(f"spec {r.name} {r.version}; hardware profiles: {', '.join(r.platforms)}")
+    channels = _channels(r, project, warnings)
+    deps = _built_dependencies(r, project, comments, warnings)
     for req in component_requirements(r):
         rest = req.spec.split(None, 1)[1] if " " in req.spec else "*"
         if " " in rest:
@@ -211,14 +229,8 @@ def env_for_spec(r, project, warnings: list[str]) -> PixiEnv:
         host.append(f"nvshmem {r.nvshmem.version} (host)")
     if host:
         comments.append("from the machine, not installed by pixi: " + ", ".join(host))
-    python = _python_cmd(r)
-    tasks: dict[str, dict[str, Any]] = {}
-    for tname, (script, desc) in {**TEST_TASKS, **(V2_TEST_TASKS if r.deepep.engine == "v2" else {})}.items():
-        if tname == "deepep-test-internode" and _nvlink_only(r):
-            continue  # NVLink-only specs have no RDMA NICs: there is no internode run to make
-        tasks[tname] = {"cmd": task_command(script, python), "description": desc}
     return PixiEnv(spec=r.name, name=name, platform=platform_for(r.subdirs[0], r.cuda.version), channels=channels,
-                   dependencies=deps, env=dict(r.env), tasks=tasks, comments=comments)
+                   dependencies=deps, env=dict(r.env), tasks=_tasks(r), comments=comments)
 
 
 def render_manifest(envs: list[PixiEnv], platforms: list, unlocked: list[str]) -> str:

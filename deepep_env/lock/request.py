@@ -130,7 +130,7 @@ def component_requirements(r) -> list[Requirement]:
 
 
 def built_nodes(plan) -> list[BuiltNode]:
-    depended = {d for n in plan.nodes for d in n.deps}
+    roots = {n.package for n in plan.roots()}
     out = []
     for n in plan.nodes:
         if n.id is None:
@@ -138,7 +138,7 @@ def built_nodes(plan) -> list[BuiltNode]:
                             "by content)", field=n.package,
                             accepted=f"pin it first: `deepep-env fetch {plan.env}` on a machine with network")
         out.append(BuiltNode(n.package, COMPONENT_OF_PACKAGE.get(n.package, n.package), n.version, n.build_string,
-                             n.id, top=n.package not in depended, tool=bool(n.meta.get("tool"))))
+                             n.id, top=n.package in roots, tool=bool(n.meta.get("tool"))))
     return out
 
 
