@@ -20,10 +20,12 @@ from typing import Any, Optional, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.hashing import build_id, build_id_preimage, recipe_sha256, short_id
+from deepep_env.lock.platforms import platform_for
 from deepep_env.project import Project
 from deepep_env.recipegraph import build_order, read_recipe, recipe_edges
 from deepep_env.spec.catalog import SourcePin
 from deepep_env.spec.resolved import RPatch, ResolvedSpec
+from deepep_env.toolpkg import TOOL, VERSION, tool_source
 
 
 @dataclass(frozen=True)
@@ -178,8 +180,6 @@ def build_virtual_packages(subdir: str = "linux-64", cuda: Optional[str] = None)
     pixi's glibc/linux/archspec defaults), never the build machine's. rattler-build otherwise
     detects them and writes them into the package's rendered recipe (found on GPU machines: the
     same id built on two kernels gave two packages), and solves build environments against them."""
-    from deepep_env.lock.platforms import platform_for
-
     out = {}
     for v in platform_for(subdir, cuda).virtual_packages:
         if v.name in ("__linux", "__glibc", "__cuda"):
@@ -192,8 +192,6 @@ def build_virtual_packages(subdir: str = "linux-64", cuda: Optional[str] = None)
 def tool_node(project: Project) -> Optional[BuildNode]:
     """deepep-env's own package (recipes/deepep-env), when the project has its recipe: the CLI and
     the overlay as conda activation, in every environment (deepep_env/toolpkg.py)."""
-    from deepep_env.toolpkg import TOOL, VERSION, tool_source
-
     d = project.recipes / TOOL
     if not (d / "recipe.yaml").is_file():
         return None

@@ -41,11 +41,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from deepep_env.atomic import write_text
 from deepep_env.errors import StaleError, UserError
 from deepep_env.formats import PIXI_MANIFEST
 from deepep_env.lock.channels import file_url
+from deepep_env.lock.lockfile import read_lock
 from deepep_env.lock.platforms import platform_for
-from deepep_env.lock.request import component_requirements
+from deepep_env.lock.request import component_requirements, workspace_platforms
 from deepep_env.project import pixi_env_name
 
 PIXI_FORMAT = PIXI_MANIFEST.stamp
@@ -177,7 +179,8 @@ def _channels(r, project, warnings: list[str]) -> list[str]:
 
 def _built_dependencies(r, project, comments: list[str], warnings: list[str]) -> dict[str, Any]:
     """Our builds the environment asks for by name (the build plan's roots), pinned to their build."""
-    from deepep_env.buildplan import plan as build_plan   # local: pydantic and yaml, not needed to read pixi.toml
+    # local: pydantic and yaml, which `deepep-env task` (load_manifest) does not need
+    from deepep_env.buildplan import plan as build_plan
 
     deps: dict[str, Any] = {}
     try:
@@ -263,15 +266,13 @@ def render_manifest(envs: list[PixiEnv], platforms: list, unlocked: list[str]) -
 
 
 def _locked_envs(project) -> set[str]:
-    from deepep_env.lock.lockfile import read_lock
-
     if not project.pixi_lock.is_file():
         return set()
     return set(read_lock(project.pixi_lock).envs)
 
 
 def _not_locked_note(r, project) -> str:
-    from deepep_env.buildplan import plan as build_plan
+    from deepep_env.buildplan import plan as build_plan   # local: see _built_dependencies
 
     try:
         unpinned = sorted({u for n in build_plan(r, project).nodes for u in n.unpinned})
@@ -285,8 +286,7 @@ def _not_locked_note(r, project) -> str:
 def generate(project) -> tuple[str, list[str], list[str]]:
     """(pixi.toml text, environment names, warnings): one environment per spec locked in
     pixi.lock, the platforms of every spec."""
-    from deepep_env.lock.request import workspace_platforms
-    from deepep_env.spec.resolve import load_resolved
+    from deepep_env.spec.resolve import load_resolved   # local: pydantic (see _built_dependencies)
 
     warnings: list[str] = []
     envs: list[PixiEnv] = []
@@ -313,8 +313,6 @@ def generate(project) -> tuple[str, list[str], list[str]]:
 
 def sync(project, *, check: bool = False, path: Optional[Path] = None) -> PixiSync:
     """``deepep-env pixi sync [--check]``."""
-    from deepep_env.atomic import write_text
-
     path = Path(path) if path else project.pixi_toml
     text, names, warnings = generate(project)
     current = path.read_text(encoding="utf-8") if path.is_file() else None

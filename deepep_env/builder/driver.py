@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from deepep_env.atomic import write_text
+from deepep_env.builder.normalize import epoch_for
 from deepep_env.errors import SolveError, UserError
 from deepep_env.recipegraph import ident
 
@@ -92,8 +93,6 @@ def recipe_context(node, *, source_dirs: Mapping[str, Path], deps: Sequence, job
     ctx["build_id"] = node.id or ""
     # A time that is a function of the inputs (docs/build-id.md §7): for __DATE__/__TIME__ and
     # anything else that honours SOURCE_DATE_EPOCH; the archive times use the same value.
-    from deepep_env.builder.normalize import epoch_for
-
     ctx["source_date_epoch"] = str(epoch_for(node.id)) if node.id else ""
     ctx["jobs"] = int(jobs)
     ctx["source_dir"] = str(source_dirs[primary]) if primary in source_dirs else ""

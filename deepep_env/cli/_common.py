@@ -7,13 +7,13 @@ from typing import Any, Optional
 
 import typer
 
+from deepep_env.project import find_project
+
 ProjectOpt = typer.Option(None, "--project", help="project folder (default: nearest parent with env_specs/)")
 JsonOpt = typer.Option(False, "--json", help="print JSON instead of a table")
 
 
 def project(path: Optional[str]):
-    from deepep_env.project import find_project
-
     return find_project(path)
 
 

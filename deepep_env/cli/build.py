@@ -62,7 +62,7 @@ def _channel_url(c: str) -> str:
 def _recipes_report(recipes: Path, project: Optional[str], *, store, channel, source_cache, extra_channel, **kw):
     """``--recipes DIR``: the graph of every recipe under DIR; state paths default to the project's,
     or to the current folder's when DIR is a bare folder of recipes (no project)."""
-    from deepep_env.builder import build_recipes   # local: yaml, pydantic (see build_cmd)
+    from deepep_env.builder import build_recipes   # local: pydantic, yaml (see build_cmd)
 
     try:
         proj = find_project(project)
@@ -103,7 +103,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Build packages keyed by build id: an id already in the store is not rebuilt."""
-        # local: rich and the builder are heavy, and every command's module is imported for every command
+        # local: rich, pydantic, yaml, and main.build_app imports every command module on every run
         from rich.console import Console
 
         from deepep_env.builder import build_env, check_against_lock

@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Install ENV from its lock; a second run is a no-op."""
+        # library imports stay local: main.build_app imports every command module on every run
         from deepep_env.install import install_env
 
         res = install_env(env, project(project_dir), prefix=prefix, lock_path=lock, mirrors=mirror or (), force=force)

@@ -79,7 +79,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Render a multi-node launch of one of DeepEP's tests (Kubernetes, Slurm or per-node shell)."""
-        # local: deepep_env.launch imports yaml, and every command's module is imported for every command
+        # local: pydantic, yaml, and main.build_app imports every command module on every run
         from deepep_env.launch import K8sOptions, LaunchOptions, SlurmOptions, launch
 
         if security not in ("privileged", "capabilities"):

@@ -72,13 +72,14 @@ def _typer_exceptions() -> tuple[type, type, type]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["activate"]:
-        from deepep_env.cli import fast_activate
+        from deepep_env.cli import fast_activate   # the fast paths: stdlib only, no typer (module docstring)
 
         return fast_activate.main(argv[1:])
     if argv[:1] == ["hook"]:   # run by every conda activation of an env with the deepep-env package
         from deepep_env.cli import fast_activate
 
         return fast_activate.hook_main(argv[1:])
+    # imports stay below the fast paths: activate and hook load only what they use
     from deepep_env.errors import UserError
 
     app = build_app()
@@ -111,7 +112,7 @@ def entry() -> None:
     """Console-script entry. py-rattler 0.28's runtime can abort at interpreter shutdown after any of
     its async calls ran (PyGILState_Release, exit 134): flush, then leave without the shutdown dance."""
     if WATCHED_COMMANDS & set(sys.argv[1:2]):
-        from deepep_env.children import start_watchdog
+        from deepep_env.children import start_watchdog   # local: activate/hook must not load it
 
         start_watchdog()
     code = main()

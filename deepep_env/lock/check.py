@@ -18,8 +18,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
+from deepep_env.hashing import file_sha256
 from deepep_env.lock.lockfile import LockData, LockedPackage, read_lock
-from deepep_env.lock.request import LockRequest
+from deepep_env.lock.request import LockRequest, request_for_env
+from deepep_env.lock.solve import default_lock_path
 
 
 @dataclass(frozen=True)
@@ -359,8 +361,7 @@ def _check_closure(pname: str, roots: set[str], by_name: dict[str, list[LockedPa
 def check_lock(env: str, project, *, channel: Optional[str | Path] = None,
                lock_path: Optional[str | Path] = None, request: Optional[LockRequest] = None) -> LockCheck:
     """``deepep-env lock ENV --check``: is ENV in the project's ``pixi.lock`` still what the spec asks?"""
-    from deepep_env.lock.request import request_for_env
-    from deepep_env.lock.solve import default_lock_path
+    # local: pydantic, which diff, verdict and install (no spec) do not need
     from deepep_env.spec.resolve import load_resolved
 
     if request is None:
@@ -376,8 +377,6 @@ def check_lock(env: str, project, *, channel: Optional[str | Path] = None,
 
 def artifact_reasons(req: LockRequest, lock: LockData, channel_dir: Path) -> list[Reason]:
     """Locked packages of our builds whose file in the local channel has another sha256 than the lock."""
-    from deepep_env.hashing import file_sha256
-
     env = lock.env(req.env)
     local_urls = [c.lock_url for c in req.channels if c.local]
     ours = {n.build_string for n in req.built}

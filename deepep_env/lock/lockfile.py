@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from deepep_env.atomic import write_bytes
 from deepep_env.errors import UserError
 from deepep_env.formats import LOCK_META
+from deepep_env.lock.platforms import ALIAS_RE, aliases, canonical_name
 from deepep_env.rattler_errors import rattler_errors
 
 META_PREFIX = "# deepep-env-lock: "
@@ -129,8 +131,6 @@ def row_names(platforms) -> dict[str, str]:
     """On-disk platform name → the name readers use: a ``pN`` alias (pixi's and ours, see
     lock/platforms.py) becomes the spec's name for its identity (``linux-64-cuda130``), as pixi's
     ``align_platform_names`` restores the manifest's; any other name stays."""
-    from deepep_env.lock.platforms import ALIAS_RE, canonical_name
-
     disk = {p.name: (str(p.subdir), list(p.virtual_packages)) for p in platforms}
     out = {n: n for n in disk}
     for n, (subdir, vps) in disk.items():
@@ -282,9 +282,6 @@ def write_env(path: Path, env: str, section: EnvSection, platforms: list) -> tup
     rewritten (its mtime stays)."""
     from rattler import LockChannel, LockFile, LockPlatform
     from rattler.platform.subdir import Subdir
-
-    from deepep_env.atomic import write_bytes
-    from deepep_env.lock.platforms import aliases
 
     sections, old_plats = _existing_sections(path)
     sections[env] = section

@@ -160,6 +160,7 @@ def built_requirements(nodes: list[BuiltNode], index: list[dict]) -> list[Requir
 def workspace_platforms(project) -> list[LockPlatformDef]:
     """The platforms of every spec of the project, by name: pixi.toml's ``[workspace] platforms``.
     A spec that does not load is left out here (``pixi sync`` and ``spec check`` report it)."""
+    # local: pydantic, which diff, verdict and install (no spec) do not need
     from deepep_env.spec.resolve import load_resolved
 
     found: dict[str, LockPlatformDef] = {}
@@ -177,6 +178,7 @@ def workspace_platforms(project) -> list[LockPlatformDef]:
 def request_for_env(r, project, *, channel_dir: Optional[Path] = None, for_check: bool = False,
                     client_obj=None) -> LockRequest:
     """The lock request a resolved spec implies (build plan included)."""
+    # local: pydantic and yaml; and buildplan imports lock.platforms, so at the top this would be a cycle
     from deepep_env.buildplan import plan as build_plan
 
     refs = resolve_channels(list(r.channels), publish_url=r.publish_url,

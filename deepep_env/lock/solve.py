@@ -140,6 +140,7 @@ def lock_env(env: str, project, *, channel: Optional[str | Path] = None,
              output: Optional[str | Path] = None) -> LockResult:
     """``deepep-env lock ENV``: solve the spec's packages into the project's ``pixi.lock`` (ENV's
     environment replaced, every other kept)."""
+    # local: pydantic, which diff, verdict and install (no spec) do not need
     from deepep_env.spec.resolve import load_resolved
 
     r = load_resolved(env, project)

@@ -16,6 +16,7 @@ from typing import Iterable
 from deepep_env.errors import UserError
 from deepep_env.formats import BUILD_MANIFEST
 from deepep_env.hashing import file_sha256
+from deepep_env.project import find_project
 from deepep_env.publish.model import LocalPackage
 from deepep_env.rattler_errors import rattler_errors
 
@@ -28,8 +29,6 @@ def state_dir(state: str | Path | None, project: str | Path | None = None) -> Pa
         return Path(state)
     if os.environ.get("DEEPEP_ENV_STATE"):
         return Path(os.environ["DEEPEP_ENV_STATE"])
-    from deepep_env.project import find_project
-
     try:
         return find_project(project).state
     except UserError:
