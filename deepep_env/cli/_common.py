@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import typer
 
@@ -19,6 +19,12 @@ def project(path: Optional[str]):
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def print_warnings(warnings: Iterable[str]) -> None:
+    """A library result's warnings, one line each on stderr (stdout stays the result, or its JSON)."""
+    for w in warnings:
+        print(f"deepep-env: warning: {w}", file=sys.stderr)
 
 
 def console():

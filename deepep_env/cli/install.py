@@ -1,12 +1,11 @@
 """`deepep-env install ENV`: exactly the locked packages, sha256-verified, into a prefix."""
 from __future__ import annotations
 
-import sys
 from typing import List, Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
 
 
 def register(app: typer.Typer) -> None:
@@ -26,8 +25,7 @@ def register(app: typer.Typer) -> None:
 
         res = install_env(env, project(project_dir), prefix=prefix, lock_path=lock, mirrors=mirror or (), force=force)
         data = res.to_dict()
-        for w in data["warnings"]:
-            print(f"deepep-env: warning: {w}", file=sys.stderr)
+        print_warnings(data["warnings"])
         if as_json:
             print_json(data)
             return

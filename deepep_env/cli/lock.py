@@ -1,12 +1,11 @@
 """`deepep-env lock ENV [--check]`: solve the spec into the project's pixi.lock, or say why it is stale."""
 from __future__ import annotations
 
-import sys
 from typing import Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
 from deepep_env.errors import StaleError
 
 
@@ -40,8 +39,7 @@ def register(app: typer.Typer) -> None:
             return
         res = lock_env(env, proj, channel=channel, output=output)
         data = res.to_dict()
-        for w in data["warnings"]:
-            print(f"deepep-env: warning: {w}", file=sys.stderr)
+        print_warnings(data["warnings"])
         if as_json:
             print_json(data)
             return

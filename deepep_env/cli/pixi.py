@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
 from deepep_env.errors import StaleError
 
 
@@ -26,8 +26,7 @@ def register(app: typer.Typer) -> None:
         from deepep_env.pixi import raise_if_stale, sync
 
         res = sync(project(project_dir), check=check)
-        for w in res.warnings:
-            print(f"deepep-env: warning: {w}", file=sys.stderr)
+        print_warnings(res.warnings)
         if as_json:
             print_json(res.to_dict())
             raise_if_stale(res)

@@ -27,9 +27,12 @@ from deepep_env.lock.solve import default_lock_path
 @dataclass(frozen=True)
 class Reason:
     kind: ClassVar[str] = "reason"
+    # The one-line message, formatted with the reason's fields; a reason whose message computes
+    # something (a join, a set difference) overrides message() instead.
+    template: ClassVar[str] = "{kind}"
 
-    def message(self) -> str:  # pragma: no cover - every subclass overrides
-        return self.kind
+    def message(self) -> str:
+        return self.template.format(kind=self.kind, **asdict(self))
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, **asdict(self), "message": self.message()}
@@ -38,10 +41,8 @@ class Reason:
 @dataclass(frozen=True)
 class LockMissing(Reason):
     kind: ClassVar[str] = "lock-missing"
+    template: ClassVar[str] = "no lock at {path}"
     path: str
-
-    def message(self) -> str:
-        return f"no lock at {self.path}"
 
 
 @dataclass(frozen=True)
@@ -67,19 +68,15 @@ class ChannelChanged(Reason):
 @dataclass(frozen=True)
 class PlatformAdded(Reason):
     kind: ClassVar[str] = "platform-added"
+    template: ClassVar[str] = "platform {platform} is in the spec but not in the lock"
     platform: str
-
-    def message(self) -> str:
-        return f"platform {self.platform} is in the spec but not in the lock"
 
 
 @dataclass(frozen=True)
 class PlatformRemoved(Reason):
     kind: ClassVar[str] = "platform-removed"
+    template: ClassVar[str] = "platform {platform} is in the lock but no longer in the spec"
     platform: str
-
-    def message(self) -> str:
-        return f"platform {self.platform} is in the lock but no longer in the spec"
 
 
 @dataclass(frozen=True)
@@ -98,58 +95,48 @@ class VirtualPackagesChanged(Reason):
 @dataclass(frozen=True)
 class PackageMissing(Reason):
     kind: ClassVar[str] = "package-missing"
+    template: ClassVar[str] = "{platform}: {package} ({spec}) is required but not in the lock"
     platform: str
     package: str
     spec: str
-
-    def message(self) -> str:
-        return f"{self.platform}: {self.package} ({self.spec}) is required but not in the lock"
 
 
 @dataclass(frozen=True)
 class PinChanged(Reason):
     kind: ClassVar[str] = "pin-changed"
+    template: ClassVar[str] = "{platform}: {component} pin changed: locked {package} {old}, the spec asks {new}"
     platform: str
     component: str
     package: str
     old: str
     new: str
 
-    def message(self) -> str:
-        return f"{self.platform}: {self.component} pin changed: locked {self.package} {self.old}, the spec asks {self.new}"
-
 
 @dataclass(frozen=True)
 class BuildIdChanged(Reason):
     kind: ClassVar[str] = "build-id-changed"
+    template: ClassVar[str] = "{platform}: {package} build changed: locked {old}, the build plan gives {new}"
     platform: str
     package: str
     old: str
     new: str
 
-    def message(self) -> str:
-        return f"{self.platform}: {self.package} build changed: locked {self.old}, the build plan gives {self.new}"
-
 
 @dataclass(frozen=True)
 class PackageNotRequired(Reason):
     kind: ClassVar[str] = "package-not-required"
+    template: ClassVar[str] = "{platform}: {package} is locked but nothing in the spec needs it"
     platform: str
     package: str
-
-    def message(self) -> str:
-        return f"{self.platform}: {self.package} is locked but nothing in the spec needs it"
 
 
 @dataclass(frozen=True)
 class DependencyMissing(Reason):
     kind: ClassVar[str] = "dependency-missing"
+    template: ClassVar[str] = "{platform}: {package} depends on {dependency}, which the lock does not have"
     platform: str
     package: str
     dependency: str
-
-    def message(self) -> str:
-        return f"{self.platform}: {self.package} depends on {self.dependency}, which the lock does not have"
 
 
 @dataclass(frozen=True)

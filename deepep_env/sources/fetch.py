@@ -254,11 +254,16 @@ class _Importer:
     def done(self) -> bool:
         return not (self.open_src or self.open_patch or self.unpinned)
 
-    def _unpinned_named(self, kind: str, filename: str) -> Optional[Want]:
+    def _claim(self, kind: str, digest: str, filename: str) -> tuple[Optional[Want], Status]:
+        """The want an entry of this content is for ("imported"), else an unpinned one of this kind
+        named like the file (its hash is "recorded"), else None; a claimed want is no longer open."""
+        w = (self.open_src if kind == "source" else self.open_patch).pop(digest, None)
+        if w is not None:
+            return w, "imported"
         w = next((u for u in self.unpinned if u.kind == kind and _name_matches(u, filename)), None)
         if w is not None:
             self.unpinned.remove(w)
-        return w
+        return w, "recorded"
 
     def tree(self, entry: Path) -> None:
         digest = tree_sha256(entry)
@@ -271,10 +276,7 @@ class _Importer:
 
     def patch(self, entry: Path) -> None:
         digest = file_sha256(entry)
-        w = self.open_patch.pop(digest, None)
-        status: Status = "imported"
-        if w is None:
-            w, status = self._unpinned_named("patch", entry.name), "recorded"
+        w, status = self._claim("patch", digest, entry.name)
         if w is None:
             self.ignored.append(entry.name)
             return
@@ -285,10 +287,7 @@ class _Importer:
         try:
             root = unpack(entry, scratch / "unpacked")
             digest = tree_sha256(root)
-            w = self.open_src.pop(digest, None)
-            status: Status = "imported"
-            if w is None:
-                w, status = self._unpinned_named("source", entry.name), "recorded"
+            w, status = self._claim("source", digest, entry.name)
             if w is None:
                 named = next((x for x in self.open_src.values() if _meant_for(x, entry.name)), None)
                 if named is not None:   # the copy meant for this source, with other content
