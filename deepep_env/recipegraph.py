@@ -112,8 +112,8 @@ def _add_requirements(info: RecipeInfo, doc: Mapping[str, Any], ctx: Mapping[str
     for section, req, cond in _req_sections(doc):
         if not isinstance(req, str):
             continue
-        for m in _DEP_REF.finditer(req):
-            info.dep_refs.add(m.group(1))
+        for ref in _DEP_REF.finditer(req):
+            info.dep_refs.add(ref.group(1))
         pin = _PIN.search(req)
         s = _subst(req, ctx)
         m = None if pin or s.lstrip().startswith("${{") else _NAME.match(s)

@@ -54,7 +54,7 @@ def _usage_line(exc) -> str:
     return f"{msg} (see `{path} --help`)" if path else msg
 
 
-def _typer_exceptions() -> tuple[type, type, type]:
+def _typer_exceptions() -> tuple[type[Exception], type[Exception], type[Exception]]:
     """What ``app(standalone_mode=False)`` raises, taken from typer's public names only: usage errors
     (the ``ClickException`` base of ``typer.BadParameter``), ``typer.Abort`` and ``typer.Exit``. These
     are click's own classes in typer 0.12 and the classes of typer's vendored click (``typer._click``)
@@ -64,7 +64,7 @@ def _typer_exceptions() -> tuple[type, type, type]:
     import typer
 
     usage = next((c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"), None)
-    if usage is None:  # pragma: no cover - a typer without click's exception hierarchy
+    if usage is None or not issubclass(usage, Exception):  # pragma: no cover - not click's hierarchy
         raise RuntimeError("typer.BadParameter has no ClickException base: this typer is not supported")
     return usage, typer.Abort, typer.Exit
 
