@@ -1,6 +1,11 @@
 """Resolved spec → the build graph: which packages deepep-env builds, from which recipe, with which
 inputs, and each one's build id (docs/build-id.md). Pure: reads recipe files, builds nothing.
 
+The spec decides *which* nodes there are (NVSHMEM from source or not, GDRCopy, NCCL, DeepEP V1 or
+V2) and their inputs; the edges between them and the build order are the recipes'
+(:mod:`deepep_env.recipegraph`: what each recipe requires of the others' outputs), never written
+here.
+
 The builder (:mod:`deepep_env.builder`) executes a :class:`BuildPlan`; ``spec show`` and ``plan`` print it.
 Every field of :class:`BuildNode` is either identity (enters the pre-image) or metadata (``meta``).
 """
@@ -11,13 +16,16 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.hashing import build_id, build_id_preimage, recipe_sha256, short_id
+from deepep_env.lock.platforms import platform_for
 from deepep_env.project import Project
+from deepep_env.recipegraph import build_order, read_recipe, recipe_edges
 from deepep_env.spec.catalog import SourcePin
 from deepep_env.spec.resolved import RPatch, ResolvedSpec
+from deepep_env.toolpkg import TOOL, VERSION, tool_source
 
 
 @dataclass(frozen=True)
@@ -29,7 +37,7 @@ class BuildNode:
     sources: dict[str, SourcePin]     # identity by tree_sha256 only
     patches: tuple[RPatch, ...]       # identity by sha256 only, in order
     externals: dict[str, Any]         # identity: host-provided components and their versions
-    deps: tuple[str, ...]             # packages of this graph it builds against
+    deps: tuple[str, ...]             # packages of this graph it builds against (its recipe's build edges)
     # Packages of this graph its run requirements name by version range only (never by build): in
     # the build channel for its recipe test, but not inputs of its bytes, so not of its id.
     run_deps: tuple[str, ...] = ()
@@ -58,6 +66,12 @@ class BuildPlan:
             if n.package == package:
                 return n
         raise KeyError(package)
+
+    def roots(self) -> tuple[BuildNode, ...]:
+        """The nodes no other node builds against: what an environment asks for by name (the others
+        come in as their dependencies)."""
+        depended = {d for n in self.nodes for d in n.deps}
+        return tuple(n for n in self.nodes if n.package not in depended)
 
 
 def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -150,13 +164,22 @@ def finish_node(node: BuildNode, dep_ids: dict[str, Optional[str]]) -> BuildNode
     return BuildNode(**{**node.__dict__, "recipe_hash": rhash, "preimage": pre, "id": build_id(pre)})
 
 
+def finish_nodes(nodes: Sequence[BuildNode]) -> list[BuildNode]:
+    """Ids for ``nodes`` given in build order (each after its dependencies): the Merkle DAG."""
+    done: list[BuildNode] = []
+    ids: dict[str, Optional[str]] = {}
+    for n in nodes:
+        fin = finish_node(n, ids)
+        ids[n.package] = fin.id
+        done.append(fin)
+    return done
+
+
 def build_virtual_packages(subdir: str = "linux-64", cuda: Optional[str] = None) -> dict[str, str]:
     """What a build on ``subdir`` is told the machine has: the lock's platform (the spec's CUDA,
     pixi's glibc/linux/archspec defaults), never the build machine's. rattler-build otherwise
     detects them and writes them into the package's rendered recipe (found on GPU machines: the
     same id built on two kernels gave two packages), and solves build environments against them."""
-    from deepep_env.lock.platforms import platform_for
-
     out = {}
     for v in platform_for(subdir, cuda).virtual_packages:
         if v.name in ("__linux", "__glibc", "__cuda"):
@@ -169,8 +192,6 @@ def build_virtual_packages(subdir: str = "linux-64", cuda: Optional[str] = None)
 def tool_node(project: Project) -> Optional[BuildNode]:
     """deepep-env's own package (recipes/deepep-env), when the project has its recipe: the CLI and
     the overlay as conda activation, in every environment (deepep_env/toolpkg.py)."""
-    from deepep_env.toolpkg import TOOL, VERSION, tool_source
-
     d = project.recipes / TOOL
     if not (d / "recipe.yaml").is_file():
         return None
@@ -218,8 +239,7 @@ def _nvshmem_node(r: ResolvedSpec, project: Project) -> BuildNode:
             "gdrcopy": r.nvshmem.gdrcopy,
             **_conda_variant(r, python=False),
         },
-        sources={"nvshmem": r.nvshmem.source}, patches=tuple(r.nvshmem.patches), externals=ext,
-        deps=("gdrcopy",) if r.nvshmem.gdrcopy and r.gdrcopy is not None else (), meta=meta,
+        sources={"nvshmem": r.nvshmem.source}, patches=tuple(r.nvshmem.patches), externals=ext, deps=(), meta=meta,
     )
 
 
@@ -263,15 +283,15 @@ def _deepep_node(r: ResolvedSpec, project: Project) -> BuildNode:
     }
     if v2:
         variant.update({"nccl_provider": r.nccl.provider, "nccl_version": r.nccl.version})
-    deps = (("nvshmem",) if r.nvshmem.provider == "source" else ()) + (("nccl",) if v2 and r.nccl.provider == "source" else ())
     return BuildNode(
         package="deep-ep", recipe_dir=_recipe(project, "deep-ep-v2" if v2 else "deep-ep"), version=r.deepep.version,
         variant=variant, sources={"deep-ep": r.deepep.source}, patches=tuple(r.deepep.patches), externals=ext,
-        deps=deps, meta=meta,
+        deps=(), meta=meta,
     )
 
 
-def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
+def _spec_nodes(r: ResolvedSpec, project: Project) -> list[BuildNode]:
+    """The packages the spec builds, in declaration order (ties of the build order), without edges."""
     nodes: list[BuildNode] = []
     tool = tool_node(project)
     if tool is not None:
@@ -282,14 +302,22 @@ def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
         nodes.append(_nvshmem_node(r, project))
     if r.nccl.provider == "source":
         nodes.append(_nccl_node(r, project))
-    deep = _deepep_node(r, project)
-    # the tool (and its activation hook) is a run requirement of DeepEP's recipe, by version range
-    nodes.append(dataclasses.replace(deep, run_deps=(tool.package,)) if tool is not None else deep)
-    done: list[BuildNode] = []
-    ids: dict[str, Optional[str]] = {}
+    nodes.append(_deepep_node(r, project))
+    return nodes
+
+
+def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
+    nodes = {n.package: n for n in _spec_nodes(r, project)}
+    # The edges are the recipes' own: a build/host requirement or an exact pin is a dependency (its id
+    # enters the pre-image); a run requirement by version range only is a run dependency (DeepEP's
+    # `deepep-env >=0.2,<1`: in the channel of its recipe test, not an input of its bytes).
+    edges = recipe_edges({p: read_recipe(n.recipe_dir) for p, n in nodes.items()})
+    order = build_order(list(nodes), {p: edges[p].build | edges[p].run for p in nodes})
     vps = build_virtual_packages(r.subdirs[0], r.cuda.version)
-    for n in nodes:  # already in dependency order
-        fin = finish_node(n if n.virtual_packages else dataclasses.replace(n, virtual_packages=vps), ids)
-        ids[n.package] = fin.id
-        done.append(fin)
-    return BuildPlan(env=r.name, nodes=tuple(done))
+    ordered = []
+    for p in order:
+        n = nodes[p]
+        ordered.append(dataclasses.replace(
+            n, deps=tuple(d for d in order if d in edges[p].build), run_deps=tuple(d for d in order if d in edges[p].run),
+            virtual_packages=n.virtual_packages or vps))
+    return BuildPlan(env=r.name, nodes=tuple(finish_nodes(ordered)))

@@ -3,11 +3,14 @@
 Every library function that rejects input raises :class:`UserError`; the CLI prints ``str(err)``
 on one line and exits with ``err.exit_code`` (2 for bad input). Nothing else is printed, never a
 traceback.
+
+This module imports nothing from the project (every module imports it, the activate fast path
+included); rattler's exceptions become a :class:`UserError` in :mod:`deepep_env.rattler_errors`,
+which needs the redaction of :mod:`deepep_env.channels.auth`.
 """
 from __future__ import annotations
 
-import contextlib
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pathlib costs milliseconds on the activate fast path
     from pathlib import Path
@@ -64,31 +67,6 @@ class UnknownEnvError(UserError):
 
 class SolveError(UserError):
     """A solver (rattler's, or rattler-build's for a build environment) found no solution."""
-
-
-@contextlib.contextmanager
-def rattler_errors(template: str, *, file: "str | Path | None" = None, field: str | None = None,
-                   accepted: str | None = None, first_line: bool = False, limit: int = 600,
-                   cleanup=None) -> Iterator[None]:
-    """The one place rattler's exceptions become a :class:`UserError`: rattler raises its own types
-    and, for some corrupt inputs, Rust panics (``PanicException`` is a ``BaseException``, field notes
-    §5). ``template`` gets ``{error}``: the error's first line (``first_line``) or all of it on one
-    line, bounded, with any URL credentials redacted. Interrupts and our own errors pass through;
-    ``cleanup`` runs before the error is raised."""
-    try:
-        yield
-    except (KeyboardInterrupt, SystemExit, UserError):
-        raise
-    except BaseException as exc:  # noqa: BLE001 - see the docstring
-        if cleanup is not None:
-            cleanup()
-        text = str(exc).strip()
-        text = (text.splitlines()[0] if first_line else " ".join(text.split())) if text else type(exc).__name__
-        if len(text) > limit:
-            text = text[: limit - 1] + "…"
-        from deepep_env.lock.channels import redact   # lazy: errors.py is on the activate fast path
-
-        raise UserError(template.replace("{error}", redact(text)), file=file, field=field, accepted=accepted) from None
 
 
 class StaleError(UserError):

@@ -28,9 +28,16 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 from deepep_env.atomic import write_text
-from deepep_env.errors import UserError, rattler_errors
-from deepep_env.overlay.prefix import MARKER_FORMAT, marker_path
+from deepep_env.channels.auth import redact
+from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256
+from deepep_env.lock.channels import channel_mirrors, url_to_path
+from deepep_env.lock.channels import client as make_client
+from deepep_env.lock.check import check_lock
+from deepep_env.lock.lockfile import conda_records, read_lock
+from deepep_env.lock.solve import default_lock_path
+from deepep_env.overlay.prefix import MARKER_FORMAT, marker_path
+from deepep_env.rattler_errors import rattler_errors
 
 def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
     """The completion marker of a prefix, or None when the prefix is not a complete install."""
@@ -57,8 +64,6 @@ class InstallResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        from deepep_env.lock.channels import redact
-
         return {"env": self.env, "prefix": str(self.prefix), "status": self.status, "lock": str(self.lock),
                 "lock_sha256": self.lock_sha256, "subdir": self.subdir, "packages": self.packages,
                 "verified": self.verified, "downloaded": self.downloaded, "seconds": round(self.seconds, 3),
@@ -165,8 +170,6 @@ def _mismatch(pkg: str, where: str, actual: str, expected: str, lock_path: Path)
 
 def _fetch_verified(recs: list, *, lock_path: Path, mirrors: dict[str, Path], client_obj) -> tuple[int, int]:
     """Point every record at a local file whose sha256 is the lock's; returns (verified, downloaded)."""
-    from deepep_env.lock.channels import redact, url_to_path
-
     downloads = _cache_root() / "deepep-env-verified"
     verified = downloaded = 0
     ordered_mirrors = sorted(mirrors.items(), key=lambda kv: len(kv[0]), reverse=True)
@@ -236,15 +239,12 @@ def install_env(env: str, project, *, prefix: Optional[str | Path] = None, lock_
     """``deepep-env install ENV``: the locked packages of ENV into ``prefix`` (default
     ``<state>/envs/<ENV>``). The spec supplies the marker's fields and the default mirror (its
     ``publish_url`` → this project's builder channel); a stale lock is installed with a warning."""
-    from deepep_env.lock.solve import default_lock_path
-    from deepep_env.spec.resolve import load_resolved
+    from deepep_env.spec.resolve import load_resolved   # local: pydantic; install_locked needs no spec
 
     r = load_resolved(env, project)
     lock = Path(lock_path) if lock_path else default_lock_path(project, r.name)
     pfx = Path(prefix).expanduser() if prefix else project.prefix_for(r.name)
     mirror_map = parse_mirrors(mirrors)
-    from deepep_env.lock.channels import channel_mirrors
-
     for url, d in channel_mirrors().items():  # $DEEPEP_ENV_MIRRORS, after --mirror
         mirror_map.setdefault(url, d)
     if r.publish_url:
@@ -253,8 +253,6 @@ def install_env(env: str, project, *, prefix: Optional[str | Path] = None, lock_
 
     def stale_warnings() -> list[str]:
         try:
-            from deepep_env.lock.check import check_lock
-
             return [f"lock is stale: {x.message()}" for x in check_lock(r.name, project, lock_path=lock).reasons]
         except UserError as exc:
             return [f"lock not checked against the spec: {exc}"]
@@ -324,9 +322,6 @@ def install_locked(lock: str | Path, env: str, prefix: str | Path, *, mirrors: O
 
 def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror_map: dict[str, Path],
              marker_base: dict[str, Any], t0: float) -> InstallResult:
-    from deepep_env.lock.channels import client as make_client
-    from deepep_env.lock.lockfile import conda_records, read_lock
-
     data = read_lock(lock)
     le = data.env(env)
     if le is None:
@@ -362,8 +357,6 @@ def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror
 
 def _make_marker(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, marker_base: dict[str, Any],
                  installed: list, locked: list) -> dict[str, Any]:
-    from deepep_env.lock.channels import redact
-
     packages = [{"name": p.name, "version": p.version, "build": p.build, "sha256": p.sha256 or "", "url": redact(p.url)}
                 for p in sorted(locked, key=lambda p: p.name)]
     python = dict(marker_base.get("python") or {})

@@ -24,6 +24,10 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from deepep_env.errors import UserError
+from deepep_env.install import install_env
+from deepep_env.overlay.activation import source_activation_scripts
+from deepep_env.pixi import load_manifest
+from deepep_env.project import pixi_env_name
 
 
 @dataclass
@@ -79,8 +83,6 @@ def list_tasks(manifest: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def _spec_for_env(project, env: str) -> str:
-    from deepep_env.project import pixi_env_name
-
     for name in project.spec_names():
         if pixi_env_name(name) == env:
             return name
@@ -110,8 +112,6 @@ def _dep_names(task: dict[str, Any]) -> list[str]:
 def plan_task(project, name: str, *, environment: Optional[str] = None, args: Sequence[str] = (),
               manifest_path: Optional[Path] = None) -> TaskPlan:
     """Resolve ``name`` (and what it depends on) in ``pixi.toml`` into steps to run, in order."""
-    from deepep_env.pixi import load_manifest
-
     path = Path(manifest_path) if manifest_path else project.pixi_toml
     manifest = load_manifest(path)
     per_env = list_tasks(manifest)
@@ -226,8 +226,6 @@ def task_environment(project, plan: TaskPlan, base: Optional[dict[str, str]] = N
     """What pixi exports for a task of ``plan.environment``: its variables, the features'
     ``activation.env``, then the prefix's ``activate.d`` ``*.sh`` scripts sourced in order (as
     ``pixi run`` runs them) — the deepep-env package's applies the host overlay."""
-    from deepep_env.overlay.activation import source_activation_scripts
-
     env = dict(os.environ if base is None else base)
     prefix = plan.prefix
     env.update({
@@ -248,8 +246,6 @@ def task_environment(project, plan: TaskPlan, base: Optional[dict[str, str]] = N
 
 def ensure_installed(project, plan: TaskPlan) -> None:
     """pixi installs the locked environment before it runs a task: so does this runner."""
-    from deepep_env.install import install_env
-
     res = install_env(plan.spec, project)
     for w in res.warnings:
         print(f"deepep-env task: warning: {w}", file=sys.stderr, flush=True)
@@ -261,8 +257,6 @@ def ensure_installed(project, plan: TaskPlan) -> None:
 def run_task(project, plan: TaskPlan, *, base_env: Optional[dict[str, str]] = None, install: bool = True) -> int:
     """Install (unless told not to), activate, run the steps in order; stop at the first failure and
     return its exit status."""
-    from deepep_env.pixi import load_manifest
-
     if install:
         ensure_installed(project, plan)
     env = task_environment(project, plan, base_env, load_manifest(project.pixi_toml))

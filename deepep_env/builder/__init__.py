@@ -32,17 +32,21 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 from deepep_env.atomic import write_text
 from deepep_env.builder.channel import Channel, index, make_build_channel
-from deepep_env.builder.check import compare_packages
+from deepep_env.builder.check import compare_packages, compare_with_sha
 from deepep_env.builder.driver import recipe_context, run as run_rattler_build
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
 from deepep_env.builder.normalize import epoch_for, normalize_conda
 from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.buildplan import BuildNode
+from deepep_env.buildplan import plan as build_plan
 from deepep_env.errors import SolveError, UserError
+from deepep_env.formats import BUILD_MANIFEST, BUILD_REPORT
 from deepep_env.hashing import short_id, tree_sha256
+from deepep_env.lock.channels import channel_mirrors, channel_url, file_url
+from deepep_env.lock.lockfile import read_lock
 from deepep_env.sources import SourceCache, fetch, primary_source, require_present, stage, wants_for_nodes
+from deepep_env.spec import load_resolved
 
-MANIFEST_FORMAT = "deepep-env/build-manifest/v1"
 
 # (event, node, result): "start", "done" (result: NodeResult), "check", "log" (result: a line of the
 # build's log, as it is written).
@@ -100,7 +104,7 @@ class BuildReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": "deepep-env/build-report/v1", "name": self.name, "channel": str(self.channel),
+            "format": BUILD_REPORT.stamp, "name": self.name, "channel": str(self.channel),
             "store": str(self.store), "nodes": [n.to_json() for n in self.nodes],
             "checks": [c.to_json() for c in self.checks],
             "manifest": str(self.manifest) if self.manifest else None,
@@ -374,9 +378,6 @@ def build_graph(nodes: Sequence[BuildNode], *, store: Path, channel: Path, sourc
 def check_against_lock(report: BuildReport, lock_path: Path, env: Optional[str] = None) -> list[CheckResult]:
     """``build --lock FILE``: is every package this build produced the one a lock pins (same file name,
     same sha256)? A package the lock does not name is reported too: the lock is of another build."""
-    from deepep_env.builder.check import compare_with_sha
-    from deepep_env.lock.lockfile import read_lock
-
     data = read_lock(lock_path)
     envs = [data.env(env)] if env else list(data.envs.values())
     locked = {p.url.rsplit("/", 1)[-1]: p.sha256 for e in envs if e for ps in e.packages.values() for p in ps
@@ -405,14 +406,12 @@ def write_manifest(report: BuildReport, state: Path, env: str) -> Path:
         for o in entry.outputs:
             pkgs.append({"name": o.name, "version": o.version, "build": o.build, "subdir": o.subdir,
                          "file": o.file, "build_id": n.id, "sha256": o.sha256})
-    data = {"format": MANIFEST_FORMAT, "env": env, "channel": str(report.channel), "packages": pkgs}
+    data = {"format": BUILD_MANIFEST.stamp, "env": env, "channel": str(report.channel), "packages": pkgs}
     return write_text(state / "builds" / f"{env}.json", json.dumps(data, indent=2) + "\n")
 
 
 def mirror_aliases() -> dict[str, str]:
     """The URL a build reads each mirrored channel from → the channel's own URL (what ids name)."""
-    from deepep_env.lock.channels import channel_mirrors, file_url
-
     return {file_url(d): url for url, d in channel_mirrors().items()}
 
 
@@ -420,8 +419,6 @@ def spec_channels_for_build(channels: Sequence[str], *, offline: bool) -> list[s
     """The spec's channels other than ``local`` (e.g. conda-forge for conda-provided PyTorch), after
     the dependency channel. A mirrored channel ($DEEPEP_ENV_MIRRORS) is read from its mirror, also
     offline; an unmirrored remote one is left out offline rather than timing out on DNS."""
-    from deepep_env.lock.channels import channel_mirrors, channel_url, file_url
-
     mirrors = channel_mirrors()
     out: list[str] = []
     for c in channels:
@@ -439,11 +436,8 @@ def build_env(env_name: str, project, *, store: Optional[Path] = None, channel: 
               source_cache: Optional[Path] = None, offline: bool = False, check: bool | Sequence[str] = False,
               jobs: Optional[int] = None, progress: Optional[Progress] = None) -> BuildReport:
     """Build the graph of env spec ``env_name`` (``deepep-env build ENV``)."""
-    from deepep_env.buildplan import plan
-    from deepep_env.spec import load_resolved
-
     resolved = load_resolved(env_name, project)
-    bp = plan(resolved, project)
+    bp = build_plan(resolved, project)
     extra = spec_channels_for_build(resolved.channels, offline=offline)
     report = build_graph(
         list(bp.nodes), store=store or project.store, channel=channel or project.channel,

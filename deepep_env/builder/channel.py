@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Iterable
 
 from deepep_env.atomic import write_bytes, write_text
-from deepep_env.errors import UserError, rattler_errors
+from deepep_env.errors import UserError
 from deepep_env.hashing import digest, file_sha256
+from deepep_env.rattler_errors import rattler_errors
 
 
 # Written by rattler's indexer besides repodata.json; we do not write them (zstd at rattler's level

@@ -54,13 +54,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from deepep_env.atomic import write_text
+from deepep_env.builder.normalize import epoch_for
 from deepep_env.errors import SolveError, UserError
+from deepep_env.recipegraph import ident
 
 EXTERNAL_PROVIDERS = ("cuda", "python", "pytorch")
-
-
-def ident(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
 def _value(v: Any) -> Any:
@@ -95,8 +93,6 @@ def recipe_context(node, *, source_dirs: Mapping[str, Path], deps: Sequence, job
     ctx["build_id"] = node.id or ""
     # A time that is a function of the inputs (docs/build-id.md §7): for __DATE__/__TIME__ and
     # anything else that honours SOURCE_DATE_EPOCH; the archive times use the same value.
-    from deepep_env.builder.normalize import epoch_for
-
     ctx["source_date_epoch"] = str(epoch_for(node.id)) if node.id else ""
     ctx["jobs"] = int(jobs)
     ctx["source_dir"] = str(source_dirs[primary]) if primary in source_dirs else ""

@@ -11,6 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from deepep_env.builder.driver import recipe_context, render
+from deepep_env.sources.stage import primary_source
+
 SECTIONS = ("build", "host", "run", "run_constraints")
 
 
@@ -46,9 +49,6 @@ def requirements_of(variants: Sequence[Any]) -> dict[str, dict[str, list[str]]]:
 
 def preview_node(node, deps: Sequence) -> dict[str, dict[str, list[str]]]:
     """Render ``node``'s recipe (a :class:`deepep_env.buildplan.BuildNode`) as the builder would."""
-    from deepep_env.builder.driver import recipe_context, render
-    from deepep_env.sources.stage import primary_source
-
     names = sorted(node.sources)
     staged = {n: Path(f"/staged/{node.package}/{n}") for n in names}  # placeholders: render reads no file
     ctx = recipe_context(node, source_dirs=staged, deps=deps, jobs=1, primary=primary_source(node.package, names))

@@ -31,10 +31,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from deepep_env.atomic import staged_dir, write_text
+from deepep_env.formats import STORE_ENTRY
 from deepep_env.hashing import file_sha256, short_id
-
-ENTRY_FORMAT = "deepep-env/store-entry/v1"
-ENTRY_FORMATS = (ENTRY_FORMAT,)
 
 
 @dataclass(frozen=True)
@@ -92,7 +90,7 @@ class Store:
             data = json.loads((path / "entry.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        if data.get("format") not in ENTRY_FORMATS or data.get("id") != build_id:
+        if not STORE_ENTRY.accepts(data) or data.get("id") != build_id:
             return None
         outs = tuple(Output(**o) for o in data.get("outputs", []))
         if not outs or not all((path / o.file).is_file() for o in outs):
@@ -137,7 +135,7 @@ class Store:
                 outputs.append(Output(rel, name, version, build, subdir, file_sha256(tmp / rel)))
             outputs.sort(key=lambda o: o.file)
             entry = {
-                "format": ENTRY_FORMAT, "id": build_id, "package": package, "preimage": preimage,
+                "format": STORE_ENTRY.stamp, "id": build_id, "package": package, "preimage": preimage,
                 "outputs": [o.to_json() for o in outputs], "seconds": round(seconds, 3),
                 "built_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             }

@@ -21,8 +21,11 @@ Where credentials come from (first match wins), for a channel URL ``scheme://hos
    ``{"CondaToken": "…"}`` (sent as ``/t/<token>/`` in the URL path, quetz/anaconda style),
    ``{"S3Credentials": {"access_key_id": "…", "secret_access_key": "…", "session_token": null}}``.
 
-A spec or ``pixi.toml`` names only the channel URL, never a credential; URLs that carry
-``user:password@`` or ``/t/<token>/`` are refused by :func:`check_url_has_no_secret`.
+A spec or ``pixi.toml`` names only the channel URL, never a credential. Whether a URL carries one
+is decided in one place, :func:`url_secret` (``user:password@`` or any userinfo, a query parameter
+named like a credential such as ``?token=``/``?access_token=``/``X-Amz-Signature``, an
+anaconda.org/quetz ``/t/<token>/`` segment); the spec model, the lock's channels and
+``publish --to`` all refuse such a URL through it (:func:`check_url_has_no_secret` here).
 
 What py-rattler 0.28 offers (``rattler.networking``), and what this module uses:
 
@@ -44,7 +47,8 @@ What py-rattler 0.28 offers (``rattler.networking``), and what this module uses:
 Secrets never reach a lockfile, a log line, an error message or ``--json`` output: every such
 path goes through :func:`redact`, which removes every credential this module can see (the
 environment variables, every entry of the auth files, values looked up in the keyring during
-this process, their ``Basic`` encodings) and URL-embedded secrets (``user:pass@``, ``/t/<tok>/``).
+this process, their ``Basic`` encodings) and URL-embedded secrets (``user:pass@``, ``/t/<tok>/``,
+the values of credential-like query parameters).
 """
 from __future__ import annotations
 
@@ -182,7 +186,16 @@ def known_secrets() -> list[str]:
 
 
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@\s:]*):(?P<pw>[^/@\s]*)@")
-_CONDA_TOKEN = re.compile(r"/t/[^/\s]+/")
+_CONDA_TOKEN = re.compile(r"/t/[^/\s]+(?=/|\s|$)")
+# anaconda.org/quetz put a token in the path: <channel host>/t/<token>/<channel>. In a URL's path,
+# a segment "t" followed by another one is read as that (also at the end: ".../t/<token>").
+_CONDA_TOKEN_PATH = re.compile(r"(^|/)t/[^/]+(/|$)")
+# Query parameters whose value is a credential: any word of the name (split at - _ .) is one of
+# these: ?token=, ?access_token=, ?api_key=, ?apikey=, ?password=, S3 presigned X-Amz-Credential /
+# X-Amz-Signature / X-Amz-Security-Token, Azure SAS ?sig=, ?session_id=.
+_SECRET_PARAM_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd", "pwd", "pass", "auth",
+                                 "sig", "signature", "credential", "credentials", "session", "sessionid", "jwt"})
+_QUERY_PARAM = re.compile(r"(?P<pre>[?&;](?P<name>[^=&;#?\s]+)=)(?P<value>[^&;#\s]*)")
 _AUTH_HEADER = re.compile(r"(?i)(authorization:\s*(?:bearer|basic|token)\s+)\S+")
 _API_KEY_HEADER = re.compile(r"(?i)(x-api-key:\s*)\S+")
 
@@ -196,7 +209,8 @@ def redact(text: Any) -> str:
         if secret in out:
             out = out.replace(secret, REDACTED)
     out = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", out)
-    out = _CONDA_TOKEN.sub(f"/t/{REDACTED}/", out)
+    out = _CONDA_TOKEN.sub(f"/t/{REDACTED}", out)
+    out = _QUERY_PARAM.sub(lambda m: m["pre"] + REDACTED if _secret_param(m["name"]) and m["value"] else m[0], out)
     out = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED, out)
     out = _API_KEY_HEADER.sub(lambda m: m.group(1) + REDACTED, out)
     return out
@@ -252,22 +266,61 @@ def install_log_redaction(logger: logging.Logger | None = None) -> None:
                 target.addFilter(RedactingFilter())
 
 
+def _secret_param(name: str) -> bool:
+    return any(w in _SECRET_PARAM_WORDS for w in re.split(r"[-_.]", name.lower()))
+
+
+@dataclass(frozen=True)
+class UrlSecret:
+    """The kind of secret a URL carries, in words a one-line error can use."""
+
+    kind: str      # "userinfo" | "query" | "conda-token"
+    carries: str   # what the URL carries, e.g. "credentials (user:token@)"
+    instead: str   # where that secret goes instead
+
+
+_URL_SECRETS = {
+    "userinfo": UrlSecret("userinfo", "credentials (user:token@)",
+                          f"a bare URL, with the secret in {ENV_TOKEN} or {ENV_USER}/{ENV_PASSWORD}, "
+                          "or in RATTLER_AUTH_FILE / the keyring"),
+    "query": UrlSecret("query", "a credential as a query parameter (token, api_key, signature, …)",
+                       f"a bare URL, with the token in {ENV_TOKEN} or RATTLER_AUTH_FILE / the keyring"),
+    "conda-token": UrlSecret("conda-token", "a /t/<token>/ segment",
+                             'the bare channel URL, with {"CondaToken": "…"} for its host in RATTLER_AUTH_FILE'),
+}
+
+
+def url_secret(url: str) -> UrlSecret | None:
+    """The secret ``url`` carries, or None: the one decision of "does this URL hold a credential"
+    (spec channels and ``publish_url``, the lock's channels, ``publish --to``). Userinfo of any form
+    (``user:password@``, ``token@``), a query parameter named like a credential
+    (:data:`_SECRET_PARAM_WORDS`), a ``/t/<token>/`` path segment. Never raises: a URL that does not
+    parse is judged on its text."""
+    try:
+        parts = urlsplit(url)
+        netloc, path, query = parts.netloc, parts.path, parts.query
+    except ValueError:   # e.g. an unbalanced IPv6 bracket
+        rest = url.split("://", 1)[-1]
+        netloc, _, tail = rest.partition("/")
+        path, _, query = ("/" + tail).partition("?")
+        netloc = netloc.split("?", 1)[0]
+    if "@" in netloc:
+        return _URL_SECRETS["userinfo"]
+    if any(_secret_param(m["name"]) for m in _QUERY_PARAM.finditer("?" + query.split("#", 1)[0])):
+        return _URL_SECRETS["query"]
+    if _CONDA_TOKEN_PATH.search(path):
+        return _URL_SECRETS["conda-token"]
+    return None
+
+
 def check_url_has_no_secret(url: str, *, field: str = "channel") -> None:
     """Refuse a channel URL that embeds a credential: it would end up in locks and logs."""
-    parts = urlsplit(url)
-    if parts.password is not None or (parts.username and "@" in (parts.netloc or "")):
-        raise UserError(
-            f"the URL {redact(url)} carries credentials; a URL is written into locks and logs",
-            field=field,
-            accepted=f"a bare URL, with the secret in {ENV_TOKEN} or {ENV_USER}/{ENV_PASSWORD}, "
-            "or in RATTLER_AUTH_FILE / the keyring",
-        )
-    if _CONDA_TOKEN.search(parts.path or ""):
-        raise UserError(
-            f"the URL {redact(url)} carries a /t/<token>/ segment; a URL is written into locks and logs",
-            field=field,
-            accepted='the bare channel URL, with {"CondaToken": "…"} for its host in RATTLER_AUTH_FILE',
-        )
+    secret = url_secret(url)
+    if secret is not None:
+        # the whole userinfo goes, not only a password: a token is often sent as the user name
+        shown = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", rf"\g<1>{REDACTED}@", redact(url))
+        raise UserError(f"the URL {shown} carries {secret.carries}; a URL is written into locks and logs",
+                        field=field, accepted=secret.instead)
 
 
 # ---------------------------------------------------------------------------------------------

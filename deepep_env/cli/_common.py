@@ -3,22 +3,28 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import typer
+
+from deepep_env.project import find_project
 
 ProjectOpt = typer.Option(None, "--project", help="project folder (default: nearest parent with env_specs/)")
 JsonOpt = typer.Option(False, "--json", help="print JSON instead of a table")
 
 
 def project(path: Optional[str]):
-    from deepep_env.project import find_project
-
     return find_project(path)
 
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def print_warnings(warnings: Iterable[str]) -> None:
+    """A library result's warnings, one line each on stderr (stdout stays the result, or its JSON)."""
+    for w in warnings:
+        print(f"deepep-env: warning: {w}", file=sys.stderr)
 
 
 def console():

@@ -8,6 +8,8 @@ from typing import List, Optional
 import typer
 
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json
+from deepep_env.errors import StaleError, UserError
+from deepep_env.project import Project, find_project
 
 
 PROGRESS_EVERY_S = 20.0
@@ -57,6 +59,30 @@ def _channel_url(c: str) -> str:
     return p.resolve().as_uri() if "://" not in c and (p.is_dir() or c.startswith((".", "/"))) else c
 
 
+def _recipes_report(recipes: Path, project: Optional[str], *, store, channel, source_cache, extra_channel, **kw):
+    """``--recipes DIR``: the graph of every recipe under DIR; state paths default to the project's,
+    or to the current folder's when DIR is a bare folder of recipes (no project)."""
+    from deepep_env.builder import build_recipes   # local: pydantic, yaml (see build_cmd)
+
+    try:
+        proj = find_project(project)
+    except UserError:
+        proj = Project(Path.cwd())  # a bare folder of recipes needs no project
+    return build_recipes(recipes, store=store or proj.store, channel=channel or proj.channel,
+                         source_cache=source_cache or proj.source_cache, state=None if store else proj.state,
+                         extra_channels=[_channel_url(c) for c in extra_channel], **kw)
+
+
+def _print_report(report) -> None:
+    built = len(report.built)
+    typer.echo(f"{built} built, {len(report.nodes) - built} cached; channel {report.channel}")
+    for c in report.checks:
+        verdict = "identical" if c.identical else f"{len(c.differences)} difference(s)"
+        typer.echo(f"check {c.package}: {verdict}")
+        for d in c.differences:
+            typer.echo(f"  {d}")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("build")
     def build_cmd(
@@ -77,11 +103,10 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Build packages keyed by build id: an id already in the store is not rebuilt."""
+        # local: rich, pydantic, yaml, and main.build_app imports every command module on every run
         from rich.console import Console
 
-        from deepep_env.builder import build_env, build_recipes
-        from deepep_env.errors import StaleError, UserError
-        from deepep_env.project import Project, find_project
+        from deepep_env.builder import build_env, check_against_lock
 
         if lock is not None and not lock.is_file():
             raise UserError("--lock names no file", file=lock, accepted="a pixi.lock written by `deepep-env lock`")
@@ -92,15 +117,9 @@ def register(app: typer.Typer) -> None:
         if recipes is not None:
             if env:
                 raise UserError("give an ENV or --recipes DIR, not both", field="ENV")
-            try:
-                proj = find_project(project)
-            except UserError:
-                proj = Project(Path.cwd())  # a bare folder of recipes needs no project
-            report = build_recipes(recipes, store=store or proj.store, channel=channel or proj.channel,
-                                   source_cache=source_cache or proj.source_cache,
-                                   state=None if store else proj.state, offline=offline, check=check_arg,
-                                   jobs=jobs, progress=progress,
-                                   extra_channels=[_channel_url(c) for c in extra_channel])
+            report = _recipes_report(recipes, project, store=store, channel=channel, source_cache=source_cache,
+                                     extra_channel=extra_channel, offline=offline, check=check_arg, jobs=jobs,
+                                     progress=progress)
         else:
             if extra_channel:
                 raise UserError("--extra-channel goes with --recipes DIR (an env's channels come from its spec)",
@@ -110,19 +129,11 @@ def register(app: typer.Typer) -> None:
             report = build_env(env, find_project(project), store=store, channel=channel, source_cache=source_cache,
                                offline=offline, check=check_arg, jobs=jobs, progress=progress)
         if lock is not None:
-            from deepep_env.builder import check_against_lock
-
             report.checks += check_against_lock(report, lock, env)
         if as_json:
             print_json(report.to_json())
         else:
-            built = len(report.built)
-            typer.echo(f"{built} built, {len(report.nodes) - built} cached; channel {report.channel}")
-            for c in report.checks:
-                verdict = "identical" if c.identical else f"{len(c.differences)} difference(s)"
-                typer.echo(f"check {c.package}: {verdict}")
-                for d in c.differences:
-                    typer.echo(f"  {d}")
+            _print_report(report)
         if not report.reproducible:
             bad = [c for c in report.checks if not c.identical]
             raise StaleError(f"--check: {', '.join(c.package for c in bad)} did not build identically "

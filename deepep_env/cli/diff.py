@@ -2,10 +2,14 @@
 by default the committed pixi.lock against the working tree's, per environment."""
 from __future__ import annotations
 
+import json
 import sys
 from typing import Optional
 
 import typer
+
+from deepep_env.cli._common import console
+from deepep_env.errors import UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -18,9 +22,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="same as --format json"),
     ) -> None:
         """Added, removed and changed packages (pinned components first) and changed build ids."""
-        from deepep_env.errors import UserError
-        from deepep_env.lock import diff_locks
-        from deepep_env.lock import render
+        # library imports stay local: main.build_app imports every command module on every run
+        from deepep_env.lock import diff_locks, render
+        from deepep_env.lock.diff import pixi_update_json
 
         if as_json:
             fmt = "json"
@@ -28,16 +32,10 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"unknown format {fmt!r}", field="--format", accepted="table, markdown, json, pixi-json")
         d = diff_locks(old, new, envs=env)
         if fmt == "pixi-json":
-            import json
-
-            from deepep_env.lock.diff import pixi_update_json
-
             sys.stdout.write(json.dumps(pixi_update_json(d), indent=2) + "\n")
         elif fmt == "json":
             sys.stdout.write(render.diff_json(d))
         elif fmt == "markdown":
             sys.stdout.write(render.diff_markdown(d))
         else:
-            from deepep_env.cli._common import console
-
             render.diff_table(d, console())

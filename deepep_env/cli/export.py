@@ -6,6 +6,7 @@ from typing import Optional
 import typer
 
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.errors import UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +21,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Write ENV's lock in another lock format (conda-lock v1 file, through conda-lock's models)."""
-        from deepep_env.errors import UserError
+        # library imports stay local: main.build_app imports every command module on every run
         from deepep_env.lock import export_conda_lock
 
         if fmt != "conda-lock":

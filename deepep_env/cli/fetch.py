@@ -7,6 +7,8 @@ from typing import Optional
 import typer
 
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json
+from deepep_env.errors import UserError
+from deepep_env.project import Project, find_project
 
 
 def register(app: typer.Typer) -> None:
@@ -21,10 +23,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Fill the source cache; every source and patch is verified by content hash."""
-        from deepep_env.project import Project, find_project
+        # library imports stay local: main.build_app imports every command module on every run
         from deepep_env.sources.env import fetch_sources
-
-        from deepep_env.errors import UserError
 
         try:
             proj = find_project(project)

@@ -1,12 +1,11 @@
 """`deepep-env install ENV`: exactly the locked packages, sha256-verified, into a prefix."""
 from __future__ import annotations
 
-import sys
 from typing import List, Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
 
 
 def register(app: typer.Typer) -> None:
@@ -21,12 +20,12 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Install ENV from its lock; a second run is a no-op."""
+        # library imports stay local: main.build_app imports every command module on every run
         from deepep_env.install import install_env
 
         res = install_env(env, project(project_dir), prefix=prefix, lock_path=lock, mirrors=mirror or (), force=force)
         data = res.to_dict()
-        for w in data["warnings"]:
-            print(f"deepep-env: warning: {w}", file=sys.stderr)
+        print_warnings(data["warnings"])
         if as_json:
             print_json(data)
             return

@@ -1,17 +1,18 @@
 """`deepep-env launch ENV TEST --nodes N [--target k8s|slurm|shell] [-- TEST_ARGS…]`."""
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
+from deepep_env.atomic import write_text
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.errors import UserError
 
 
 def _pairs(values: Optional[List[str]], flag: str) -> tuple[tuple[str, str], ...]:
-    from deepep_env.errors import UserError
-
     out = []
     for v in values or []:
         key, sep, value = v.partition("=")
@@ -26,6 +27,21 @@ def _output_path(output: str, filename: str) -> Path:
     if output.endswith("/") or p.is_dir():
         return p / filename
     return p
+
+
+def _emit(rendering, output: Optional[str], as_json: bool) -> None:
+    """Write the rendering to --output (if given), then print it, the path written, or JSON."""
+    written = write_text(_output_path(output, rendering.filename), rendering.text) if output else None
+    if as_json:
+        data = rendering.to_dict()
+        data["written"] = str(written) if written else None
+        print_json(data)
+    elif written:
+        typer.echo(f"wrote {written}")
+        for note in rendering.notes:
+            typer.echo(f"note: {note}", err=True)
+    else:
+        typer.echo(rendering.text, nl=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -63,9 +79,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Render a multi-node launch of one of DeepEP's tests (Kubernetes, Slurm or per-node shell)."""
-        import shlex
-
-        from deepep_env.errors import UserError
+        # local: pydantic, yaml, and main.build_app imports every command module on every run
         from deepep_env.launch import K8sOptions, LaunchOptions, SlurmOptions, launch
 
         if security not in ("privileged", "capabilities"):
@@ -83,19 +97,4 @@ def register(app: typer.Typer) -> None:
             ),
             slurm=SlurmOptions(partition=partition, account=account, time=time_limit),
         )
-        rendering = launch(env, options, project(project_dir))
-        written = None
-        if output:
-            from deepep_env.atomic import write_text
-
-            written = write_text(_output_path(output, rendering.filename), rendering.text)
-        if as_json:
-            data = rendering.to_dict()
-            data["written"] = str(written) if written else None
-            print_json(data)
-        elif written:
-            typer.echo(f"wrote {written}")
-            for note in rendering.notes:
-                typer.echo(f"note: {note}", err=True)
-        else:
-            typer.echo(rendering.text, nl=False)
+        _emit(launch(env, options, project(project_dir)), output, as_json)

@@ -1,12 +1,12 @@
 """`deepep-env lock ENV [--check]`: solve the spec into the project's pixi.lock, or say why it is stale."""
 from __future__ import annotations
 
-import sys
 from typing import Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
+from deepep_env.errors import StaleError
 
 
 def register(app: typer.Typer) -> None:
@@ -21,10 +21,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Solve ENV's packages with rattler and write a pixi.lock (v7); --check explains staleness."""
         proj = project(project_dir)
-        if check:
-            from deepep_env.lock import check_lock
-            from deepep_env.lock.render import check_text
+        # library imports stay local: main.build_app imports every command module on every run
+        from deepep_env.lock import check_lock, lock_env
+        from deepep_env.lock.render import check_text
 
+        if check:
             res = check_lock(env, proj, channel=channel, lock_path=output)
             data = res.to_dict()
             if as_json:
@@ -32,18 +33,13 @@ def register(app: typer.Typer) -> None:
             else:
                 print(check_text(data))
             if not res.fresh:
-                from deepep_env.errors import StaleError
-
                 raise StaleError(f"lock is stale ({len(res.reasons)} reason(s): "
                                  f"{', '.join(sorted({r.kind for r in res.reasons}))})", file=res.path,
                                  accepted=f"run `deepep-env lock {env}`")
             return
-        from deepep_env.lock import lock_env
-
         res = lock_env(env, proj, channel=channel, output=output)
         data = res.to_dict()
-        for w in data["warnings"]:
-            print(f"deepep-env: warning: {w}", file=sys.stderr)
+        print_warnings(data["warnings"])
         if as_json:
             print_json(data)
             return

@@ -54,38 +54,36 @@ def _usage_line(exc) -> str:
     return f"{msg} (see `{path} --help`)" if path else msg
 
 
+def _typer_exceptions() -> tuple[type[Exception], type[Exception], type[Exception]]:
+    """What ``app(standalone_mode=False)`` raises, taken from typer's public names only: usage errors
+    (the ``ClickException`` base of ``typer.BadParameter``), ``typer.Abort`` and ``typer.Exit``. These
+    are click's own classes in typer 0.12 and the classes of typer's vendored click (``typer._click``)
+    in typer 0.29, so both are covered without probing module names; a typer that drops the
+    hierarchy fails here, loudly, rather than letting a usage error out as a traceback. (click's own
+    exceptions are not caught: nothing in deepep-env raises them.)"""
+    import typer
+
+    usage = next((c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"), None)
+    if usage is None or not issubclass(usage, Exception):  # pragma: no cover - not click's hierarchy
+        raise RuntimeError("typer.BadParameter has no ClickException base: this typer is not supported")
+    return usage, typer.Abort, typer.Exit
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["activate"]:
-        from deepep_env.cli import fast_activate
+        from deepep_env.cli import fast_activate   # the fast paths: stdlib only, no typer (module docstring)
 
         return fast_activate.main(argv[1:])
     if argv[:1] == ["hook"]:   # run by every conda activation of an env with the deepep-env package
         from deepep_env.cli import fast_activate
 
         return fast_activate.hook_main(argv[1:])
+    # imports stay below the fast paths: activate and hook load only what they use
     from deepep_env.errors import UserError
 
     app = build_app()
-    # typer may vendor its own click (typer._click): collect the exception types from what exists.
-    click_exc: list[type] = []
-    for name in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:
-            continue
-        click_exc.append(mod.ClickException)
-    import typer
-
-    abort_exc = (typer.Abort,)
-    exit_exc = (typer.Exit,)
-    try:
-        import click.exceptions as ce
-
-        abort_exc += (ce.Abort,)
-        exit_exc += (ce.Exit,)
-    except ImportError:
-        pass
+    usage_exc, abort_exc, exit_exc = _typer_exceptions()
     try:
         rv = app(args=argv, prog_name="deepep-env", standalone_mode=False)
     except UserError as err:
@@ -93,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         return err.exit_code
     except SystemExit as exc:
         return int(exc.code or 0)
-    except tuple(click_exc) as exc:
+    except usage_exc as exc:
         print(f"deepep-env: error: {_usage_line(exc)}", file=sys.stderr)
         return 2
     except abort_exc:
@@ -114,7 +112,7 @@ def entry() -> None:
     """Console-script entry. py-rattler 0.28's runtime can abort at interpreter shutdown after any of
     its async calls ran (PyGILState_Release, exit 134): flush, then leave without the shutdown dance."""
     if WATCHED_COMMANDS & set(sys.argv[1:2]):
-        from deepep_env.children import start_watchdog
+        from deepep_env.children import start_watchdog   # local: activate/hook must not load it
 
         start_watchdog()
     code = main()

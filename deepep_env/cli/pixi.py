@@ -3,11 +3,13 @@ would pixi accept pixi.lock for pixi.toml without re-solving?"""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
+from deepep_env.errors import StaleError
 
 
 def register(app: typer.Typer) -> None:
@@ -20,11 +22,11 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Write pixi.toml from the specs (one environment per spec, tasks for DeepEP's tests)."""
+        # library imports stay local: main.build_app imports every command module on every run
         from deepep_env.pixi import raise_if_stale, sync
 
         res = sync(project(project_dir), check=check)
-        for w in res.warnings:
-            print(f"deepep-env: warning: {w}", file=sys.stderr)
+        print_warnings(res.warnings)
         if as_json:
             print_json(res.to_dict())
             raise_if_stale(res)
@@ -43,9 +45,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """pixi's satisfiability check of pixi.lock against pixi.toml, per environment (exit 1 when pixi
         would re-solve: `pixi install --locked` would refuse)."""
-        from pathlib import Path
-
-        from deepep_env.errors import StaleError
+        # library imports stay local: main.build_app imports every command module on every run
         from deepep_env.lock.satisfy import verdict
         from deepep_env.pixi import load_manifest
 

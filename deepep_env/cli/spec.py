@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
     def validate(files: List[Path] = typer.Argument(..., help="spec files (env_specs/*.toml)"),
                  project_dir: Optional[str] = ProjectOpt, as_json: bool = JsonOpt) -> None:
         """Load, check and resolve each spec; exit 2 on the first bad one."""
+        # local: pydantic, and main.build_app imports every command module on every run
         from deepep_env.spec.load import load_spec_file
         from deepep_env.spec.resolve import resolve
 
@@ -35,14 +36,14 @@ def register(app: typer.Typer) -> None:
     def show(name: str = typer.Argument(..., help="env name or spec path"),
              project_dir: Optional[str] = ProjectOpt, as_json: bool = JsonOpt) -> None:
         """The resolved spec with each package's build id."""
+        # local: pydantic, yaml (and rich below), and main.build_app imports every command module on every run
+        from deepep_env.cli.render_plan import render_resolved
         from deepep_env.planning import resolved_with_builds
 
         data = resolved_with_builds(name, project(project_dir))
         if as_json:
             print_json(data)
             return
-        from deepep_env.cli.render_plan import render_resolved
-
         render_resolved(console(), data)
 
     app.add_typer(spec_app, name="spec")

@@ -6,6 +6,7 @@ from typing import List, Optional
 import typer
 
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.errors import UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -19,12 +20,12 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Run the same task `pixi run -e ENV NAME` runs (same definitions, same environment)."""
+        # library imports stay local: main.build_app imports every command module on every run
+        from deepep_env.pixi import load_manifest
         from deepep_env.tasks import list_tasks, plan_task, run_task
 
         proj = project(project_dir)
         if name is None:
-            from deepep_env.pixi import load_manifest
-
             tasks = list_tasks(load_manifest(proj.pixi_toml))
             if as_json:
                 print_json(tasks)
@@ -42,6 +43,4 @@ def register(app: typer.Typer) -> None:
             return
         rc = run_task(proj, plan)
         if rc:
-            from deepep_env.errors import UserError
-
             raise UserError(f"task {plan.task!r} failed (exit {rc})", field=plan.environment, exit_code=rc)

@@ -10,26 +10,24 @@ from deepep_env.launch.model import (
     SlurmOptions,
 )
 from deepep_env.launch.plan import plan_launch
+from deepep_env.launch.shell import render_shell
+from deepep_env.launch.slurm import render_slurm
 
 
 def render(plan: LaunchPlan) -> Rendering:
     """Render ``plan`` for its target (pure: same plan, same bytes)."""
     if plan.target == "k8s":
-        from deepep_env.launch.k8s import render_k8s
+        from deepep_env.launch.k8s import render_k8s   # local: yaml, for this target only
 
         return render_k8s(plan)
     if plan.target == "slurm":
-        from deepep_env.launch.slurm import render_slurm
-
         return render_slurm(plan)
-    from deepep_env.launch.shell import render_shell
-
     return render_shell(plan)
 
 
 def launch(env: str, options: LaunchOptions, project=None) -> Rendering:
     """Resolve env spec ``env`` (name or path) and render the launch ``options`` describe."""
-    from deepep_env.spec import load_resolved
+    from deepep_env.spec import load_resolved   # local: pydantic; the renderers are used without a spec
 
     spec = load_resolved(env, project)
     return render(plan_launch(EnvInfo.from_resolved(spec), options))

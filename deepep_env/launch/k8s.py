@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -120,17 +121,12 @@ def container_env(plan: LaunchPlan) -> list[dict[str, Any]]:
     return env
 
 
-def render_manifests(plan: LaunchPlan) -> list[dict[str, Any]]:
-    p, o, n = plan, plan.options.k8s, plan.nodes
-    svc = service_name(p)
-    meta: dict[str, Any] = {"name": p.name}
-    if o.namespace:
-        meta["namespace"] = o.namespace
-    labels = _labels(p)
-    service = {
+def _service(p: LaunchPlan, meta: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """The headless Service that gives every pod a stable DNS name (rank 0's is MASTER_ADDR)."""
+    return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {**meta, "name": svc, "labels": labels},
+        "metadata": {**meta, "name": service_name(p), "labels": labels},
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
@@ -139,6 +135,39 @@ def render_manifests(plan: LaunchPlan) -> list[dict[str, Any]]:
         },
     }
 
+
+@dataclass
+class _PodParts:
+    """What the platform adds to the pod: mounts and volumes, pod annotations, node selector."""
+
+    mounts: list[dict[str, Any]]
+    volumes: list[dict[str, Any]]
+    annotations: dict[str, str]
+    node_selector: dict[str, str]
+
+
+def _pod_parts(p: LaunchPlan) -> _PodParts:
+    o = p.options.k8s
+    parts = _PodParts(mounts=[{"name": "dshm", "mountPath": "/dev/shm"}],
+                      volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+                      annotations={"deepep-env.io/env-version": p.env.version},
+                      node_selector=dict(o.node_selector))
+    if p.platform == "gke-a4":
+        # The interfaces GKE attaches when the pod is on its own network (--no-host-network); kept
+        # with hostNetwork too, so the one manifest names the node pool's networks either way.
+        for vol, host, path in GKE_HOST_MOUNTS:
+            parts.mounts.append({"name": vol, "mountPath": path})
+            parts.volumes.append({"name": vol, "hostPath": {"path": host, "type": "Directory"}})
+        parts.annotations["networking.gke.io/default-interface"] = "eth0"
+        parts.annotations["networking.gke.io/interfaces"] = (
+            "[\n" + ",\n".join("  " + json.dumps(i, separators=(",", ":")) for i in gke_interfaces(o)) + "\n]\n"
+        )
+        parts.node_selector.setdefault("cloud.google.com/gke-accelerator", GKE_ACCELERATOR["gke-a4"])
+    return parts
+
+
+def _container(p: LaunchPlan, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    o = p.options.k8s
     limits: dict[str, Any] = {"nvidia.com/gpu": p.gpus_per_node}
     rdma = rdma_resource(p)
     if rdma:
@@ -148,23 +177,7 @@ def render_manifests(plan: LaunchPlan) -> list[dict[str, Any]]:
         security = {"privileged": True}
     else:
         security = {"capabilities": {"add": list(CAPABILITIES)}}
-    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
-    annotations: dict[str, str] = {"deepep-env.io/env-version": p.env.version}
-    node_selector = dict(o.node_selector)
-    if p.platform == "gke-a4":
-        # The interfaces GKE attaches when the pod is on its own network (--no-host-network); kept
-        # with hostNetwork too, so the one manifest names the node pool's networks either way.
-        for vol, host, path in GKE_HOST_MOUNTS:
-            mounts.append({"name": vol, "mountPath": path})
-            volumes.append({"name": vol, "hostPath": {"path": host, "type": "Directory"}})
-        annotations["networking.gke.io/default-interface"] = "eth0"
-        annotations["networking.gke.io/interfaces"] = (
-            "[\n" + ",\n".join("  " + json.dumps(i, separators=(",", ":")) for i in gke_interfaces(o)) + "\n]\n"
-        )
-        node_selector.setdefault("cloud.google.com/gke-accelerator", GKE_ACCELERATOR["gke-a4"])
-
-    container = {
+    return {
         "name": CONTAINER,
         "image": o.image or default_image(p),
         "imagePullPolicy": "IfNotPresent",
@@ -174,8 +187,12 @@ def render_manifests(plan: LaunchPlan) -> list[dict[str, Any]]:
         "securityContext": security,
         "volumeMounts": mounts,
     }
+
+
+def _pod_spec(p: LaunchPlan, parts: _PodParts) -> dict[str, Any]:
+    o = p.options.k8s
     pod_spec: dict[str, Any] = {
-        "subdomain": svc,
+        "subdomain": service_name(p),
         "hostNetwork": o.host_network,
         "dnsPolicy": "ClusterFirstWithHostNet" if o.host_network else "ClusterFirst",
         "restartPolicy": "Never",
@@ -183,11 +200,22 @@ def render_manifests(plan: LaunchPlan) -> list[dict[str, Any]]:
             {"labelSelector": {"matchLabels": {LAUNCH_LABEL: p.name}}, "topologyKey": "kubernetes.io/hostname"},
         ]}},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "containers": [container],
-        "volumes": volumes,
+        "containers": [_container(p, parts.mounts)],
+        "volumes": parts.volumes,
     }
-    if node_selector:
-        pod_spec["nodeSelector"] = dict(sorted(node_selector.items()))
+    if parts.node_selector:
+        pod_spec["nodeSelector"] = dict(sorted(parts.node_selector.items()))
+    return pod_spec
+
+
+def render_manifests(plan: LaunchPlan) -> list[dict[str, Any]]:
+    """The headless Service and the Indexed Job (one pod per node, completion index = rank)."""
+    p, n = plan, plan.nodes
+    meta: dict[str, Any] = {"name": p.name}
+    if p.options.k8s.namespace:
+        meta["namespace"] = p.options.k8s.namespace
+    labels = _labels(p)
+    parts = _pod_parts(p)
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -200,12 +228,12 @@ def render_manifests(plan: LaunchPlan) -> list[dict[str, Any]]:
             # whole Job instead (delete and apply again).
             "backoffLimit": 0,
             "template": {
-                "metadata": {"labels": labels, "annotations": annotations},
-                "spec": pod_spec,
+                "metadata": {"labels": labels, "annotations": parts.annotations},
+                "spec": _pod_spec(p, parts),
             },
         },
     }
-    return [service, job]
+    return [_service(p, meta, labels), job]
 
 
 def default_image(plan: LaunchPlan) -> str:

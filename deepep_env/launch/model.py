@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
+from deepep_env.formats import LAUNCH_PLAN
+
 Target = Literal["k8s", "slurm", "shell"]
 TARGETS: tuple[str, ...] = ("k8s", "slurm", "shell")
 
@@ -25,7 +27,6 @@ DEFAULT_GPUS_PER_NODE = 8
 # Where our deep-ep package installs DeepEP's tests; `deepep-env run` sets CONDA_PREFIX to the env.
 DEFAULT_TESTS_DIR = "${CONDA_PREFIX:?not set: run this through deepep-env run}/share/deep-ep/tests"
 DEFAULT_RUNNER = ("deepep-env", "run", "{env}", "--")
-LAUNCH_FORMAT = 1  # version of the --json document
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ class Rendering:
     def to_dict(self) -> dict:
         p = self.plan
         out = {
-            "format": LAUNCH_FORMAT,
+            "format": LAUNCH_PLAN.version,   # a bare version (formats.py, convention 3)
             "target": p.target,
             "env": p.env.name,
             "env_version": p.env.version,

@@ -23,29 +23,15 @@ from pathlib import Path
 from typing import Iterable, Optional
 from urllib.parse import unquote, urlsplit
 
+from deepep_env.channels.auth import authenticated_client, check_url_has_no_secret, redact
 from deepep_env.errors import UserError
 
 PROBE_TIMEOUT_S = float(os.environ.get("DEEPEP_ENV_CHANNEL_PROBE_TIMEOUT", "3"))
 REQUEST_TIMEOUT_S = 60
 
 
-def redact(text: object) -> str:
-    """Secrets never reach a lock, an error or a log line (issue 6); the auth module knows them."""
-    try:
-        from deepep_env.channels.auth import redact as _redact
-    except ImportError:  # pragma: no cover - the auth module ships with the package
-        return str(text)
-    return _redact(text)
-
-
 def client(channels: Iterable[str] = ()):
     """An authenticated ``rattler.Client`` with few retries and a request timeout."""
-    try:
-        from deepep_env.channels.auth import authenticated_client
-    except ImportError:  # pragma: no cover
-        from rattler.networking import AuthenticationMiddleware, Client
-
-        return Client([AuthenticationMiddleware()], timeout=REQUEST_TIMEOUT_S)
     return authenticated_client(list(channels), max_retries=1, timeout=REQUEST_TIMEOUT_S)
 
 
@@ -81,8 +67,6 @@ def channel_mirrors(environ: Optional[dict] = None) -> dict[str, Path]:
     config): ``$DEEPEP_ENV_MIRRORS`` = ``CHANNEL=DIR`` items separated by spaces, CHANNEL a name
     (``conda-forge``) or a URL. A lock still names the channel's own URL; its packages' bytes come
     from the mirror and are checked against the sha256 the lock records."""
-    from deepep_env.errors import UserError
-
     text = (os.environ if environ is None else environ).get(MIRRORS_ENV, "")
     out: dict[str, Path] = {}
     for item in text.split():
@@ -123,15 +107,10 @@ def resolve_channels(channels: list[str], *, publish_url: Optional[str], local_d
     no repodata and the spec has a ``publish_url``, packages are read from that URL instead (a
     teammate relocking without a local build). ``for_check`` never touches the disk or network.
     """
-    try:
-        from deepep_env.channels.auth import check_url_has_no_secret
-    except ImportError:  # pragma: no cover
-        check_url_has_no_secret = None
-    if check_url_has_no_secret is not None:
-        # Whatever a lock names is committed: a URL with user:password@ or /t/<token>/ never is.
-        for u, f in [*((c, "channels") for c in channels if "://" in c), ((publish_url or ""), "publish_url")]:
-            if u:
-                check_url_has_no_secret(u, field=f)
+    # Whatever a lock names is committed: a URL with user:password@ or /t/<token>/ never is.
+    for u, f in [*((c, "channels") for c in channels if "://" in c), ((publish_url or ""), "publish_url")]:
+        if u:
+            check_url_has_no_secret(u, field=f)
     mirrors = channel_mirrors()
     out: list[ChannelRef] = []
     for c in channels:

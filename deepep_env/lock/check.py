@@ -18,16 +18,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
+from deepep_env.hashing import file_sha256
 from deepep_env.lock.lockfile import LockData, LockedPackage, read_lock
-from deepep_env.lock.request import LockRequest
+from deepep_env.lock.request import LockRequest, request_for_env
+from deepep_env.lock.solve import default_lock_path
 
 
 @dataclass(frozen=True)
 class Reason:
     kind: ClassVar[str] = "reason"
+    # The one-line message, formatted with the reason's fields; a reason whose message computes
+    # something (a join, a set difference) overrides message() instead.
+    template: ClassVar[str] = "{kind}"
 
-    def message(self) -> str:  # pragma: no cover - every subclass overrides
-        return self.kind
+    def message(self) -> str:
+        return self.template.format(kind=self.kind, **asdict(self))
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, **asdict(self), "message": self.message()}
@@ -36,10 +41,8 @@ class Reason:
 @dataclass(frozen=True)
 class LockMissing(Reason):
     kind: ClassVar[str] = "lock-missing"
+    template: ClassVar[str] = "no lock at {path}"
     path: str
-
-    def message(self) -> str:
-        return f"no lock at {self.path}"
 
 
 @dataclass(frozen=True)
@@ -65,19 +68,15 @@ class ChannelChanged(Reason):
 @dataclass(frozen=True)
 class PlatformAdded(Reason):
     kind: ClassVar[str] = "platform-added"
+    template: ClassVar[str] = "platform {platform} is in the spec but not in the lock"
     platform: str
-
-    def message(self) -> str:
-        return f"platform {self.platform} is in the spec but not in the lock"
 
 
 @dataclass(frozen=True)
 class PlatformRemoved(Reason):
     kind: ClassVar[str] = "platform-removed"
+    template: ClassVar[str] = "platform {platform} is in the lock but no longer in the spec"
     platform: str
-
-    def message(self) -> str:
-        return f"platform {self.platform} is in the lock but no longer in the spec"
 
 
 @dataclass(frozen=True)
@@ -96,58 +95,48 @@ class VirtualPackagesChanged(Reason):
 @dataclass(frozen=True)
 class PackageMissing(Reason):
     kind: ClassVar[str] = "package-missing"
+    template: ClassVar[str] = "{platform}: {package} ({spec}) is required but not in the lock"
     platform: str
     package: str
     spec: str
-
-    def message(self) -> str:
-        return f"{self.platform}: {self.package} ({self.spec}) is required but not in the lock"
 
 
 @dataclass(frozen=True)
 class PinChanged(Reason):
     kind: ClassVar[str] = "pin-changed"
+    template: ClassVar[str] = "{platform}: {component} pin changed: locked {package} {old}, the spec asks {new}"
     platform: str
     component: str
     package: str
     old: str
     new: str
 
-    def message(self) -> str:
-        return f"{self.platform}: {self.component} pin changed: locked {self.package} {self.old}, the spec asks {self.new}"
-
 
 @dataclass(frozen=True)
 class BuildIdChanged(Reason):
     kind: ClassVar[str] = "build-id-changed"
+    template: ClassVar[str] = "{platform}: {package} build changed: locked {old}, the build plan gives {new}"
     platform: str
     package: str
     old: str
     new: str
 
-    def message(self) -> str:
-        return f"{self.platform}: {self.package} build changed: locked {self.old}, the build plan gives {self.new}"
-
 
 @dataclass(frozen=True)
 class PackageNotRequired(Reason):
     kind: ClassVar[str] = "package-not-required"
+    template: ClassVar[str] = "{platform}: {package} is locked but nothing in the spec needs it"
     platform: str
     package: str
-
-    def message(self) -> str:
-        return f"{self.platform}: {self.package} is locked but nothing in the spec needs it"
 
 
 @dataclass(frozen=True)
 class DependencyMissing(Reason):
     kind: ClassVar[str] = "dependency-missing"
+    template: ClassVar[str] = "{platform}: {package} depends on {dependency}, which the lock does not have"
     platform: str
     package: str
     dependency: str
-
-    def message(self) -> str:
-        return f"{self.platform}: {self.package} depends on {self.dependency}, which the lock does not have"
 
 
 @dataclass(frozen=True)
@@ -359,8 +348,7 @@ def _check_closure(pname: str, roots: set[str], by_name: dict[str, list[LockedPa
 def check_lock(env: str, project, *, channel: Optional[str | Path] = None,
                lock_path: Optional[str | Path] = None, request: Optional[LockRequest] = None) -> LockCheck:
     """``deepep-env lock ENV --check``: is ENV in the project's ``pixi.lock`` still what the spec asks?"""
-    from deepep_env.lock.request import request_for_env
-    from deepep_env.lock.solve import default_lock_path
+    # local: pydantic, which diff, verdict and install (no spec) do not need
     from deepep_env.spec.resolve import load_resolved
 
     if request is None:
@@ -376,8 +364,6 @@ def check_lock(env: str, project, *, channel: Optional[str | Path] = None,
 
 def artifact_reasons(req: LockRequest, lock: LockData, channel_dir: Path) -> list[Reason]:
     """Locked packages of our builds whose file in the local channel has another sha256 than the lock."""
-    from deepep_env.hashing import file_sha256
-
     env = lock.env(req.env)
     local_urls = [c.lock_url for c in req.channels if c.local]
     ours = {n.build_string for n in req.built}

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deepep_env.errors import UserError
+from deepep_env.formats import LOCK_DIFF
 from deepep_env.lock.lockfile import LockData, LockedEnv, LockedPackage, read_lock
 
 # Review order of the pinned components (issue 5); every other package follows, by name.
@@ -158,7 +159,7 @@ class LockDiff:
                     "added": [asdict(a) for a in s.added], "removed": [asdict(r) for r in s.removed],
                     "changed": [{**asdict(c), "pinned": c.pinned} for c in s.changed], "unchanged": s.unchanged}
 
-        return {"format": "deepep-env/lock-diff/v1", "old": self.old, "new": self.new, "empty": self.empty,
+        return {"format": LOCK_DIFF.stamp, "old": self.old, "new": self.new, "empty": self.empty,
                 "summary": self.summary(), "envs_added": self.envs_added, "envs_removed": self.envs_removed,
                 "channels_changed": self.channels_changed, "platforms_added": self.platforms_added,
                 "platforms_removed": self.platforms_removed, "platforms_changed": self.platforms_changed,

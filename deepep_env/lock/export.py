@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from deepep_env.atomic import write_bytes
 from deepep_env.errors import UserError
 from deepep_env.lock.lockfile import LockedPackage, read_lock
+from deepep_env.lock.solve import default_lock_path
 
 _DEP = re.compile(r"^\s*([A-Za-z0-9_][A-Za-z0-9_.\-]*)\s*(.*)$")
 
@@ -115,9 +117,6 @@ def export_conda_lock(env: str, project, *, lock_path: Optional[str | Path] = No
                       output: Optional[str | Path] = None, platform: Optional[str] = None) -> ExportResult:
     """``deepep-env export ENV --format conda-lock``: write ``conda-lock.yml`` beside the lock."""
     from conda_lock.lockfile import write_conda_lock_file
-
-    from deepep_env.atomic import write_bytes
-    from deepep_env.lock.solve import default_lock_path
 
     src = Path(lock_path) if lock_path else default_lock_path(project, env)
     if not src.is_file():

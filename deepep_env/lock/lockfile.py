@@ -21,13 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from deepep_env.errors import UserError, rattler_errors
+from deepep_env.atomic import write_bytes
+from deepep_env.errors import UserError
+from deepep_env.formats import LOCK_META
+from deepep_env.lock.platforms import ALIAS_RE, aliases, canonical_name
+from deepep_env.rattler_errors import rattler_errors
 
 META_PREFIX = "# deepep-env-lock: "
-# v1: one environment's fields at the top level (``env`` names it); v2: ``envs`` maps each
-# environment to those fields. Both read; v2 is written.
-META_FORMAT = "deepep-env/lock-meta/v2"
-META_FORMATS_READ = ("deepep-env/lock-meta/v1", META_FORMAT)
+# Its stamp is formats.LOCK_META. v1: one environment's fields at the top level (``env`` names it);
+# v2: ``envs`` maps each environment to those fields. Both read; v2 is written.
 OUR_BUILD = re.compile(r"^h([0-9a-f]{10})_(\d+)$")
 
 
@@ -108,11 +110,7 @@ def read_meta(text: str, path: Path) -> dict[str, dict[str, Any]]:
                 meta = json.loads(line[len(META_PREFIX):])
             except ValueError:
                 meta = None
-            fmt = meta.get("format") if isinstance(meta, dict) else None
-            if fmt not in META_FORMATS_READ:
-                raise UserError(f"unknown deepep-env header ({fmt or 'not a JSON object'!s})", file=path,
-                                field="# deepep-env-lock", accepted=", ".join(META_FORMATS_READ))
-            if fmt == META_FORMATS_READ[0]:
+            if LOCK_META.check(meta, file=path, field="# deepep-env-lock") == 1:   # one env per header
                 return {str(meta.get("env")): {k: v for k, v in meta.items() if k not in ("format", "env")}}
             envs = meta.get("envs")
             if not isinstance(envs, dict) or not all(isinstance(v, dict) for v in envs.values()):
@@ -133,8 +131,6 @@ def row_names(platforms) -> dict[str, str]:
     """On-disk platform name → the name readers use: a ``pN`` alias (pixi's and ours, see
     lock/platforms.py) becomes the spec's name for its identity (``linux-64-cuda130``), as pixi's
     ``align_platform_names`` restores the manifest's; any other name stays."""
-    from deepep_env.lock.platforms import ALIAS_RE, canonical_name
-
     disk = {p.name: (str(p.subdir), list(p.virtual_packages)) for p in platforms}
     out = {n: n for n in disk}
     for n, (subdir, vps) in disk.items():
@@ -287,9 +283,6 @@ def write_env(path: Path, env: str, section: EnvSection, platforms: list) -> tup
     from rattler import LockChannel, LockFile, LockPlatform
     from rattler.platform.subdir import Subdir
 
-    from deepep_env.atomic import write_bytes
-    from deepep_env.lock.platforms import aliases
-
     sections, old_plats = _existing_sections(path)
     sections[env] = section
     _refuse_two_records_for_one_url(path, env, sections)
@@ -310,7 +303,7 @@ def write_env(path: Path, env: str, section: EnvSection, platforms: list) -> tup
         tmp_path = Path(tmp) / "pixi.lock"
         lf.to_path(tmp_path)
         body = tmp_path.read_bytes()
-    meta = {"format": META_FORMAT, "envs": {n: sections[n].meta for n in sorted(sections) if sections[n].meta}}
+    meta = {"format": LOCK_META.stamp, "envs": {n: sections[n].meta for n in sorted(sections) if sections[n].meta}}
     header = (META_PREFIX + json.dumps(meta, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
     data = header + body
     if path.is_file() and path.read_bytes() == data:

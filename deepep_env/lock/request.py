@@ -130,7 +130,7 @@ def component_requirements(r) -> list[Requirement]:
 
 
 def built_nodes(plan) -> list[BuiltNode]:
-    depended = {d for n in plan.nodes for d in n.deps}
+    roots = {n.package for n in plan.roots()}
     out = []
     for n in plan.nodes:
         if n.id is None:
@@ -138,7 +138,7 @@ def built_nodes(plan) -> list[BuiltNode]:
                             "by content)", field=n.package,
                             accepted=f"pin it first: `deepep-env fetch {plan.env}` on a machine with network")
         out.append(BuiltNode(n.package, COMPONENT_OF_PACKAGE.get(n.package, n.package), n.version, n.build_string,
-                             n.id, top=n.package not in depended, tool=bool(n.meta.get("tool"))))
+                             n.id, top=n.package in roots, tool=bool(n.meta.get("tool"))))
     return out
 
 
@@ -160,6 +160,7 @@ def built_requirements(nodes: list[BuiltNode], index: list[dict]) -> list[Requir
 def workspace_platforms(project) -> list[LockPlatformDef]:
     """The platforms of every spec of the project, by name: pixi.toml's ``[workspace] platforms``.
     A spec that does not load is left out here (``pixi sync`` and ``spec check`` report it)."""
+    # local: pydantic, which diff, verdict and install (no spec) do not need
     from deepep_env.spec.resolve import load_resolved
 
     found: dict[str, LockPlatformDef] = {}
@@ -177,6 +178,7 @@ def workspace_platforms(project) -> list[LockPlatformDef]:
 def request_for_env(r, project, *, channel_dir: Optional[Path] = None, for_check: bool = False,
                     client_obj=None) -> LockRequest:
     """The lock request a resolved spec implies (build plan included)."""
+    # local: pydantic and yaml; and buildplan imports lock.platforms, so at the top this would be a cycle
     from deepep_env.buildplan import plan as build_plan
 
     refs = resolve_channels(list(r.channels), publish_url=r.publish_url,

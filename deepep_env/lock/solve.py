@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from deepep_env.errors import UserError, rattler_errors
+from deepep_env.channels.auth import redact
+from deepep_env.errors import UserError
 from deepep_env.lock.channels import client as make_client
-from deepep_env.lock.channels import probe, redact
+from deepep_env.lock.channels import probe
 from deepep_env.lock.lockfile import EnvSection, write_env
 from deepep_env.lock.request import LockRequest, request_for_env
+from deepep_env.rattler_errors import rattler_errors
 
 SOLVE_TIMEOUT_S = 600
 
@@ -138,6 +140,7 @@ def lock_env(env: str, project, *, channel: Optional[str | Path] = None,
              output: Optional[str | Path] = None) -> LockResult:
     """``deepep-env lock ENV``: solve the spec's packages into the project's ``pixi.lock`` (ENV's
     environment replaced, every other kept)."""
+    # local: pydantic, which diff, verdict and install (no spec) do not need
     from deepep_env.spec.resolve import load_resolved
 
     r = load_resolved(env, project)

@@ -27,10 +27,15 @@ from typing import Iterable
 
 from deepep_env.channels.auth import check_url_has_no_secret, credentials_for, redact
 from deepep_env.errors import UserError
+from deepep_env.project import find_project
 from deepep_env.publish.common import ConflictError
 from deepep_env.publish.http import PublishError
 from deepep_env.publish.inputs import collect, inspect_package, read_manifest
+from deepep_env.publish.local import channel_path, publish_dir
 from deepep_env.publish.model import ALREADY_PRESENT, UPLOADED, LocalPackage, PackageOutcome, PublishReport
+from deepep_env.publish.s3 import publish_s3
+from deepep_env.publish.servers import parse_server_url, publish_server
+from deepep_env.publish.webdav import publish_http
 
 __all__ = [
     "ALREADY_PRESENT",
@@ -73,14 +78,10 @@ def target_kind(to: str) -> str:
 def consumer_url(to: str, kind: str) -> str:
     """The URL a spec or pixi.toml names to read what was published."""
     if kind == "file":
-        from deepep_env.publish.local import channel_path
-
         return channel_path(to).as_uri()
     if kind == "artifactory":
         return to.split("+", 1)[1]
     if kind in ("quetz", "prefix"):
-        from deepep_env.publish.servers import parse_server_url
-
         return parse_server_url(to).read_url
     return to.rstrip("/")
 
@@ -89,7 +90,7 @@ def default_target(env: str | None, project: str | Path | None = None) -> str:
     """The spec's ``publish_url``: where ``deepep-env publish ENV`` goes without ``--to``."""
     if not env:
         raise UserError("no target channel", field="--to", accepted="a channel URL or directory")
-    from deepep_env.project import find_project
+    # local: pydantic, and this package is also imported by the child interpreter of publish.isolated
     from deepep_env.spec.load import load_spec_file
 
     proj = find_project(project)
@@ -118,19 +119,11 @@ def publish(
     report = PublishReport(env=env, target=redact(to), kind=kind, channel_url=redact(consumer_url(to, kind)))
     log.info("publishing %d package(s) to %s (%s)", len(pkgs), to, kind)
     if kind == "file":
-        from deepep_env.publish.local import channel_path, publish_dir
-
         return publish_dir(channel_path(to), pkgs, report)
     if kind in ("webdav", "artifactory"):
-        from deepep_env.publish.webdav import publish_http
-
         base = consumer_url(to, kind)
         creds = credentials_for(base, [base])
         return publish_http(base, pkgs, creds, report, write_index=(kind == "webdav"))
     if kind == "s3":
-        from deepep_env.publish.s3 import publish_s3
-
         return publish_s3(to, pkgs, report)
-    from deepep_env.publish.servers import publish_server
-
     return publish_server(to, pkgs, report)

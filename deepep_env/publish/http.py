@@ -58,17 +58,8 @@ def _where(url: str) -> str:
     return f"{host}:{port}" if port else host
 
 
-def request(
-    method: str,
-    url: str,
-    *,
-    credentials: Credentials | None = None,
-    body: bytes | Path | None = None,
-    headers: Mapping[str, str] | None = None,
-    what: str | None = None,
-) -> Response:
-    """Send one request. Connection-level failures raise :class:`PublishError`; HTTP statuses
-    are returned to the caller, which knows what each means for its operation."""
+def _connection(url: str) -> tuple[http.client.HTTPConnection, str, float]:
+    """An unopened connection to ``url``'s host, the request path (with its query), the timeout."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise PublishError(f"unsupported URL scheme in {redact(url)}")
@@ -86,6 +77,43 @@ def request(
             host, port, timeout=timeout, context=ssl.create_default_context())
     else:
         conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    return conn, path, timeout
+
+
+def _failure(exc: BaseException, url: str, what: str, timeout: float) -> PublishError:
+    """The one line for a request that failed below HTTP (checked in this order: subclasses first)."""
+    if isinstance(exc, ConnectionRefusedError):
+        return PublishError(f"cannot connect to {_where(url)} (connection refused): is the channel server running? ({what})")
+    if isinstance(exc, socket.gaierror):
+        return PublishError(f"cannot resolve host {urlsplit(url).hostname or ''!r} ({what})")
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return PublishError(f"no answer from {_where(url)} within {timeout:g} s ({what}); "
+                            "set DEEPEP_ENV_HTTP_TIMEOUT to wait longer")
+    if isinstance(exc, ssl.SSLError):
+        return PublishError(f"TLS error talking to {_where(url)}: {redact(exc.reason or exc)} ({what})")
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected,
+                        http.client.IncompleteRead, ConnectionAbortedError)):
+        return PublishError(f"connection to {_where(url)} dropped during {what} "
+                            f"({type(exc).__name__}); nothing was indexed, publish again")
+    if isinstance(exc, OSError):
+        return PublishError(f"network error talking to {_where(url)}: {redact(exc.strerror or exc)} ({what})")
+    # a garbled answer (http.client.HTTPException): not an HTTP server, or a proxy cut it
+    return PublishError(f"{_where(url)} sent an invalid HTTP answer during {what} ({type(exc).__name__}); "
+                        "nothing was indexed")
+
+
+def request(
+    method: str,
+    url: str,
+    *,
+    credentials: Credentials | None = None,
+    body: bytes | Path | None = None,
+    headers: Mapping[str, str] | None = None,
+    what: str | None = None,
+) -> Response:
+    """Send one request. Connection-level failures raise :class:`PublishError`; HTTP statuses
+    are returned to the caller, which knows what each means for its operation."""
+    conn, path, timeout = _connection(url)
     hdrs = {"User-Agent": "deepep-env-publish", "Connection": "close"}
     if credentials is not None:
         hdrs.update(credentials.http_headers())
@@ -104,24 +132,8 @@ def request(
         resp = conn.getresponse()
         data = resp.read()
         return Response(resp.status, resp.reason, {k.lower(): v for k, v in resp.getheaders()}, data)
-    except ConnectionRefusedError:
-        raise PublishError(f"cannot connect to {_where(url)} (connection refused): is the channel server running? ({what})")
-    except socket.gaierror:
-        raise PublishError(f"cannot resolve host {host!r} ({what})")
-    except (socket.timeout, TimeoutError):
-        raise PublishError(f"no answer from {_where(url)} within {timeout:g} s ({what}); "
-                           "set DEEPEP_ENV_HTTP_TIMEOUT to wait longer")
-    except ssl.SSLError as exc:
-        raise PublishError(f"TLS error talking to {_where(url)}: {redact(exc.reason or exc)} ({what})")
-    except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected,
-            http.client.IncompleteRead, ConnectionAbortedError) as exc:
-        raise PublishError(f"connection to {_where(url)} dropped during {what} "
-                           f"({type(exc).__name__}); nothing was indexed, publish again")
-    except OSError as exc:
-        raise PublishError(f"network error talking to {_where(url)}: {redact(exc.strerror or exc)} ({what})")
-    except http.client.HTTPException as exc:  # a garbled answer: not an HTTP server, or a proxy cut it
-        raise PublishError(f"{_where(url)} sent an invalid HTTP answer during {what} ({type(exc).__name__}); "
-                           "nothing was indexed")
+    except (OSError, http.client.HTTPException) as exc:
+        raise _failure(exc, url, what, timeout)
     finally:
         if fh is not None:
             fh.close()

@@ -13,11 +13,13 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from deepep_env.errors import UserError, rattler_errors
+from deepep_env.errors import UserError
+from deepep_env.formats import BUILD_MANIFEST
 from deepep_env.hashing import file_sha256
+from deepep_env.project import find_project
 from deepep_env.publish.model import LocalPackage
+from deepep_env.rattler_errors import rattler_errors
 
-MANIFEST_FORMAT = "deepep-env/build-manifest/v1"
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
 
 
@@ -27,8 +29,6 @@ def state_dir(state: str | Path | None, project: str | Path | None = None) -> Pa
         return Path(state)
     if os.environ.get("DEEPEP_ENV_STATE"):
         return Path(os.environ["DEEPEP_ENV_STATE"])
-    from deepep_env.project import find_project
-
     try:
         return find_project(project).state
     except UserError:
@@ -76,8 +76,7 @@ def read_manifest(env: str, state: str | Path | None, project: str | Path | None
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise UserError(f"not valid JSON ({exc.msg} at line {exc.lineno})", file=path)
-    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
-        raise UserError("not a build manifest", file=path, field="format", accepted=MANIFEST_FORMAT)
+    BUILD_MANIFEST.check(data, file=path)
     channel = data.get("channel")
     if not isinstance(channel, str) or not channel:
         raise UserError("missing the local channel path", file=path, field="channel")

@@ -12,22 +12,22 @@ from urllib.parse import unquote, urlsplit
 from deepep_env import atomic
 from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256
-from deepep_env.publish import repodata
 from deepep_env.publish.common import classify, uploaded
 from deepep_env.publish.model import LocalPackage, PublishReport
+from deepep_env.publish.repodata import index_dir, listed, parse
 
 
 def _read_index(channel: Path, subdir: str) -> dict[str, Any] | None:
     path = channel / subdir / "repodata.json"
     if not path.is_file():
         return None
-    return repodata.parse(path.read_bytes(), str(path))
+    return parse(path.read_bytes(), str(path))
 
 
 def publish_dir(channel: Path, packages: list[LocalPackage], report: PublishReport) -> PublishReport:
     channel.mkdir(parents=True, exist_ok=True)
     indexes = {sd: _read_index(channel, sd) for sd in {p.subdir for p in packages}}
-    todo, present = classify(packages, lambda p: repodata.listed(indexes[p.subdir], p.filename),
+    todo, present = classify(packages, lambda p: listed(indexes[p.subdir], p.filename),
                              str(channel))
     for p in todo:
         dest = channel / p.subdir / p.filename
@@ -40,10 +40,10 @@ def publish_dir(channel: Path, packages: list[LocalPackage], report: PublishRepo
     if not (channel / "noarch" / "repodata.json").is_file():
         touched = sorted(set(touched) | {"noarch"})
     if touched:
-        repodata.index_dir(channel, touched)
+        index_dir(channel, touched)
         # What rattler wrote must list what we uploaded: a silent skip would publish nothing.
         for p in todo:
-            if repodata.listed(_read_index(channel, p.subdir), p.filename) is None:
+            if listed(_read_index(channel, p.subdir), p.filename) is None:
                 raise UserError("indexing did not list the uploaded package", file=channel / p.key)
     report.packages = sorted(present + uploaded(todo), key=lambda o: o.key)
     report.indexed = touched

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from deepep_env.channels.auth import redact, redact_data
-
-REPORT_FORMAT = "deepep-env/publish-report/v1"
+from deepep_env.formats import PUBLISH_REPORT
 
 UPLOADED = "uploaded"
 ALREADY_PRESENT = "already-present"
@@ -70,7 +69,7 @@ class PublishReport:
 
     def to_json(self) -> dict[str, Any]:
         return redact_data({
-            "format": REPORT_FORMAT,
+            "format": PUBLISH_REPORT.stamp,
             "env": self.env,
             "target": self.target,
             "kind": self.kind,

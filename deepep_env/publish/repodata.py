@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from deepep_env.errors import UserError
+from deepep_env.publish.isolated import IsolatedError
+from deepep_env.publish.isolated import call as call_isolated
 from deepep_env.publish.model import LocalPackage
 
 DERIVED_INDEX_FILES = ("repodata.json.zst", "repodata.json.bz2", "repodata_shards.msgpack.zst",
@@ -25,13 +27,11 @@ def index_dir(channel: Path, subdirs: Iterable[str] | None = None, *, derived: b
     """rattler's ``index_fs`` over ``channel`` (each given subdir, or all), in a child
     interpreter (see ``deepep_env.publish.isolated``). ``noarch`` must exist: a conda channel
     always has it, and rattler refuses a channel without ``noarch/repodata.json``."""
-    from deepep_env.publish import isolated
-
     (channel / "noarch").mkdir(parents=True, exist_ok=True)
     try:
-        isolated.call("index_fs", channel=str(channel),
+        call_isolated("index_fs", channel=str(channel),
                       subdirs=sorted(set(subdirs)) if subdirs is not None else None, derived=derived)
-    except isolated.IsolatedError as exc:  # a corrupt archive can panic inside Rust (field notes §5)
+    except IsolatedError as exc:  # a corrupt archive can panic inside Rust (field notes §5)
         raise UserError(f"indexing failed: {exc}", file=channel)
 
 

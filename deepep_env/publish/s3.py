@@ -27,10 +27,12 @@ from urllib.parse import quote, urlsplit
 
 from deepep_env.channels.auth import Credentials, register_secret, s3_settings, stored_credentials
 from deepep_env.errors import UserError
-from deepep_env.publish import isolated, repodata
 from deepep_env.publish.common import classify, uploaded
 from deepep_env.publish.http import PublishError, Response, request, unexpected
+from deepep_env.publish.isolated import IsolatedError
+from deepep_env.publish.isolated import call as call_isolated
 from deepep_env.publish.model import LocalPackage, PublishReport
+from deepep_env.publish.repodata import listed, parse
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
@@ -169,7 +171,7 @@ def _get_index(loc: S3Location, subdir: str, cred: Credentials) -> dict[str, Any
         return None
     if resp.status != 200:
         raise _fail(loc, key, resp, cred, f"reading {subdir}/repodata.json")
-    return repodata.parse(resp.body, f"s3://{loc.bucket}/{key}")
+    return parse(resp.body, f"s3://{loc.bucket}/{key}")
 
 
 def _upload(loc: S3Location, p: LocalPackage, cred: Credentials) -> None:
@@ -193,8 +195,8 @@ def _index(loc: S3Location, subdirs: list[str], cred: Credentials) -> None:
                    "secret_access_key": cred.secret, "session_token": cred.session_token,
                    "addressing_style": "path" if loc.style == "path" else "virtual-host"}
     try:
-        isolated.call("index_s3", channel=channel, credentials=credentials, subdirs=subdirs)
-    except isolated.IsolatedError as exc:
+        call_isolated("index_s3", channel=channel, credentials=credentials, subdirs=subdirs)
+    except IsolatedError as exc:
         raise PublishError(f"indexing {channel} ({', '.join(subdirs)}) failed: {exc}")
 
 
@@ -205,7 +207,7 @@ def publish_s3(url: str, packages: list[LocalPackage], report: PublishReport) ->
         register_secret(s)
     subdirs = sorted({p.subdir for p in packages} | {"noarch"})
     indexes = {sd: _get_index(loc, sd, cred) for sd in subdirs}
-    todo, present = classify(packages, lambda p: repodata.listed(indexes[p.subdir], p.filename), url)
+    todo, present = classify(packages, lambda p: listed(indexes[p.subdir], p.filename), url)
     for p in todo:
         _upload(loc, p, cred)
     touched = sorted({p.subdir for p in todo} | ({"noarch"} if indexes["noarch"] is None else set()))

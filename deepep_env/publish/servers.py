@@ -22,10 +22,12 @@ from urllib.parse import urlsplit
 
 from deepep_env.channels.auth import Credentials, credentials_for, redact, register_secret
 from deepep_env.errors import UserError
-from deepep_env.publish import isolated, repodata
 from deepep_env.publish.common import classify, uploaded
 from deepep_env.publish.http import PublishError, auth_failure, request, unexpected
+from deepep_env.publish.isolated import IsolatedError
+from deepep_env.publish.isolated import call as call_isolated
 from deepep_env.publish.model import LocalPackage, PublishReport
+from deepep_env.publish.repodata import listed, parse
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def _fetch(target: ServerChannel, subdir: str, key: str | None, cred: Credential
         raise auth_failure(url, resp, cred, what)
     if resp.status != 200:
         raise unexpected(url, resp, what)
-    return repodata.parse(resp.body, redact(url))
+    return parse(resp.body, redact(url))
 
 
 def _upload_error(target: ServerChannel, exc: BaseException, cred: Credentials | None) -> PublishError:
@@ -110,14 +112,14 @@ def publish_server(url: str, packages: list[LocalPackage], report: PublishReport
     target = parse_server_url(url)
     key, cred = _api_key(target)
     indexes = {sd: _fetch(target, sd, key, cred) for sd in {p.subdir for p in packages}}
-    todo, present = classify(packages, lambda p: repodata.listed(indexes[p.subdir], p.filename),
+    todo, present = classify(packages, lambda p: listed(indexes[p.subdir], p.filename),
                              redact(target.read_url))
     if todo:
         files = [str(p.path) for p in todo]
         try:
-            isolated.call(f"upload_{target.kind}", files=files, server=target.server,
+            call_isolated(f"upload_{target.kind}", files=files, server=target.server,
                           channel=target.channel, api_key=key)
-        except isolated.IsolatedError as exc:
+        except IsolatedError as exc:
             raise _upload_error(target, exc, cred) from None
     report.packages = sorted(present + uploaded(todo), key=lambda o: o.key)
     report.indexed = sorted({p.subdir for p in todo})

@@ -21,10 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 from deepep_env.channels.auth import Credentials, redact
-from deepep_env.publish import repodata
 from deepep_env.publish.common import classify, uploaded
 from deepep_env.publish.http import PublishError, Response, auth_failure, request, unexpected
 from deepep_env.publish.model import LocalPackage, PublishReport
+from deepep_env.publish.repodata import (DERIVED_INDEX_FILES, dumps, empty_repodata, listed, merge, parse,
+                                         records_for)
 
 
 def _join(base: str, *parts: str) -> str:
@@ -54,7 +55,7 @@ def fetch_index(base: str, subdir: str, creds: Credentials | None) -> dict[str, 
     if resp.status == 404:
         return None
     _check(url, resp, creds, f"reading {subdir}/repodata.json", (200,))
-    return repodata.parse(resp.body, redact(url))
+    return parse(resp.body, redact(url))
 
 
 def upload_file(base: str, p: LocalPackage, creds: Credentials | None) -> None:
@@ -80,14 +81,14 @@ def upload_file(base: str, p: LocalPackage, creds: Credentials | None) -> None:
 def put_index(base: str, subdir: str, data: dict[str, Any], creds: Credentials | None) -> None:
     url = _join(base, subdir, "repodata.json")
     what = f"upload of {subdir}/repodata.json"
-    resp = request("PUT", url, credentials=creds, body=repodata.dumps(data), what=what,
+    resp = request("PUT", url, credentials=creds, body=dumps(data), what=what,
                    headers={"Content-Type": "application/json"})
     _check(url, resp, creds, what, (200, 201, 204))
 
 
 def remove_derived(base: str, subdir: str, creds: Credentials | None) -> list[str]:
     removed = []
-    for name in repodata.DERIVED_INDEX_FILES:
+    for name in DERIVED_INDEX_FILES:
         url = _join(base, subdir, name)
         head = request("HEAD", url, credentials=creds, what=f"checking {subdir}/{name}")
         if head.status != 200:
@@ -106,7 +107,7 @@ def publish_http(base: str, packages: list[LocalPackage], creds: Credentials | N
                  report: PublishReport, *, write_index: bool = True) -> PublishReport:
     subdirs = sorted({p.subdir for p in packages})
     indexes = {sd: fetch_index(base, sd, creds) for sd in subdirs}
-    todo, present = classify(packages, lambda p: repodata.listed(indexes[p.subdir], p.filename),
+    todo, present = classify(packages, lambda p: listed(indexes[p.subdir], p.filename),
                              redact(base))
     for p in todo:
         upload_file(base, p, creds)
@@ -116,14 +117,14 @@ def publish_http(base: str, packages: list[LocalPackage], creds: Credentials | N
         return report
     touched = sorted({p.subdir for p in todo})
     if touched:
-        records = repodata.records_for(todo)
+        records = records_for(todo)
         for sd in touched:
-            put_index(base, sd, repodata.merge(indexes[sd], sd, records[sd]), creds)
+            put_index(base, sd, merge(indexes[sd], sd, records[sd]), creds)
     # Every conda channel has noarch/repodata.json; rattler refuses a channel without one.
     if "noarch" not in touched:
         noarch = indexes["noarch"] if "noarch" in indexes else fetch_index(base, "noarch", creds)
         if noarch is None:
-            put_index(base, "noarch", repodata.empty_repodata("noarch"), creds)
+            put_index(base, "noarch", empty_repodata("noarch"), creds)
             touched = sorted(set(touched) | {"noarch"})
     for sd in touched:
         report.removed_stale.extend(remove_derived(base, sd, creds))

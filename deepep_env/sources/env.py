@@ -9,9 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
+from deepep_env.buildplan import plan
 from deepep_env.errors import UserError
 from deepep_env.sources.cache import SourceCache
 from deepep_env.sources.fetch import FetchReport, fetch, wants_for_nodes
+from deepep_env.spec import load_resolved
 
 
 def fetch_sources(env: Optional[str], project, *, recipes_dir: Optional[Path] = None,
@@ -20,17 +23,12 @@ def fetch_sources(env: Optional[str], project, *, recipes_dir: Optional[Path] = 
     """Fetch and verify every source and patch of env ``env`` (or of the recipes under
     ``recipes_dir``). Offline, anything still absent is an error naming it."""
     if recipes_dir is not None:
-        from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
-
         nodes = nodes_from_recipe_dirs(recipe_dirs_under(Path(recipes_dir)))
         hint = f"deepep-env fetch --recipes {recipes_dir}"
     else:
         if not env:
             raise UserError("name an env (or pass --recipes DIR)", field="ENV",
                             accepted=", ".join(project.spec_names()) or "a spec in env_specs/")
-        from deepep_env.buildplan import plan
-        from deepep_env.spec import load_resolved
-
         nodes = list(plan(load_resolved(env, project), project).nodes)
         hint = f"deepep-env fetch {env}"
     root = Path(cache) if cache is not None else project.source_cache

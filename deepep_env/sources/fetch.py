@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Literal, Optional, Sequence
 
 from deepep_env.errors import UserError
+from deepep_env.formats import FETCH_REPORT
 from deepep_env.hashing import file_sha256, tree_sha256
 from deepep_env.sources.cache import SourceCache, is_archive, unpack
 from deepep_env.sources.submodules import place_submodules, submodules_of
@@ -82,7 +83,7 @@ class FetchReport:
         return [i for i in self.items if i.status == "missing"]
 
     def to_json(self) -> dict:
-        return {"format": "deepep-env/fetch-report/v1", "cache": str(self.cache),
+        return {"format": FETCH_REPORT.stamp, "cache": str(self.cache),
                 "items": [i.to_json() for i in self.items], "ignored": self.ignored}
 
 
@@ -238,6 +239,67 @@ def _meant_for(want: Want, filename: str) -> bool:
     return _name_matches(want, filename) or any(filename == u.rstrip("/").rsplit("/", 1)[-1] for u in want.urls)
 
 
+@dataclass
+class _Importer:
+    """What ``import_dir`` still looks for (by digest; unpinned wants by file name) and what it found."""
+
+    cache: SourceCache
+    open_src: dict[str, Want]      # digest -> source not in the cache yet
+    open_patch: dict[str, Want]    # digest -> patch not in the cache yet
+    unpinned: list[Want]           # no digest: matched by name, hash recorded
+    got: list[FetchItem] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return not (self.open_src or self.open_patch or self.unpinned)
+
+    def _claim(self, kind: str, digest: str, filename: str) -> tuple[Optional[Want], Status]:
+        """The want an entry of this content is for ("imported"), else an unpinned one of this kind
+        named like the file (its hash is "recorded"), else None; a claimed want is no longer open."""
+        w = (self.open_src if kind == "source" else self.open_patch).pop(digest, None)
+        if w is not None:
+            return w, "imported"
+        w = next((u for u in self.unpinned if u.kind == kind and _name_matches(u, filename)), None)
+        if w is not None:
+            self.unpinned.remove(w)
+        return w, "recorded"
+
+    def tree(self, entry: Path) -> None:
+        digest = tree_sha256(entry)
+        w = self.open_src.pop(digest, None)
+        if w is None:
+            self.ignored.append(entry.name)
+            return
+        d, path = self.cache.add_tree(entry, digest=digest)
+        self.got.append(FetchItem(w, "imported", d, path, str(entry)))
+
+    def patch(self, entry: Path) -> None:
+        digest = file_sha256(entry)
+        w, status = self._claim("patch", digest, entry.name)
+        if w is None:
+            self.ignored.append(entry.name)
+            return
+        self.got.append(FetchItem(w, status, digest, self.cache.add_patch(entry.read_bytes(), digest), str(entry)))
+
+    def archive(self, entry: Path) -> None:
+        scratch = self.cache.scratch("imp-")
+        try:
+            root = unpack(entry, scratch / "unpacked")
+            digest = tree_sha256(root)
+            w, status = self._claim("source", digest, entry.name)
+            if w is None:
+                named = next((x for x in self.open_src.values() if _meant_for(x, entry.name)), None)
+                if named is not None:   # the copy meant for this source, with other content
+                    raise _mismatch(named, digest, str(entry))
+                self.ignored.append(entry.name)
+                return
+            d, path = self.cache.add_tree(root, digest=digest, move=True)
+            self.got.append(FetchItem(w, status, d, path, str(entry)))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
 def import_dir(from_dir: Path, wants: Sequence[Want], cache: SourceCache) -> tuple[list[FetchItem], list[str]]:
     """Hash every entry of ``from_dir`` (archives, unpacked trees, patch files); store each one
     that matches a wanted digest. Returns (imported items, names of entries that matched nothing)."""
@@ -245,64 +307,22 @@ def import_dir(from_dir: Path, wants: Sequence[Want], cache: SourceCache) -> tup
     if not from_dir.is_dir():
         raise UserError("not a folder", file=from_dir, field="--from",
                         accepted="a folder of source tarballs, unpacked trees and patch files")
-    open_src = {w.digest: w for w in wants if w.kind == "source" and w.digest and not cache.tree(w.digest)}
-    open_patch = {w.digest: w for w in wants if w.kind == "patch" and w.digest and not cache.patch(w.digest)}
-    unpinned = [w for w in wants if w.digest is None]
-    got: list[FetchItem] = []
-    ignored: list[str] = []
+    imp = _Importer(
+        cache,
+        open_src={w.digest: w for w in wants if w.kind == "source" and w.digest and not cache.tree(w.digest)},
+        open_patch={w.digest: w for w in wants if w.kind == "patch" and w.digest and not cache.patch(w.digest)},
+        unpinned=[w for w in wants if w.digest is None],
+    )
     for entry in sorted(from_dir.iterdir()):
-        if not (open_src or open_patch or unpinned):
+        if imp.done:
             break
         if entry.name.startswith("."):
             continue
-        origin = str(entry)
         if entry.is_dir():
-            digest = tree_sha256(entry)
-            w = open_src.pop(digest, None)
-            if w is None:
-                ignored.append(entry.name)
-                continue
-            d, path = cache.add_tree(entry, digest=digest)
-            got.append(FetchItem(w, "imported", d, path, origin))
-            continue
-        if not entry.is_file():
-            continue
-        if not is_archive(entry):
-            digest = file_sha256(entry)
-            w = open_patch.pop(digest, None)
-            status: Status = "imported"
-            if w is None:
-                w = next((u for u in unpinned if u.kind == "patch" and _name_matches(u, entry.name)), None)
-                status = "recorded"
-                if w is not None:
-                    unpinned.remove(w)
-            if w is None:
-                ignored.append(entry.name)
-                continue
-            got.append(FetchItem(w, status, digest, cache.add_patch(entry.read_bytes(), digest), origin))
-            continue
-        scratch = cache.scratch("imp-")
-        try:
-            root = unpack(entry, scratch / "unpacked")
-            digest = tree_sha256(root)
-            w = open_src.pop(digest, None)
-            if w is None:
-                u = next((u for u in unpinned if u.kind == "source" and _name_matches(u, entry.name)), None)
-                if u is None:
-                    named = next((x for x in open_src.values() if _meant_for(x, entry.name)), None)
-                    if named is not None:   # the copy meant for this source, with other content
-                        raise _mismatch(named, digest, str(entry))
-                    ignored.append(entry.name)
-                    continue
-                unpinned.remove(u)
-                d, path = cache.add_tree(root, digest=digest, move=True)
-                got.append(FetchItem(u, "recorded", d, path, origin))
-                continue
-            d, path = cache.add_tree(root, digest=digest, move=True)
-            got.append(FetchItem(w, "imported", d, path, origin))
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    return got, ignored
+            imp.tree(entry)
+        elif entry.is_file():
+            (imp.archive if is_archive(entry) else imp.patch)(entry)
+    return imp.got, imp.ignored
 
 
 # --- the entry point ----------------------------------------------------------------------------

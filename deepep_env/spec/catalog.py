@@ -21,6 +21,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from deepep_env.errors import UserError
 from deepep_env.hashing import is_digest
+from deepep_env.spec.load import read_spec_bytes, show
 from deepep_env.spec.model import Strict, _check_range
 
 CATALOG_FORMAT = 1
@@ -125,8 +126,6 @@ class Catalog(Strict):
 def load_catalog(recipes_dir: Path, package: str, *, same_name: bool = True) -> Catalog:
     """``recipes_dir/package/sources.toml``. ``same_name``: the catalog's ``package`` must be the folder's
     name (the project's recipes; a recipe graph's folders may be named otherwise)."""
-    from deepep_env.spec.load import read_spec_bytes, show
-
     path = recipes_dir / package / "sources.toml"
     if not path.exists():
         raise UserError("missing source catalog", file=path, accepted="recipes/<package>/sources.toml")

@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from deepep_env.channels.auth import url_secret
+
 # The format header every spec starts with. Readers accept every version listed here; a newer
 # file is refused with a clear line rather than half-understood.
 SPEC_FORMAT = 1
@@ -46,7 +48,6 @@ KMOD_RE = r"^[A-Za-z0-9_-]+$"
 PARAM_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 # An absolute path a shell script may interpolate: no whitespace or shell metacharacters.
 ABS_PATH_RE = r"^/[^\s;&|$`'\"\\<>(){}*?!#~]*$"
-_CONDA_TOKEN = re.compile(r"(^|/)t/[^/]+(/|$)")
 
 
 def _unique(v: list, what: str) -> list:
@@ -70,14 +71,14 @@ def check_url(u: str, what: str) -> str:
         raise ValueError(f"{what} must be a URL with scheme {', '.join(CHANNEL_SCHEMES)}")
     if parts.scheme.lower() != "file" and not parts.hostname:
         raise ValueError(f"{what} has no host")
-    if "@" in parts.netloc:
-        raise ValueError(f"{what} carries credentials (user:token@); a URL is written into locks and logs: "
-                         "use DEEPEP_ENV_CHANNEL_TOKEN or RATTLER_AUTH_FILE")
+    secret = url_secret(u)   # the one decision, shared with lock channels and `publish --to`
+    if secret is not None:
+        raise ValueError(f"{what} carries {secret.carries}; a URL is written into locks and logs: "
+                         f"use {secret.instead}")
     if parts.query or parts.fragment or "?" in u or "#" in u:
+        # not a secret by name, but a channel URL has no query or fragment (and one may hide a token)
         raise ValueError(f"{what} carries a query string or fragment; tokens go in "
                          "DEEPEP_ENV_CHANNEL_TOKEN or RATTLER_AUTH_FILE, never in the URL")
-    if _CONDA_TOKEN.search(parts.path):
-        raise ValueError(f"{what} carries a /t/<token>/ segment; put the token in RATTLER_AUTH_FILE")
     if any(seg == ".." for seg in parts.path.split("/")):
         raise ValueError(f"{what} must not contain '..' path segments")
     return u

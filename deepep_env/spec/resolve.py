@@ -10,6 +10,7 @@ from functools import cmp_to_key
 from pathlib import Path
 
 from deepep_env.errors import UnknownEnvError, UserError
+from deepep_env.platform.profiles_data import PROFILES
 from deepep_env.project import Project, find_project
 from deepep_env.spec.catalog import Catalog, load_catalog
 from deepep_env.spec.load import load_spec_file, show
@@ -55,8 +56,6 @@ def _source_candidates(version: str, provider: str, catalog: Catalog | None, fie
 def _check_platforms(spec: EnvSpec, file: Path | None) -> None:
     # A profile name the overlay does not know would otherwise pass validation and only surface
     # later, when detection/overlay look the profile up; the profiles table is plain data, cheap to read.
-    from deepep_env.platform.profiles_data import PROFILES
-
     for p in spec.platforms:
         if p not in PROFILES:
             raise UserError(f"unknown platform profile {show(p)}", file=file, field="platforms",
