@@ -4,7 +4,7 @@ Every file or JSON document the tool writes says what it is and in which version
 refuse, in one line naming the file, what it does not understand instead of half-reading it
 (Spack's ``_meta``, conda-lock's versioned lockfiles). This module owns how a stamp is spelled,
 read and checked; :class:`Format` is one stamp (a name and the version written), and the table at
-the end lists the stamps of the files written outside doctor/, overlay/ and platform/.
+the end lists every stamp the tool writes.
 
 Conventions in the field. Files written by earlier versions stay readable, so :func:`read_stamp`
 accepts both JSON conventions:
@@ -16,7 +16,9 @@ accepts both JSON conventions:
 2. ``"_meta": {"format": "deepep-env/<name>", "version": N}`` (:meth:`Format.meta`): doctor, overlay
    and host-facts JSON;
 3. a bare integer ``format = N`` where the name is implied by the file: hand-written TOML (env
-   specs, ``recipes/*/sources.toml``; their loaders check it with line numbers) and ``launch --json``.
+   specs, ``recipes/*/sources.toml``; their loaders check it with line numbers) and ``launch --json``;
+4. ``"format": "deepep-env/<name>", "version": N`` as two top-level keys: host descriptions
+   (``deepep_env/data/hosts/*.json`` and the test hosts built from them).
 
 Decision (issue 19): no writer changes convention, because the bytes are contracts (the pixi.lock
 header is committed and checked byte for byte by ``lock --check``; the JSON stamps are read by
@@ -48,7 +50,10 @@ def read_stamp(data: Any) -> Optional[tuple[str, int]]:
         return (meta["format"], v) if isinstance(v, int) and not isinstance(v, bool) else None
     fmt = data.get("format")
     m = _STAMP.match(fmt) if isinstance(fmt, str) else None
-    return (m["name"], int(m["version"])) if m else None
+    if m:
+        return m["name"], int(m["version"])
+    v = data.get("version")  # convention 4
+    return (fmt, v) if isinstance(fmt, str) and isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _shown(data: Any) -> str:
@@ -111,7 +116,7 @@ class Format:
         return version
 
 
-# --- the stamps written outside doctor/, overlay/ and platform/ (each has one writer) -------------
+# --- every stamp the tool writes (each has one writer) ----------------------------------------------
 LOCK_META = Format("deepep-env/lock-meta", 2, "deepep-env header")   # v1: one env per header
 STORE_ENTRY = Format("deepep-env/store-entry", 1, "store entry")
 BUILD_MANIFEST = Format("deepep-env/build-manifest", 1, "build manifest")  # builder writes, publish reads
@@ -121,3 +126,8 @@ FETCH_REPORT = Format("deepep-env/fetch-report", 1, "fetch report")
 LOCK_DIFF = Format("deepep-env/lock-diff", 1, "lock diff")
 PIXI_MANIFEST = Format("deepep-env/pixi", 1, "pixi.toml written by `deepep-env pixi sync`")
 LAUNCH_PLAN = Format("deepep-env/launch", 1, "launch plan")   # convention 3: "format": 1 in launch --json
+PREFIX_MARKER = Format("deepep-env/prefix", 1, "deepep-env install marker")   # conda-meta/deepep-env.json
+DOCTOR_REPORT = Format("deepep-env/doctor", 1, "doctor report")   # convention 2: doctor --json
+OVERLAY_DOC = Format("deepep-env/overlay", 1, "overlay")   # convention 2: overlay -f json
+HOST_FACTS = Format("deepep-env/host-facts", 1, "host facts")   # convention 2: detect --json
+HOST_DESCRIPTION = Format("deepep-env/host-description", 1, "host description")   # convention 4

@@ -30,13 +30,14 @@ from typing import Any, Iterable, Iterator, Optional
 from deepep_env.atomic import write_text
 from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
+from deepep_env.formats import PREFIX_MARKER
 from deepep_env.hashing import file_sha256
 from deepep_env.lock.channels import channel_mirrors, url_to_path
 from deepep_env.lock.channels import client as make_client
 from deepep_env.lock.check import check_lock
 from deepep_env.lock.lockfile import conda_records, read_lock
 from deepep_env.lock.solve import default_lock_path
-from deepep_env.overlay.prefix import MARKER_FORMAT, marker_path
+from deepep_env.overlay.prefix import marker_path
 from deepep_env.rattler_errors import rattler_errors
 
 def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
@@ -46,7 +47,7 @@ def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and data.get("format") == MARKER_FORMAT else None
+    return data if PREFIX_MARKER.accepts(data) else None
 
 
 @dataclass
@@ -367,7 +368,7 @@ def _make_marker(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, ma
         python = {"provider": "conda", "version": ".".join(full.split(".")[:2]), "full_version": full,
                   "executable": str(pfx / "bin" / "python")}
     return {
-        "format": MARKER_FORMAT,
+        "format": PREFIX_MARKER.stamp,
         "env": env,
         **{k: v for k, v in marker_base.items() if k != "python"},
         "platforms": list(marker_base.get("platforms") or []),

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from deepep_env.formats import DOCTOR_REPORT
+
 SEVERITIES = ("error", "warning", "info")
-REPORT_FORMAT = "deepep-env/doctor"
-REPORT_VERSION = 1
 
 
 def one_line(text: object, limit: int = 400) -> str:
@@ -156,7 +156,7 @@ class DoctorReport:
 
     def to_dict(self, strict: bool = False) -> dict[str, Any]:
         return {
-            "_meta": {"format": REPORT_FORMAT, "version": REPORT_VERSION},
+            "_meta": DOCTOR_REPORT.meta(),
             "root": self.root,
             "platform": {"name": self.platform, "source": self.platform_source},
             "env": self.env,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, MutableMapping, NamedTuple, Optional, Union
 
+from deepep_env.formats import OVERLAY_DOC
+
 # NamedTuple rather than dataclasses: defined on every `deepep-env activate` (see
 # deepep_env/platform/facts.py for the cost).
 
@@ -149,7 +151,7 @@ class Overlay(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "_meta": {"format": "deepep-env/overlay", "version": 1},
+            "_meta": OVERLAY_DOC.meta(),
             "platform": self.platform,
             "env": self.env(),
             "changes": [change_to_dict(c) for c in self.changes],

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
 from deepep_env.errors import UserError
+from deepep_env.formats import PREFIX_MARKER
 from deepep_env.project import envs_dir, nearest_root, pixi_env_name
 
 META_RELPATH = os.path.join("conda-meta", "deepep-env.json")
-MARKER_FORMAT = "deepep-env/prefix/v1"   # written by `deepep-env install`; absent in markers before it
 
 
 def marker_path(prefix: "str | os.PathLike[str]") -> Path:
@@ -93,9 +93,7 @@ def read_prefix_meta(prefix: str | os.PathLike[str], env: Optional[str] = None) 
         raise UserError(f"unreadable: {exc}", file=path) from None
     if not isinstance(data, dict):
         raise UserError("expected a JSON object", file=path)
-    if data.get("format", MARKER_FORMAT) != MARKER_FORMAT:
-        raise UserError(f"unknown marker format {data.get('format')!r}", file=path, field="format",
-                        accepted=f"{MARKER_FORMAT} (written by `deepep-env install`); reinstall with this deepep-env")
+    PREFIX_MARKER.check(data, file=path, missing=1)   # markers before stamps had none: read as v1
     name = data.get("env")
     if not isinstance(name, str) or not ENV_NAME_RE.match(name):
         raise UserError("missing or invalid", file=path, field="env")

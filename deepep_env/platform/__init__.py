@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, NamedTuple, Optional
 
-from deepep_env.platform.facts import FACTS_FORMAT, FACTS_VERSION, HostFacts, to_jsonable
+from deepep_env.formats import HOST_FACTS
+from deepep_env.platform.facts import HostFacts, to_jsonable
 from deepep_env.platform.probes import probe_host
 from deepep_env.platform.profiles import PlatformChoice, get_profile, select_platform
 
@@ -22,7 +23,7 @@ class Detection(NamedTuple):
         f = self.facts.to_dict()
         prof = self.platform.profile
         return {
-            "_meta": {"format": FACTS_FORMAT, "version": FACTS_VERSION},
+            "_meta": HOST_FACTS.meta(),
             "root": f["root"],
             "platform": {
                 "name": self.platform.name,

@@ -16,8 +16,6 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple, Optional
 
-FACTS_FORMAT = "deepep-env/host-facts"
-FACTS_VERSION = 1
 
 # What `nvidia-smi topo -m` prints between a GPU and a NIC, nearest first.
 LEVELS = ("PIX", "PXB", "PHB", "NODE", "SYS")

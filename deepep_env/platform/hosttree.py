@@ -17,9 +17,10 @@ from typing import Any, Mapping
 
 from deepep_env.atomic import staged_dir
 from deepep_env.errors import UserError
+from deepep_env.formats import HOST_DESCRIPTION
 
-DESCRIPTION_FORMAT = "deepep-env/host-description"
-DESCRIPTION_VERSION = 1
+DESCRIPTION_FORMAT = HOST_DESCRIPTION.name   # what a description writes ("format", "version": formats.py)
+DESCRIPTION_VERSION = HOST_DESCRIPTION.version
 
 
 def _safe_rel(rel: str) -> str:
@@ -144,9 +145,7 @@ def _build_node(root: Path, parent_rel: str, node: Mapping[str, Any], numa: int,
 def build_tree_into(desc: Mapping[str, Any], root: Path) -> Path:
     """Lay ``desc`` out under ``root`` (an existing, empty directory)."""
     root = Path(root)
-    fmt = desc.get("format", DESCRIPTION_FORMAT)
-    if fmt != DESCRIPTION_FORMAT or int(desc.get("version", DESCRIPTION_VERSION)) > DESCRIPTION_VERSION:
-        raise UserError(f"unknown host description format {fmt!r} v{desc.get('version')}", field="format", accepted=f"{DESCRIPTION_FORMAT} v{DESCRIPTION_VERSION}")
+    HOST_DESCRIPTION.check(desc, file=None, missing=DESCRIPTION_VERSION)
     for d in desc.get("dirs", []):
         (root / _safe_rel(d)).mkdir(parents=True, exist_ok=True)
     absolute = bool(desc.get("absolute_links", False))
