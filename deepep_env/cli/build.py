@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from deepep_env.channels.auth import check_url_has_no_secret
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json
 from deepep_env.errors import StaleError, UserError
 from deepep_env.project import Project, find_project
@@ -54,7 +55,10 @@ def _progress(console):
 
 
 def _channel_url(c: str) -> str:
-    # a folder given on the command line becomes a file:// URL; URLs and channel names pass as given
+    # a folder given on the command line becomes a file:// URL; URLs and channel names pass as given.
+    # A credential in the URL is refused as for a spec's channels: rattler-build records the channels
+    # it read in the package (and logs them); credentials come from RATTLER_AUTH_FILE / keyring.
+    check_url_has_no_secret(c, field="--extra-channel")
     p = Path(c)
     return p.resolve().as_uri() if "://" not in c and (p.is_dir() or c.startswith((".", "/"))) else c
 
