@@ -49,7 +49,7 @@ def doca_base(version: str) -> str:
 
 
 def mlnx_release(ctx: DoctorContext) -> tuple[Optional[tuple[int, int]], Optional[Evidence]]:
-    o = ctx.facts.ofed
+    o = ctx.host.facts.ofed
     if o.mlx5_core_version:
         m = re.match(r"^(\d+)\.(\d+)", o.mlx5_core_version)
         if m:
@@ -64,7 +64,7 @@ def mlnx_release(ctx: DoctorContext) -> tuple[Optional[tuple[int, int]], Optiona
 
 def ofed_version(ctx: DoctorContext) -> tuple[Optional[str], Optional[str], list[Evidence]]:
     """(exact DOCA version or None, DOCA minor release "3.2" or None, evidence)."""
-    o = ctx.facts.ofed
+    o = ctx.host.facts.ofed
     if o.doca_ofed:
         base = doca_base(o.doca_ofed)
         name = next((p for p in ("doca-ofed", "doca-host", "doca-roce") if o.packages.get(p) == o.doca_ofed), "doca-ofed")
@@ -95,7 +95,7 @@ def installed_ofed(ctx: DoctorContext) -> tuple[Optional[str], Optional[str], li
 @check("host", "host.ofed-kernel")
 def ofed_builds_on_kernel(ctx: DoctorContext, emit: Emitter) -> None:
     """DOCA-OFED/MLNX_OFED ≥ 3.2.1 on kernel ≥ 6.14: older releases fail their mlx5 DKMS build (seed 000 §4 problem 3)."""
-    kernel = ctx.facts.kernel
+    kernel = ctx.host.facts.kernel
     kt = kernel_tuple(kernel)
     exact, minor, oev = installed_ofed(ctx)
     if kt is None or kt < KERNEL_NEEDS_NEW_OFED or not (exact or minor):
@@ -137,7 +137,7 @@ def ofed_version_readable(ctx: DoctorContext, emit: Emitter) -> None:
     """Where the env spec needs a DOCA-OFED and the host has RDMA NICs, its version is readable."""
     want = getattr(ctx.spec_host(), "doca_ofed", None)
     exact, minor, _ = installed_ofed(ctx)
-    if want and not (exact or minor) and ctx.facts.nics:
+    if want and not (exact or minor) and ctx.host.facts.nics:
         emit(
             "host.ofed-unknown",
             "warning",
@@ -153,8 +153,8 @@ def ofed_version_readable(ctx: DoctorContext, emit: Emitter) -> None:
 def driver_matches_spec(ctx: DoctorContext, emit: Emitter) -> None:
     """The NVIDIA driver version satisfies the env spec's ``[host].driver``."""
     want = getattr(ctx.spec_host(), "driver", None)
-    v = ctx.facts.driver.version
-    if want and ctx.facts.gpus and v is not None and not version_matches(v, want):
+    v = ctx.host.facts.driver.version
+    if want and ctx.host.facts.gpus and v is not None and not version_matches(v, want):
         emit(
             "host.driver-version",
             "error",
@@ -168,7 +168,7 @@ def driver_matches_spec(ctx: DoctorContext, emit: Emitter) -> None:
 def driver_version_readable(ctx: DoctorContext, emit: Emitter) -> None:
     """Where the env spec needs an NVIDIA driver version and the host has GPUs, the version is readable."""
     want = getattr(ctx.spec_host(), "driver", None)
-    if want and ctx.facts.gpus and ctx.facts.driver.version is None:
+    if want and ctx.host.facts.gpus and ctx.host.facts.driver.version is None:
         emit(
             "host.driver-unknown",
             "warning",
@@ -182,7 +182,7 @@ def missing_modules(ctx: DoctorContext) -> list[tuple[str, str, Evidence]]:
     """(module, severity, why wanted) for each wanted kernel module that is not loaded: the spec's
     ``[host].kernel_modules`` (error), ``nvidia_peermem`` on a GPU host with RDMA NICs (warning).
     Empty when /proc/modules could not be read."""
-    facts = ctx.facts
+    facts = ctx.host.facts
     modules_known = bool(facts.modules) or not any(w.startswith("proc/modules") for w in facts.warnings)
     if not modules_known:
         return []
@@ -190,7 +190,7 @@ def missing_modules(ctx: DoctorContext) -> list[tuple[str, str, Evidence]]:
     wanted: dict[str, tuple[str, Evidence]] = {}
     for m in spec_modules:
         wanted[m] = ("error", Evidence(value=f"kernel_modules = {spec_modules}", file=spec_file(ctx)))
-    if facts.gpus and facts.usable_nics() and "nvidia_peermem" not in wanted and ctx.platform.name not in ("nvlink", "none"):
+    if facts.gpus and facts.usable_nics() and "nvidia_peermem" not in wanted and ctx.host.platform.name not in ("nvlink", "none"):
         wanted["nvidia_peermem"] = (
             "warning",
             Evidence(value=f"{len(facts.usable_nics())} RDMA NIC(s) with an ACTIVE port: {nic_names(facts.usable_nics())}", file="/sys/class/infiniband"),
@@ -199,7 +199,7 @@ def missing_modules(ctx: DoctorContext) -> list[tuple[str, str, Evidence]]:
 
 
 def _emit_module_missing(ctx: DoctorContext, emit: Emitter, id: str, m: str, sev: str, why: Evidence) -> None:
-    loaded = ", ".join(x for x in ctx.facts.modules if x.startswith(("nvidia", "mlx5", "ib_"))) or "none of nvidia*/mlx5*/ib_*"
+    loaded = ", ".join(x for x in ctx.host.facts.modules if x.startswith(("nvidia", "mlx5", "ib_"))) or "none of nvidia*/mlx5*/ib_*"
     emit(
         id,
         sev,
@@ -229,7 +229,7 @@ def spec_modules_loaded(ctx: DoctorContext, emit: Emitter) -> None:
 @check("host", "host.port-down")
 def rdma_ports_up(ctx: DoctorContext, emit: Emitter) -> None:
     """Every RDMA port is ACTIVE (a port in an unreadable state is a partial fact, not a finding)."""
-    for n in ctx.facts.nics:
+    for n in ctx.host.facts.nics:
         for p in n.ports:
             if p.active or p.state is None:
                 continue  # an unreadable state is a partial fact (a note), not evidence of a dead port
@@ -296,7 +296,7 @@ def _port(nic: Optional[Nic], number: Optional[int]) -> Optional[Port]:
 def ports_in_use(ctx: DoctorContext) -> list[tuple[Nic, Port]]:
     """The RDMA ports NVSHMEM will use: the GPU→HCA mapping's, else the ACTIVE ports of the NICs
     the HCA list/prefix selects."""
-    f = ctx.facts
+    f = ctx.host.facts
     out: list[tuple[Nic, Port]] = []
     seen = set()
     mapping = ctx.env.get("DEEP_EP_DEVICE_TO_HCA_MAPPING")
@@ -331,12 +331,12 @@ def ports_in_use(ctx: DoctorContext) -> list[tuple[Nic, Port]]:
 
 def rdma_checked(ctx: DoctorContext) -> bool:
     """Whether the rdma-config checks apply: the host has RDMA NICs and a remote transport matters."""
-    return bool(ctx.facts.nics) and ctx.rdma_relevant()
+    return bool(ctx.host.facts.nics) and ctx.rdma_relevant()
 
 
 def devices_evidence(ctx: DoctorContext) -> Evidence:
     """The RDMA devices sysfs shows and whether each has an ACTIVE port."""
-    return Evidence(value=", ".join(f"{n.hca} ({'ACTIVE' if n.active_ports() else 'no ACTIVE port'})" for n in ctx.facts.nics[:16]),
+    return Evidence(value=", ".join(f"{n.hca} ({'ACTIVE' if n.active_ports() else 'no ACTIVE port'})" for n in ctx.host.facts.nics[:16]),
                     file="/sys/class/infiniband")
 
 
@@ -345,7 +345,7 @@ def hca_prefix_matches(ctx: DoctorContext, emit: Emitter) -> None:
     """NVSHMEM_HCA_PREFIX (default mlx5) matches an RDMA device: ``rocep*`` names need it set (field notes §1)."""
     if not rdma_checked(ctx):
         return
-    usable = ctx.facts.usable_nics()
+    usable = ctx.host.facts.usable_nics()
     pname = "NVSHMEM_HCA_PREFIX"
     prefix = ctx.env.get(pname)
     effective_prefix = prefix or NVSHMEM_DEFAULT_HCA_PREFIX
@@ -366,7 +366,7 @@ def hca_prefix_matches(ctx: DoctorContext, emit: Emitter) -> None:
 @check("rdma-config", "host.hca-list", current_env_too=True)
 def hca_list_exists(ctx: DoctorContext, emit: Emitter) -> None:
     """NVSHMEM_HCA_LIST names only devices that exist and ports that are ACTIVE."""
-    f = ctx.facts
+    f = ctx.host.facts
     hl = ctx.env.get("NVSHMEM_HCA_LIST")
     if not rdma_checked(ctx) or not hl:
         return
@@ -411,7 +411,7 @@ def _level_rank(level: str) -> int:
 def mapping_review(ctx: DoctorContext) -> tuple[list[str], list[str]]:
     """DEEP_EP_DEVICE_TO_HCA_MAPPING (DeepEP PR #466) against this host: (what does not match, GPUs
     sent to a NODE/SYS NIC while a nearer one exists); both empty when it is unset."""
-    f = ctx.facts
+    f = ctx.host.facts
     mval = ctx.env.get(MAPPING)
     if not mval:
         return [], []
@@ -505,7 +505,7 @@ def gid_index_rocev2(ctx: DoctorContext, emit: Emitter) -> None:
     roce = ctx.cached("rdma-config.roce-ports", lambda: roce_ports_in_use(ctx)) if rdma_checked(ctx) else []
     if not roce:
         return
-    f = ctx.facts
+    f = ctx.host.facts
     common = f.gid.index if f.gid.status == "ok" else None
     for var in GID_VARS:
         raw = ctx.env.get(var)

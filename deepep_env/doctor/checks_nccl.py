@@ -25,9 +25,9 @@ def gib_configured(ctx: DoctorContext) -> list[Evidence]:
     gib_dirs = [d for d in ctx.env.split("LD_LIBRARY_PATH", ":;") if "/gib" in d.lower()]
     if gib_dirs:
         out.append(ctx.env.evidence("LD_LIBRARY_PATH"))
-    if not out and "gib-nccl" in ctx.profile_rules and ctx.facts.paths.get(GIB_DIR):
+    if not out and "gib-nccl" in ctx.profile_rules and ctx.host.facts.paths.get(GIB_DIR):
         # A gIB host: the environment deepep-env gives every process configures the plugin.
-        out.append(Evidence(value=f"installed; the {ctx.platform.name} overlay configures it (NCCL_NET=gIB)", file=GIB_DIR))
+        out.append(Evidence(value=f"installed; the {ctx.host.platform.name} overlay configures it (NCCL_NET=gIB)", file=GIB_DIR))
     return out
 
 

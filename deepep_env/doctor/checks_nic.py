@@ -24,7 +24,7 @@ HANDLER = "NVSHMEM_IBGDA_NIC_HANDLER"
 
 
 def driver_param(ctx: DoctorContext, key: str) -> Optional[int]:
-    d = ctx.facts.driver
+    d = ctx.host.facts.driver
     if key == "EnableStreamMemOPs":
         return d.enable_stream_memops
     if key == "PeerMappingOverride":
@@ -39,7 +39,7 @@ def driver_param(ctx: DoctorContext, key: str) -> Optional[int]:
 
 
 def params_evidence(ctx: DoctorContext, keys) -> Evidence:
-    d = ctx.facts.driver
+    d = ctx.host.facts.driver
     parts = []
     for k in keys:
         if k in d.params:
@@ -96,7 +96,7 @@ def keys_needed(ctx: DoctorContext) -> tuple[dict[str, int], str, dict[str, int]
     # profiles whose seed says so (driver-keys rule: H20, seed 003); and "auto" (unset) where the
     # platform needs the GPU handler — auto cannot choose it without the keys.
     handler, rdma = handler_state(ctx)
-    plat = ctx.platform.name
+    plat = ctx.host.platform.name
     handler_keys: dict[str, int] = {}
     why = ""
     if rdma:
@@ -114,7 +114,7 @@ def keys_needed(ctx: DoctorContext) -> tuple[dict[str, int], str, dict[str, int]
 
 
 def params_readable(ctx: DoctorContext) -> bool:
-    d = ctx.facts.driver
+    d = ctx.host.facts.driver
     return bool(d.loaded and d.params)
 
 
@@ -129,13 +129,13 @@ def cpu_handler_on_gpu_platform(ctx: DoctorContext, emit: Emitter) -> None:
     """No NVSHMEM_IBGDA_NIC_HANDLER=cpu where it hangs internode dispatch (GCP B200, seed 000 §4 problem 2)."""
     if not cpu_hangs(ctx):
         return
-    plat = ctx.platform.name
+    plat = ctx.host.platform.name
     emit(
         "nic-handler.cpu-on-gcp-b200",
         "error",
         f"{HANDLER}=cpu on {plat}: internode dispatch hangs with the CPU NIC handler "
         "(moe_recv_expert_counter stays -1, seed 000 §4 problem 2)",
-        [ctx.env.evidence(HANDLER), Evidence(value=f"{plat} ({ctx.platform.source}): " + "; ".join(ctx.platform.evidence), file="platform")],
+        [ctx.env.evidence(HANDLER), Evidence(value=f"{plat} ({ctx.host.platform.source}): " + "; ".join(ctx.host.platform.evidence), file="platform")],
         f"set {HANDLER}=gpu (needs no GDRCopy) and drop libgdrapi from LD_PRELOAD" + ctx.overlay_hint(HANDLER),
     )
 
@@ -218,7 +218,7 @@ def gdrcopy_not_preloaded(ctx: DoctorContext, emit: Emitter) -> None:
         return
     gdr = [p for p in preload_entries(ctx) if p.rsplit("/", 1)[-1].startswith("libgdrapi")]
     if gdr:
-        how = f"{HANDLER}=gpu" if handler == "gpu" else f"{HANDLER}={handler or 'unset'} on {ctx.platform.name}, where only the GPU handler works"
+        how = f"{HANDLER}=gpu" if handler == "gpu" else f"{HANDLER}={handler or 'unset'} on {ctx.host.platform.name}, where only the GPU handler works"
         emit(
             "nic-handler.gdrcopy-preload",
             "warning",

@@ -20,8 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
 from deepep_env.doctor.model import Evidence, Finding, one_line
 from deepep_env.envcontext import HostContext
 from deepep_env.overlay.changes import Overlay, PrependPath, Set, Source, Unset
-from deepep_env.platform.facts import HostFacts, Nic
-from deepep_env.platform.profiles import PlatformChoice
+from deepep_env.platform.facts import Nic
 from deepep_env.platform.rootfs import RootFS, open_regular
 
 # Top-level directories that hold installed software. A captured tree with none of them (the real
@@ -235,22 +234,6 @@ class DoctorContext:
     def with_env(self, env: EnvView) -> "DoctorContext":
         return replace(self, env=env, notes=[], info={}, _cache={})
 
-    @property
-    def facts(self) -> HostFacts:
-        return self.host.facts
-
-    @property
-    def platform(self) -> PlatformChoice:
-        return self.host.platform
-
-    @property
-    def fs(self) -> RootFS:
-        return self.host.fs
-
-    @property
-    def live(self) -> bool:
-        return self.host.live
-
     def cached(self, key: str, compute: Callable[[], T]) -> T:
         """``compute()`` once per context: an analysis several checks read (the libibverbs scan)."""
         if key not in self._cache:
@@ -260,17 +243,17 @@ class DoctorContext:
     # -- derived facts used by several checks ----------------------------------------------
     @property
     def profile_rules(self) -> tuple[str, ...]:
-        return tuple(self.platform.profile.rules)
+        return tuple(self.host.platform.profile.rules)
 
     def usable_nics(self) -> tuple[Nic, ...]:
-        return self.facts.usable_nics()
+        return self.host.facts.usable_nics()
 
     def rdma_relevant(self) -> bool:
         """Does a remote (RDMA/IBGDA) transport matter here? Not on the NVLink-only profile, not
         with NVSHMEM_REMOTE_TRANSPORT=none; yes with RDMA NICs or a platform that has them."""
         if (self.env.get("NVSHMEM_REMOTE_TRANSPORT") or "").strip().lower() == "none":
             return False
-        if self.platform.name in ("nvlink", "none"):
+        if self.host.platform.name in ("nvlink", "none"):
             return False  # single node: no remote transport (the real H200 capture has EnableStreamMemOPs 0)
         return bool(self.usable_nics()) or "ibgda-transport" in self.profile_rules
 
@@ -319,7 +302,7 @@ class DoctorContext:
         def read(rel: str, depth: int = 0) -> None:
             if depth > 4:
                 return
-            text = self.fs.read_attr(rel)
+            text = self.host.fs.read_attr(rel)
             if text is None:
                 return
             for line in text.splitlines():
@@ -333,7 +316,7 @@ class DoctorContext:
                     d, _, fpat = pat.rpartition("/")
                     import fnmatch
 
-                    for n in self.fs.listdir(d.lstrip("/")):
+                    for n in self.host.fs.listdir(d.lstrip("/")):
                         if fnmatch.fnmatchcase(n, fpat):
                             read(f"{d.lstrip('/')}/{n}", depth + 1)
                 elif line.startswith("/"):

@@ -116,8 +116,8 @@ def _report(ctx: DoctorContext, findings: list[Finding], checks: Sequence[Check]
     }
     return DoctorReport(
         root=ctx.host.root,
-        platform=ctx.platform.name,
-        platform_source=ctx.platform.source,
+        platform=ctx.host.platform.name,
+        platform_source=ctx.host.platform.source,
         env=ctx.env_name,
         prefix=ctx.prefix,
         overlay_applied=ctx.overlay_applied,
