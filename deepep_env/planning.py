@@ -10,9 +10,15 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
+from deepep_env.builder.preview import preview_plan
 from deepep_env.buildplan import BuildPlan, plan as build_plan
 from deepep_env.errors import UserError
+from deepep_env.hashing import short_id
+from deepep_env.hostview import host_view
+from deepep_env.lock import check_lock
+from deepep_env.lock.lockfile import read_lock
 from deepep_env.overlay.prefix import has_marker
+from deepep_env.platform.demo import materialize_demo_host
 from deepep_env.project import Project
 from deepep_env.spec.resolve import load_resolved
 from deepep_env.spec.resolved import ResolvedSpec
@@ -37,8 +43,6 @@ def _pins(r: ResolvedSpec) -> dict[str, Any]:
 
 
 def store_entry(project: Project, package: str, build_id: str) -> Path:
-    from deepep_env.hashing import short_id
-
     return project.store / f"{short_id(build_id, 10)}-{package}" / "entry.json"
 
 
@@ -57,8 +61,6 @@ def _to_pin(n) -> list[dict[str, Any]]:
 
 
 def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:
-    from deepep_env.builder.preview import preview_plan
-
     reqs = preview_plan(bp)
     out = []
     for n in bp.nodes:
@@ -97,8 +99,6 @@ def _lock_status(name: str, project: Project) -> dict[str, Any]:
     if not path.exists() or not _has_env(path, name):
         return {"path": str(path.relative_to(project.root)), "status": "missing",
                 "hint": f"deepep-env build {name} && deepep-env lock {name}"}
-    from deepep_env.lock import check_lock
-
     try:
         res = check_lock(name, project)
     except UserError as err:
@@ -107,8 +107,6 @@ def _lock_status(name: str, project: Project) -> dict[str, Any]:
 
 
 def _has_env(path: Path, env: str) -> bool:
-    from deepep_env.lock.lockfile import read_lock
-
     try:
         return read_lock(path).env(env) is not None
     except UserError:
@@ -128,11 +126,7 @@ def _as_data(obj: Any) -> Any:
 
 def _host_sections(name: str, project: Project, r: ResolvedSpec, root: Optional[str], demo_host: Optional[str],
                    platform: Optional[str]) -> dict[str, Any]:
-    from deepep_env.hostview import host_view
-
     if demo_host:
-        from deepep_env.platform.demo import materialize_demo_host
-
         with tempfile.TemporaryDirectory(prefix="deepep-env-demo-host-") as tmp:
             demo_root = str(materialize_demo_host(demo_host, Path(tmp)))
             return host_view(r, project, root=demo_root, platform=platform, demo_host=demo_host)

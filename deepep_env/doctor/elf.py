@@ -8,6 +8,8 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO, Optional
 
+from deepep_env.platform.rootfs import open_regular
+
 PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29
 
@@ -121,8 +123,6 @@ def read_dynamic(fh: BinaryIO) -> Optional[Dynamic]:
 
 
 def read_dynamic_path(path: str) -> Optional[Dynamic]:
-    from deepep_env.platform.rootfs import open_regular
-
     try:
         with os.fdopen(open_regular(path), "rb") as fh:
             return read_dynamic(fh)
