@@ -145,19 +145,23 @@ def _conda_variant(r: ResolvedSpec, *, python: bool) -> dict[str, Any]:
 
 
 def finish_node(node: BuildNode, dep_ids: dict[str, Optional[str]]) -> BuildNode:
-    unpinned = [f"source {n}" for n, pin in node.sources.items() if not pin.pinned]
+    # The pinned inputs; the id needs all of them (the rest is listed in ``unpinned``).
+    sources = {n: pin.tree_sha256 for n, pin in node.sources.items() if pin.tree_sha256 is not None}
+    patches = [p.pin.sha256 for p in node.patches if p.pin.sha256]
+    dependencies = {d: i for d in node.deps if (i := dep_ids.get(d)) is not None}
+    unpinned = [f"source {n}" for n in node.sources if n not in sources]
     unpinned += [f"patch {p.name}" for p in node.patches if not p.pin.sha256]
-    unpinned += [f"dependency {d}" for d in node.deps if dep_ids.get(d) is None]
+    unpinned += [f"dependency {d}" for d in node.deps if d not in dependencies]
     rhash = recipe_sha256(node.recipe_dir)
     if unpinned:
         return BuildNode(**{**node.__dict__, "recipe_hash": rhash, "unpinned": tuple(unpinned)})
     pre = build_id_preimage(
         package=node.package,
         recipe=rhash,
-        sources={n: pin.tree_sha256 for n, pin in node.sources.items()},
-        patches=[p.pin.sha256 for p in node.patches],
+        sources=sources,
+        patches=patches,
         variant=node.variant,
-        dependencies={d: dep_ids[d] for d in node.deps},
+        dependencies=dependencies,
         externals=node.externals,
         virtual_packages=node.virtual_packages,
     )

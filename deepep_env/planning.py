@@ -72,7 +72,7 @@ def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:
             "deps": list(n.deps),
             "unpinned": list(n.unpinned),
             "to_pin": _to_pin(n),
-            "in_store": bool(n.id) and store_entry(project, n.package, n.id).is_file(),
+            "in_store": bool(n.id and store_entry(project, n.package, n.id).is_file()),
             "preimage": n.preimage,
             # what the recipe will ask rattler-build for, per output (build/host/run as rendered)
             "requirements": reqs.get(n.package, {}),

@@ -100,8 +100,8 @@ def find_project(start: str | Path | None = None) -> Project:
             raise UserError("not a deepep-env project (no env_specs/ folder)", file=root,
                             accepted="a folder with env_specs/ and recipes/, e.g. a clone of deepep-env")
         return Project(root)
-    root = nearest_root(Path.cwd().resolve(), {})
-    if root is not None:
-        return Project(root)
+    found = nearest_root(Path.cwd().resolve(), {})
+    if found is not None:
+        return Project(found)
     raise UserError("no deepep-env project found from the current directory (looked for env_specs/)",
                     accepted="run inside a clone of deepep-env, or pass --project DIR / set DEEPEP_ENV_PROJECT")

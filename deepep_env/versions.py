@@ -44,7 +44,7 @@ def version_lt(a: str, b: str) -> bool:
 
 def is_exact(v: str) -> bool:
     m = _CLAUSE.match(v)
-    return bool(m) and (m.group(1) in (None, "==")) and "," not in v and "*" not in v
+    return m is not None and (m.group(1) in (None, "==")) and "," not in v and "*" not in v
 
 
 def exact_value(v: str) -> str:

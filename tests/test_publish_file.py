@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -10,6 +11,7 @@ from publish_fixtures import Captured, one_error_line, write_manifest
 
 from deepep_env.errors import UserError
 from deepep_env.publish import ALREADY_PRESENT, UPLOADED, ConflictError, publish
+from deepep_env.publish.inputs import manifest_path, read_manifest
 
 
 def _index(channel, subdir):
@@ -88,6 +90,19 @@ def test_missing_manifest_says_build_first(tmp_path, no_creds, captured: Capture
     line = one_error_line(proc)
     assert proc.returncode == 2
     assert "run `deepep-env build nothere` first" in line
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"env": ', "not valid JSON (Expecting value at line 1)"),
+    (b'{"env": "\xff"}', "not UTF-8 (byte 9)"),   # was an AttributeError: a UnicodeDecodeError has no .msg
+    (b'{"n": ' + b"1" * 5000 + b"}", "not valid JSON (Exceeds the limit"),
+])
+def test_unreadable_manifest_is_one_clear_line(tmp_path, content, message):
+    path = manifest_path("demo", tmp_path / "state")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    with pytest.raises(UserError, match=re.escape(message)):
+        read_manifest("demo", tmp_path / "state")
 
 
 def test_manifest_that_disagrees_with_archive_is_refused(tmp_path, pkgs, no_creds):

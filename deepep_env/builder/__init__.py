@@ -162,6 +162,14 @@ def _require_ids(nodes: Sequence[BuildNode], env: Optional[str]) -> None:
                             accepted=f"run `{hint}` on a machine with network and record the printed hash there")
 
 
+def _pinned(value: Optional[str]) -> str:
+    """A build id or content hash that every node ``_Builder`` works on has: ``run`` refuses a node
+    without an id first (``_require_ids``), and a node has an id only when each of its sources and
+    patches is pinned by content (``buildplan.finish_node``)."""
+    assert value is not None, "a node without a build id reached the builder"
+    return value
+
+
 def _built_version(entry: StoreEntry, node: BuildNode) -> str:
     """Version of the output named like the node (else of the first output)."""
     for o in entry.outputs:
@@ -220,14 +228,14 @@ class _Builder:
         # machine (Nix builds in /build): the staged source path, rattler-build's work folder and
         # the host prefix are recorded in the package (variant_config.yaml, __FILE__, RPATHs), so
         # the same inputs give the same bytes only if they are built at the same place.
-        return self.build_root / f"{short_id(node.id, 10)}-{node.package}"
+        return self.build_root / f"{short_id(_pinned(node.id), 10)}-{node.package}"
 
     def _id_lock(self, node: BuildNode):
         """One build of an id at a time on this machine, whichever checkout asks (they share the root)."""
-        return _locked(self.build_root / ".locks" / f"{short_id(node.id, 10)}.lock")
+        return _locked(self.build_root / ".locks" / f"{short_id(_pinned(node.id), 10)}.lock")
 
     def _log(self, node: BuildNode) -> Path:
-        return self.state / "logs" / f"{short_id(node.id, 10)}.log"
+        return self.state / "logs" / f"{short_id(_pinned(node.id), 10)}.log"
 
     def _build_into(self, node: BuildNode, by: dict[str, BuildNode], out_dir: Path) -> tuple[list[Path], float, list[str]]:
         """Stage, build, return the package files (under ``out_dir``), seconds and the driver's notes."""
@@ -236,8 +244,8 @@ class _Builder:
         if work.exists():  # left by a killed build: never reuse half of it
             shutil.rmtree(work)
         own = set(node.meta.get("own_sources", ()))
-        srcs = {n: p.tree_sha256 for n, p in node.sources.items() if n not in own}
-        patches = [(p.name, p.pin.sha256, p.pin.strip) for p in node.patches]
+        srcs = {n: _pinned(p.tree_sha256) for n, p in node.sources.items() if n not in own}
+        patches = [(p.name, _pinned(p.pin.sha256), p.pin.strip) for p in node.patches]
         staged = stage(node.package, srcs, patches, self.cache, work / "src")
         deps = _closure(node, by)
         dep_files = []
@@ -298,7 +306,7 @@ class _Builder:
         if unknown:
             raise UserError(f"--check names a package not in this graph: {unknown[0]}", accepted=", ".join(sorted(by)))
         report = BuildReport(name, self.channel.root.resolve(), self.store.root.resolve())
-        todo = [n for n in nodes if self.store.lookup(n.id, n.package) is None]
+        todo = [n for n in nodes if self.store.lookup(_pinned(n.id), n.package) is None]
         self._import_local_sources(todo)
         if todo:
             wants = wants_for_nodes(todo)
@@ -309,16 +317,18 @@ class _Builder:
         self.store.clean_partials()
         for node in nodes:
             self.progress("start", node, None)
-            entry = self.store.lookup(node.id, node.package)
-            status, seconds, notes = "cached", 0.0, []
+            bid = _pinned(node.id)
+            entry = self.store.lookup(bid, node.package)
+            status, seconds = "cached", 0.0
+            notes: list[str] = []
             if entry is None:
                 with self._id_lock(node):
-                    entry = self.store.lookup(node.id, node.package)  # another process may have built it
+                    entry = self.store.lookup(bid, node.package)  # another process may have built it
                     if entry is None:
-                        self.store.clean_partials_of(node.id, node.package)   # a killed build's leftovers
+                        self.store.clean_partials_of(bid, node.package)   # a killed build's leftovers
                         work = self._work(node)
                         files, seconds, notes = self._build_into(node, by, work / "out")
-                        entry = self.store.add(node.id, node.package, node.preimage or {}, files, seconds)
+                        entry = self.store.add(bid, node.package, node.preimage or {}, files, seconds)
                         shutil.rmtree(work, ignore_errors=True)
                         status = "built"
             self.entries[node.package] = entry
@@ -330,7 +340,7 @@ class _Builder:
                 by[node.package] = node
             if self.publish(entry):
                 index(self.channel.root)
-            result = NodeResult(node.package, node.id, version, status, seconds,
+            result = NodeResult(node.package, bid, version, status, seconds,
                                 [o.file for o in entry.outputs],
                                 str(self._log(node)) if self._log(node).is_file() else None, notes)
             report.nodes.append(result)
@@ -361,7 +371,7 @@ class _Builder:
                 diffs += [f"{n}: produced only by the rebuild" for n in sorted(rebuilt)]
             finally:
                 shutil.rmtree(work, ignore_errors=True)
-        return CheckResult(node.package, node.id, not diffs, diffs)
+        return CheckResult(node.package, _pinned(node.id), not diffs, diffs)
 
 
 def build_graph(nodes: Sequence[BuildNode], *, store: Path, channel: Path, source_cache: Path,
@@ -387,12 +397,13 @@ def check_against_lock(report: BuildReport, lock_path: Path, env: Optional[str] 
     for n in report.nodes:
         entry = store.lookup(n.id, n.package)
         diffs: list[str] = []
-        for o in entry.outputs if entry else ():
-            name = Path(o.file).name
-            if name not in locked:
-                diffs.append(f"{name}: not in {lock_path}")
-            else:
-                diffs += [f"{name}: {d}" for d in compare_with_sha(entry.file(o), locked[name])]
+        if entry is not None:
+            for o in entry.outputs:
+                name = Path(o.file).name
+                if name not in locked:
+                    diffs.append(f"{name}: not in {lock_path}")
+                else:
+                    diffs += [f"{name}: {d}" for d in compare_with_sha(entry.file(o), locked[name])]
         out.append(CheckResult(n.package, n.id, not diffs, diffs))
     return out
 

@@ -21,7 +21,7 @@ from deepep_env.hashing import file_sha256
 def _extract(pkg: Path, dest: Path) -> None:
     import rattler.package_streaming as ps
 
-    ps.extract(str(pkg), str(dest))
+    ps.extract(pkg, dest)
 
 
 def _fingerprint(root: Path, rel: str) -> tuple:

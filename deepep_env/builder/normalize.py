@@ -94,7 +94,8 @@ def _retar(data: bytes, epoch: int, aliases: Optional[dict[str, str]] = None) ->
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as dst:
         for m in members:
-            content = src.extractfile(m).read() if m.isreg() else None
+            f = src.extractfile(m) if m.isreg() else None   # None only for non-regular members
+            content = f.read() if f is not None else None
             if m.name in _FIXERS and content is not None:
                 content = _FIXERS[m.name](content, epoch)
                 m.size = len(content)

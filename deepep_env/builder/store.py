@@ -145,7 +145,7 @@ class Store:
         return found
 
     def entries(self) -> list[StoreEntry]:
-        out = []
+        out: list[StoreEntry] = []
         if not self.root.is_dir():
             return out
         for p in sorted(self.root.iterdir()):
@@ -163,7 +163,7 @@ class Store:
     def clean_partials_of(self, build_id: str, package: str) -> list[Path]:
         """Remove what a killed ``add`` of this id left. Only a caller holding the id's build lock may
         call this: then no other process can be writing that partial right now."""
-        removed = []
+        removed: list[Path] = []
         for p in self.root.glob(f".{_entry_name(build_id, package)}.*.partial") if self.root.is_dir() else ():
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
@@ -172,7 +172,7 @@ class Store:
     def clean_partials(self, older_than_s: float = 3600.0) -> list[Path]:
         """Remove temporary entries left by killed builds (``.<name>.*.partial``). Only old ones: a
         young one may belong to a build running right now in another process."""
-        removed = []
+        removed: list[Path] = []
         if not self.root.is_dir():
             return removed
         now = time.time()

@@ -61,7 +61,7 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Literal, Mapping, TypedDict
 from urllib.parse import urlsplit
 
 from deepep_env.errors import UserError
@@ -516,7 +516,13 @@ def credentials_for(url: str, channels: Iterable[str] = ()) -> Credentials | Non
 # rattler client
 
 
-def s3_settings(bucket: str | None = None) -> dict[str, str] | None:
+class S3Settings(TypedDict):
+    endpoint_url: str
+    region: str
+    addressing_style: Literal["path", "virtual-host"]
+
+
+def s3_settings(bucket: str | None = None) -> S3Settings | None:
     """Endpoint/region/addressing for S3 from the environment, or None for AWS defaults."""
     endpoint = os.environ.get(ENV_S3_ENDPOINT) or os.environ.get("AWS_ENDPOINT_URL_S3") \
         or os.environ.get("AWS_ENDPOINT_URL")
@@ -528,7 +534,8 @@ def s3_settings(bucket: str | None = None) -> dict[str, str] | None:
                         accepted="path, virtual-host")
     if not endpoint:
         return None
-    return {"endpoint_url": endpoint.rstrip("/"), "region": region, "addressing_style": style}
+    addressing: Literal["path", "virtual-host"] = "path" if style == "path" else "virtual-host"
+    return {"endpoint_url": endpoint.rstrip("/"), "region": region, "addressing_style": addressing}
 
 
 def authenticated_client(
@@ -579,12 +586,11 @@ def authenticated_client(
             b: S3Config(settings["endpoint_url"], settings["region"], settings["addressing_style"])
             for b in buckets if b
         })
-    middlewares = [
+    return Client([
         RetryMiddleware(max_retries),
         AuthenticationMiddleware(),
         AddHeadersMiddleware(add_env_headers),
         OciMiddleware(),
         GCSMiddleware(),
         s3_mw,
-    ]
-    return Client(middlewares, timeout=timeout)
+    ], timeout=timeout)

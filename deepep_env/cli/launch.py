@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Literal, Optional
 
 import typer
 
@@ -84,13 +84,14 @@ def register(app: typer.Typer) -> None:
 
         if security not in ("privileged", "capabilities"):
             raise UserError(f"unknown security mode {security!r}", field="--security", accepted="privileged, capabilities")
+        mode: Literal["privileged", "capabilities"] = "privileged" if security == "privileged" else "capabilities"
         options = LaunchOptions(
             test=test, nodes=nodes, target=target, master_addr=master_addr, master_port=master_port,
             gpus_per_node=gpus_per_node, name=name, platform=platform, test_args=tuple(test_args or ()),
             exports=_pairs(export, "--export"),
             runner=None if runner is None else tuple(shlex.split(runner)), python=python, program=program,
             k8s=K8sOptions(
-                image=image, namespace=namespace, service=service, rdma_resource=rdma_resource, security=security,
+                image=image, namespace=namespace, service=service, rdma_resource=rdma_resource, security=mode,
                 host_network=host_network, node_selector=_pairs(node_selector, "--node-selector"),
                 gke_gvnic_network=None if gke_gvnic_network in ("", "none") else gke_gvnic_network,
                 gke_rdma_network_prefix=gke_rdma_network_prefix, gke_rdma_nics=gke_rdma_nics,

@@ -26,15 +26,15 @@ def register(app: typer.Typer) -> None:
         from deepep_env.lock.render import check_text
 
         if check:
-            res = check_lock(env, proj, channel=channel, lock_path=output)
-            data = res.to_dict()
+            checked = check_lock(env, proj, channel=channel, lock_path=output)
+            data = checked.to_dict()
             if as_json:
                 print_json(data)
             else:
                 print(check_text(data))
-            if not res.fresh:
-                raise StaleError(f"lock is stale ({len(res.reasons)} reason(s): "
-                                 f"{', '.join(sorted({r.kind for r in res.reasons}))})", file=res.path,
+            if not checked.fresh:
+                raise StaleError(f"lock is stale ({len(checked.reasons)} reason(s): "
+                                 f"{', '.join(sorted({r.kind for r in checked.reasons}))})", file=checked.path,
                                  accepted=f"run `deepep-env lock {env}`")
             return
         res = lock_env(env, proj, channel=channel, output=output)

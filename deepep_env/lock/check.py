@@ -365,6 +365,8 @@ def check_lock(env: str, project, *, channel: Optional[str | Path] = None,
 def artifact_reasons(req: LockRequest, lock: LockData, channel_dir: Path) -> list[Reason]:
     """Locked packages of our builds whose file in the local channel has another sha256 than the lock."""
     env = lock.env(req.env)
+    if env is None:   # the env is not in the lock: check_request reports that
+        return []
     local_urls = [c.lock_url for c in req.channels if c.local]
     ours = {n.build_string for n in req.built}
     out: list[Reason] = []

@@ -251,7 +251,7 @@ def _platform_pairs(oe: Optional[LockedEnv], ne: Optional[LockedEnv]) -> list[tu
     review shows what moved rather than everything removed and added."""
     old = {n: oe.subdirs.get(n, n) for n in oe.packages} if oe else {}
     new = {n: ne.subdirs.get(n, n) for n in ne.packages} if ne else {}
-    pairs = [(p, p, p) for p in sorted(set(old) & set(new))]
+    pairs: list[tuple[str, Optional[str], Optional[str]]] = [(p, p, p) for p in sorted(set(old) & set(new))]
     gone = sorted(set(old) - set(new))
     came = sorted(set(new) - set(old))
     for o in list(gone):
@@ -271,6 +271,7 @@ def _section(d: LockDiff, env_name: str, label: str, opkgs: list[LockedPackage],
     for key in sorted(set(opk) | set(npk), key=lambda k: (order_key(k[1]), k[0])):
         o, n = opk.get(key), npk.get(key)
         if o is None:
+            assert n is not None   # the key is in one of the two
             sec.added.append(PackageEntry(n.name, n.version, n.build, n.kind, component_of(n.name),
                                           _channel_of(n.url, nch, n.kind)))
         elif n is None:

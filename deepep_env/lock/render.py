@@ -93,9 +93,9 @@ def diff_markdown(d: LockDiff) -> str:
         lines.append(f"- platform `{p}` added")
     for p in d.platforms_removed:
         lines.append(f"- platform `{p}` removed")
-    for p in d.platforms_changed:
-        lines.append(f"- platform {_md_code(p['platform'])} subdir: {_md_code(p['old_subdir'])} {ARROW} "
-                     f"{_md_code(p['new_subdir'])}")
+    for pc in d.platforms_changed:
+        lines.append(f"- platform {_md_code(pc['platform'])} subdir: {_md_code(pc['old_subdir'])} {ARROW} "
+                     f"{_md_code(pc['new_subdir'])}")
     for ch in d.channels_changed:
         lines.append(f"- {_md_code(ch['env'])} channels: {_md_escape(', '.join(ch['old'])) or '-'} {ARROW} "
                      f"{_md_escape(', '.join(ch['new'])) or '-'}")
@@ -148,8 +148,8 @@ def diff_table(d: LockDiff, console) -> None:
         console.print(f"+ platform {p}")
     for p in d.platforms_removed:
         console.print(f"- platform {p}")
-    for p in d.platforms_changed:
-        console.print(f"~ platform {esc(p['platform'])} subdir: {esc(p['old_subdir'])} {ARROW} {esc(p['new_subdir'])}",
+    for pc in d.platforms_changed:
+        console.print(f"~ platform {esc(pc['platform'])} subdir: {esc(pc['old_subdir'])} {ARROW} {esc(pc['new_subdir'])}",
                       **_plain)
     for ch in d.channels_changed:
         console.print(f"~ {esc(ch['env'])} channels: {esc(', '.join(ch['old']))} {ARROW} {esc(', '.join(ch['new']))}",

@@ -138,7 +138,7 @@ def _environment(name: str, feats: list[tuple[str, dict]], ws: dict, platforms: 
             c = c if isinstance(c, str) else c.get("channel", "")
             if c not in channels:
                 channels.append(c)
-    pinned = [set(f.get("platforms")) for n, f in feats if n != "default" and f.get("platforms") is not None]
+    pinned = [set(fp) for n, f in feats if n != "default" and (fp := f.get("platforms")) is not None]
     plats = [p for p in platforms if all(p.name in s or p.subdir in s for s in pinned)]
     deps = [(d, _spec_text(d, v)) for _, f in feats for d, v in (f.get("dependencies") or {}).items()]
     unsupported = [f"{n}: {k}" for n, f in feats for k in ("pypi-dependencies", "target", "constraints")

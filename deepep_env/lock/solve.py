@@ -58,7 +58,7 @@ class LockResult:
 def solve_request(req: LockRequest, *, client_obj=None) -> dict[str, list]:
     """subdir → solved RepoDataRecords (URLs still as read). Raises UserError, never a traceback."""
     import rattler
-    from rattler import Channel, ChannelPriority, Gateway
+    from rattler import Channel, ChannelPriority, Gateway, Subdir
 
     for ref in req.channels:
         probe(ref, req.subdirs)
@@ -77,7 +77,7 @@ def solve_request(req: LockRequest, *, client_obj=None) -> dict[str, list]:
         with rattler_errors(f"cannot solve {req.env} for {subdir}: {{error}}; nothing written", field="channels",
                             accepted="packages present in the spec's channels (run `deepep-env build ENV` for ours)"):
             recs = asyncio.run(rattler.solve(
-                sources, roots, gateway=gw, platforms=[subdir, "noarch"],
+                sources, roots, gateway=gw, platforms=[Subdir(subdir), "noarch"],
                 virtual_packages=[v.rattler() for v in req.virtual_packages.get(subdir, [])],
                 constraints=constraints, channel_priority=ChannelPriority.Strict,
                 timeout=_dt.timedelta(seconds=SOLVE_TIMEOUT_S),

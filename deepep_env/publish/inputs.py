@@ -74,8 +74,12 @@ def read_manifest(env: str, state: str | Path | None, project: str | Path | None
                         file=path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
+    except UnicodeDecodeError as exc:
+        raise UserError(f"not UTF-8 (byte {exc.start})", file=path, accepted="a UTF-8 JSON file")
+    except json.JSONDecodeError as exc:
         raise UserError(f"not valid JSON ({exc.msg} at line {exc.lineno})", file=path)
+    except ValueError as exc:   # e.g. an integer longer than Python's int-from-string limit
+        raise UserError(f"not valid JSON ({exc})", file=path)
     BUILD_MANIFEST.check(data, file=path)
     channel = data.get("channel")
     if not isinstance(channel, str) or not channel:

@@ -18,7 +18,8 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
@@ -62,7 +63,7 @@ def _index_fs(channel: str, subdirs: list[str] | None, derived: bool) -> None:
     from rattler.platform import Subdir
 
     for sd in subdirs if subdirs is not None else [None]:
-        asyncio.run(index_fs(channel_directory=channel, target_platform=Subdir(sd) if sd else None,
+        asyncio.run(index_fs(channel_directory=Path(channel), target_platform=Subdir(sd) if sd else None,
                              write_zst=derived, write_shards=derived))
 
 
@@ -89,7 +90,7 @@ def _upload_prefix(files: list[str], server: str, channel: str, api_key: str | N
     upload_package_to_prefix(files, server, channel, api_key=api_key, skip_existing=False, force=False)
 
 
-CALLS = {"index_fs": _index_fs, "index_s3": _index_s3, "upload_quetz": _upload_quetz, "upload_prefix": _upload_prefix}
+CALLS: dict[str, Callable[..., Any]] = {"index_fs": _index_fs, "index_s3": _index_s3, "upload_quetz": _upload_quetz, "upload_prefix": _upload_prefix}
 
 
 def _child() -> None:

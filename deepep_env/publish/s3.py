@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import quote, urlsplit
 
-from deepep_env.channels.auth import Credentials, register_secret, s3_settings, stored_credentials
+from deepep_env.channels.auth import Credentials, S3Settings, register_secret, s3_settings, stored_credentials
 from deepep_env.errors import UserError
 from deepep_env.publish.common import classify, uploaded
 from deepep_env.publish.http import PublishError, Response, request, unexpected
@@ -60,7 +60,7 @@ def location(url: str) -> S3Location:
     parts = urlsplit(url)
     if not parts.hostname:
         raise UserError(f"no bucket in {url!r}", field="--to", accepted="s3://bucket/prefix")
-    settings = s3_settings() or {}
+    settings: S3Settings | dict[str, str] = s3_settings() or {}
     region = settings.get("region") or os.environ.get("AWS_REGION") or os.environ.get(
         "AWS_DEFAULT_REGION") or "us-east-1"
     endpoint = settings.get("endpoint_url") or f"https://s3.{region}.amazonaws.com"

@@ -369,7 +369,9 @@ def require_present(wants: Sequence[Want], cache: SourceCache, *, offline: bool,
                 file=f"recipes/{w.package}/sources.toml",
                 accepted=f"run `{hint}` on a machine with network and record the printed hash "
                          f"in recipes/{w.package}/sources.toml")
-    missing = [w for w in wants if not (cache.tree(w.digest) if w.kind == "source" else cache.patch(w.digest))]
+    # every digest is set here (the loop above raised otherwise); the test narrows it for the checker
+    missing = [w for w in wants if w.digest is not None
+               and not (cache.tree(w.digest) if w.kind == "source" else cache.patch(w.digest))]
     if missing and offline:
         w = missing[0]
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""

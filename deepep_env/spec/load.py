@@ -15,6 +15,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from deepep_env.errors import UserError
 from deepep_env.spec.model import ENV_NAME_RE, KNOWN_ARCHS, NAME_RE, SUPPORTED_FORMATS, EnvSpec
@@ -91,8 +92,6 @@ def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
                         table_end = j
                         break
                 break
-        else:
-            header = None
     key = re.compile(r"^\s*[\"']?" + re.escape(keys[-1]) + r"[\"']?\s*=")
     for i in range(table_start, table_end):
         if key.match(lines[i]):
@@ -125,7 +124,7 @@ _ACCEPTED_BY_FIELD = {
 }
 
 
-def _accepted_for(err: dict[str, Any]) -> str | None:
+def _accepted_for(err: ErrorDetails) -> str | None:
     typ = err.get("type", "")
     ctx = err.get("ctx") or {}
     if typ == "value_error":

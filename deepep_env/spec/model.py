@@ -106,6 +106,11 @@ def _items(v: list[str], what: str) -> list[str]:
 
 
 Provider = Literal["host", "conda", "source"]
+SpecSubdir = Literal["linux-64", "linux-aarch64"]
+
+
+def _default_subdirs() -> list[SpecSubdir]:
+    return ["linux-64"]
 
 
 class CudaSpec(Strict):
@@ -254,7 +259,7 @@ class EnvSpec(Strict):
     version: str = Field(pattern=r"^[0-9][0-9A-Za-z+_-]*(\.[0-9A-Za-z+_-]+)*$", max_length=64)
     description: str = ""
     platforms: list[str] = Field(min_length=1, description="platform profiles this env targets")
-    subdirs: list[Literal["linux-64", "linux-aarch64"]] = Field(default_factory=lambda: ["linux-64"], min_length=1)
+    subdirs: list[SpecSubdir] = Field(default_factory=_default_subdirs, min_length=1)
     channels: list[str] = Field(
         min_length=1,
         description="conda channels in priority order; 'local' is the builder's output channel",

@@ -18,7 +18,7 @@ from deepep_env.spec.model import EnvSpec
 from deepep_env.spec.resolved import (
     RCuda, RDeepEP, RGdrcopy, RNccl, RNvshmem, RPatch, RPytorch, RPython, ResolvedSpec,
 )
-from deepep_env.spec.rules import violations
+from deepep_env.spec.rules import Rule, violations
 from deepep_env.versions import exact_value, is_exact, version_cmp, version_matches
 
 
@@ -129,7 +129,7 @@ def _first_valid(spec: EnvSpec, base: dict, nccls: list[RNccl], nvshmems: list[R
                  file: Path | None) -> ResolvedSpec:
     """The first candidate (highest NCCL, then highest NVSHMEM) that breaks no rule; else the first
     violation seen, as the error."""
-    first_error = None
+    first_error: tuple[Rule, str] | None = None
     for i, nccl in enumerate(nccls):
         for j, nv in enumerate(nvshmems):
             cand = ResolvedSpec(**base, nccl=nccl, nvshmem=nv, decisions=list(decisions))
@@ -143,6 +143,7 @@ def _first_valid(spec: EnvSpec, base: dict, nccls: list[RNccl], nvshmems: list[R
                 if len(tried) > 1 or not is_exact(asked):
                     notes.append(_range_note(field, asked, tried[k], tried, k))
             return cand.model_copy(update={"decisions": notes})
+    assert first_error is not None   # both candidate lists are non-empty (_source_candidates)
     rule, msg = first_error
     raise UserError(f"{msg} [rule {rule.id}: {rule.source}]", file=file, field=rule.field)
 
