@@ -95,7 +95,7 @@ def recipe_context(node, *, source_dirs: Mapping[str, Path], deps: Sequence, job
     # anything else that honours SOURCE_DATE_EPOCH; the archive times use the same value.
     ctx["source_date_epoch"] = str(epoch_for(node.id)) if node.id else ""
     ctx["jobs"] = int(jobs)
-    ctx["source_dir"] = str(source_dirs[primary]) if primary in source_dirs else ""
+    ctx["source_dir"] = str(source_dirs[primary]) if primary is not None and primary in source_dirs else ""
     for name, path in source_dirs.items():
         ctx[f"source_dir_{ident(name)}"] = str(path)
     for d in deps:

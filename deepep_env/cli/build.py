@@ -3,7 +3,7 @@ and the local channel, in dependency order, rebuilding only what changed."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -21,7 +21,7 @@ def _progress(console):
     package, then its latest build-log line at most every PROGRESS_EVERY_S seconds."""
     import time
 
-    state = {"status": None, "last": 0.0}
+    state: dict[str, Any] = {"status": None, "last": 0.0}  # the rich status shown, the last progress line
     tty = console.is_terminal
 
     def line(text: str) -> None:
