@@ -22,6 +22,7 @@ from publish_fixtures import (
     Captured,
     free_port,
     no_creds_env,
+    one_error_line,
     secret_strings,
 )
 
@@ -91,3 +92,39 @@ def test_no_secret_in_files_or_output(nginx, pkgs, tmp_path, tmp_path_factory, n
     lock = (tmp_path / "pixi.lock").read_text()
     assert b_url in lock
     assert json.loads(results[1].stdout)["target"] == b_url
+
+
+# (id, --to with the session's token in it; the host is never contacted: the URL is refused first)
+SECRET_TARGETS = [
+    ("query-token", f"https://conda.team.example/ch?token={TOKEN}"),
+    ("query-api_key", f"https://conda.team.example/ch?api_key={TOKEN}"),
+    ("s3-presigned", f"https://bucket.s3.amazonaws.com/ch?X-Amz-Date=20261124T000000Z&X-Amz-Signature={TOKEN}"),
+    ("azure-sas", f"https://acct.blob.core.windows.net/ch?sv=2024-01-01&sig={TOKEN}"),
+    ("token-as-user", f"https://{TOKEN}@conda.team.example/ch"),
+    ("user-password", f"https://{USER}:{TOKEN}@conda.team.example/ch"),
+    ("conda-token", f"https://conda.anaconda.org/t/{TOKEN}/team"),
+    ("file-query", "file:///srv/channel?token=" + TOKEN),
+]
+
+
+@pytest.mark.parametrize("target", SECRET_TARGETS, ids=[t[0] for t in SECRET_TARGETS])
+def test_publish_to_url_with_secret_is_refused_without_echo(target, pkgs, tmp_path, no_creds, captured):
+    """`publish --to URL` with a credential in the URL (channels.auth.url_secret): exit 2, one line
+    naming --to, the secret nowhere — not printed (text or --json), not in any file written."""
+    from deepep_env.channels.auth import url_secret
+
+    _, url = target
+    work, state = tmp_path / "work", tmp_path / "state"
+    work.mkdir()
+    for extra in ((), ("--json",)):
+        res = captured.cli("publish", "--to", url, "--package", str(pkgs.linux), "--state", str(state), *extra,
+                           cwd=work)
+        line = one_error_line(res)
+        assert res.returncode == 2 and res.stdout == ""
+        assert line.startswith("deepep-env: error: --to: the URL ")
+        assert f"carries {url_secret(url).carries.split('<')[0]}" in line
+        assert not any(s in res.stdout + res.stderr for s in secret_strings())
+    hits = _files_with_secret(tmp_path, [s.encode() for s in secret_strings()])
+    assert not hits, hits
+    # nothing published or indexed anywhere: refused before any target was touched
+    assert not state.exists() and list(work.iterdir()) == []
