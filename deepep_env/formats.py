@@ -37,7 +37,7 @@ from deepep_env.errors import UserError
 if TYPE_CHECKING:
     from pathlib import Path
 
-_STAMP = re.compile(r"^(?P<name>.+)/v(?P<version>[0-9]{1,6})$")
+_STAMP = re.compile(r"(?P<name>.+)/v(?P<version>0|[1-9][0-9]{0,5})")   # fullmatch: no v01, no trailing newline
 
 
 def read_stamp(data: Any) -> Optional[tuple[str, int]]:
@@ -49,7 +49,7 @@ def read_stamp(data: Any) -> Optional[tuple[str, int]]:
         v = meta.get("version")
         return (meta["format"], v) if isinstance(v, int) and not isinstance(v, bool) else None
     fmt = data.get("format")
-    m = _STAMP.match(fmt) if isinstance(fmt, str) else None
+    m = _STAMP.fullmatch(fmt) if isinstance(fmt, str) else None
     if m:
         return m["name"], int(m["version"])
     v = data.get("version")  # convention 4

@@ -171,3 +171,10 @@ def test_file_may_be_a_path_or_absent():
     with pytest.raises(UserError) as err:
         THING.check({"format": "deepep-env/thing/v9"}, file=None)
     assert str(err.value).startswith("format: thing file format deepep-env/thing/v9 is newer")
+
+
+@pytest.mark.parametrize("fmt", ["deepep-env/lock-meta/v01", "deepep-env/lock-meta/v2\n"])
+def test_a_stamp_is_spelled_exactly(fmt):
+    assert read_stamp({"format": fmt}) is None
+    assert not LOCK_META.accepts({"format": fmt})
+    assert not LOCK_META.accepts({"format": " deepep-env/lock-meta/v2"})

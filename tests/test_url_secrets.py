@@ -90,10 +90,6 @@ def test_url_secret_none_for_clean_urls(url):
     check_url_has_no_secret(url)   # no error
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG? url_secret reads any path segment 't' followed by another as an anaconda.org/quetz token, "
-    "for file:// (and s3://) URLs too, where no conda token can be: a local channel folder under a "
-    "directory named t (file:///data/t/channel) is refused by publish --to, the spec and the lock"))
 @pytest.mark.parametrize("url", ["file:///data/t/channel", "s3://bucket/t/channel"])
 def test_url_secret_no_conda_token_in_a_local_or_s3_path(url):
     assert url_secret(url) is None
@@ -122,14 +118,7 @@ def test_one_wording_per_kind():
 
 def _redact_cases():
     for cid, url, kind in SECRET_URLS:
-        marks = ()
-        if cid == "userinfo-token-as-user":
-            marks = pytest.mark.xfail(strict=True, reason=(
-                "BUG: redact scrubs only user:password@ (the password part); url_secret calls any userinfo a "
-                "credential, and check_url_has_no_secret hides the whole userinfo itself, but a token sent as "
-                "the user name (https://TOKEN@host/ch) passes redact unchanged, so any other message or "
-                "--json output that carries such a URL prints the token"))
-        yield pytest.param(url, id=cid, marks=marks)
+        yield pytest.param(url, id=cid)
 
 
 @pytest.mark.parametrize("url", list(_redact_cases()))
@@ -237,10 +226,6 @@ LOCK_SECRET_FORMS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a lock whose channel URL carries a credential (written by hand or by another tool) is read "
-    "without url_secret or redact: `deepep-env diff` (table and --json) and `lock ENV --check` (its "
-    "channel-changed reason, text and --json) print the secret"))
 @pytest.mark.parametrize("form", LOCK_SECRET_FORMS, ids=_ids(LOCK_SECRET_FORMS))
 def test_reading_a_lock_with_a_credential_in_a_channel_never_prints_it(form, tmp_path, capsys, no_creds):
     _, url = form
@@ -255,17 +240,31 @@ def test_reading_a_lock_with_a_credential_in_a_channel_never_prints_it(form, tmp
                  ["lock", "h200-nvlink", "--check", "--project", REPO, "--output", lock, "--json"]):
         rc, out, err = cli_in_process(capsys, *argv)
         assert "Traceback" not in err
+        # refused on read: one line naming the lock, before any report could print the URL
+        assert rc == 2 and str(lock) in err and len(err.strip().splitlines()) == 1, err
         printed.append(out + err)
     assert not [p for p in printed if SECRET in p], "\n".join(printed)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG? url_secret and redact look at the query only: a token in the URL's fragment "
-    "(file:///…/chan#access_token=…, the OAuth implicit-grant shape) passes `publish --to`, which then "
-    "prints it as the report's target; the spec model refuses every fragment ('one may hide a token')"))
 def test_publish_to_with_a_token_in_the_fragment_does_not_print_it(tmp_path, capsys, no_creds, pkgs):
     chan = tmp_path / "chan"
     url = f"{chan.as_uri()}#access_token={SECRET}"
     for extra in ((), ("--json",)):
         rc, out, err = cli_in_process(capsys, "publish", "--to", url, "--package", pkgs.linux, *extra)
         assert SECRET not in out + err, out + err
+
+
+@pytest.mark.parametrize("url", [
+    f"https://host.example/ch?pw={SECRET}",
+    f"https://host.example/ch;token={SECRET}/linux-64",
+    f"https://host.example/ch#access_token={SECRET}",
+])
+def test_url_secret_reads_short_names_path_params_and_the_fragment(url, no_creds):
+    assert url_secret(url) is not None and url_secret(url).kind == "query"
+    assert SECRET not in redact(url)
+
+
+def test_the_refusal_wording_survives_redaction(no_creds):
+    # the CLI passes every error line through redact again: the words must not turn into ***
+    secret = url_secret(f"https://conda.example/t/{SECRET}/ch")
+    assert redact(secret.carries) == secret.carries and "<token>" in secret.carries

@@ -186,6 +186,8 @@ def known_secrets() -> list[str]:
 
 
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@\s:]*):(?P<pw>[^/@\s]*)@")
+# A token sent as the user name (https://TOKEN@host/…): no colon, the whole userinfo is the secret.
+_URL_USER_TOKEN = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s:]+@")
 _CONDA_TOKEN = re.compile(r"/t/[^/\s]+(?=/|\s|$)")
 # anaconda.org/quetz put a token in the path: <channel host>/t/<token>/<channel>. In a URL's path,
 # a segment "t" followed by another one is read as that (also at the end: ".../t/<token>").
@@ -193,9 +195,12 @@ _CONDA_TOKEN_PATH = re.compile(r"(^|/)t/[^/]+(/|$)")
 # Query parameters whose value is a credential: any word of the name (split at - _ .) is one of
 # these: ?token=, ?access_token=, ?api_key=, ?apikey=, ?password=, S3 presigned X-Amz-Credential /
 # X-Amz-Signature / X-Amz-Security-Token, Azure SAS ?sig=, ?session_id=.
-_SECRET_PARAM_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd", "pwd", "pass", "auth",
+_SECRET_PARAM_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd", "pwd", "pw", "pass", "auth",
                                  "sig", "signature", "credential", "credentials", "session", "sessionid", "jwt"})
-_QUERY_PARAM = re.compile(r"(?P<pre>[?&;](?P<name>[^=&;#?\s]+)=)(?P<value>[^&;#\s]*)")
+# Parameters in a query, in the fragment (OAuth's #access_token=…) and in a path (…;token=…/).
+_QUERY_PARAM = re.compile(r"(?P<pre>[?&;#](?P<name>[^=&;#?\s]+)=)(?P<value>[^&;#\s]*)")
+# Schemes whose paths are local folders or buckets: no anaconda.org/quetz token lives there.
+_NO_CONDA_TOKEN_SCHEMES = ("file", "s3")
 _AUTH_HEADER = re.compile(r"(?i)(authorization:\s*(?:bearer|basic|token)\s+)\S+")
 _API_KEY_HEADER = re.compile(r"(?i)(x-api-key:\s*)\S+")
 
@@ -209,6 +214,7 @@ def redact(text: Any) -> str:
         if secret in out:
             out = out.replace(secret, REDACTED)
     out = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", out)
+    out = _URL_USER_TOKEN.sub(lambda m: f"{m['scheme']}{REDACTED}@", out)
     out = _CONDA_TOKEN.sub(f"/t/{REDACTED}", out)
     out = _QUERY_PARAM.sub(lambda m: m["pre"] + REDACTED if _secret_param(m["name"]) and m["value"] else m[0], out)
     out = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED, out)
@@ -285,7 +291,7 @@ _URL_SECRETS = {
                           "or in RATTLER_AUTH_FILE / the keyring"),
     "query": UrlSecret("query", "a credential as a query parameter (token, api_key, signature, …)",
                        f"a bare URL, with the token in {ENV_TOKEN} or RATTLER_AUTH_FILE / the keyring"),
-    "conda-token": UrlSecret("conda-token", "a /t/<token>/ segment",
+    "conda-token": UrlSecret("conda-token", "a token path segment (anaconda.org's t/<token>)",
                              'the bare channel URL, with {"CondaToken": "…"} for its host in RATTLER_AUTH_FILE'),
 }
 
@@ -293,34 +299,38 @@ _URL_SECRETS = {
 def url_secret(url: str) -> UrlSecret | None:
     """The secret ``url`` carries, or None: the one decision of "does this URL hold a credential"
     (spec channels and ``publish_url``, the lock's channels, ``publish --to``). Userinfo of any form
-    (``user:password@``, ``token@``), a query parameter named like a credential
-    (:data:`_SECRET_PARAM_WORDS`), a ``/t/<token>/`` path segment. Never raises: a URL that does not
-    parse is judged on its text."""
+    (``user:password@``, ``token@``), a parameter named like a credential (:data:`_SECRET_PARAM_WORDS`)
+    in the query, the fragment (``#access_token=``) or a path segment (``;token=``), a ``/t/<token>/``
+    path segment (not in ``file://`` or ``s3://`` URLs: a folder named ``t`` is no token). Never
+    raises: a URL that does not parse is judged on its text."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     try:
         parts = urlsplit(url)
-        netloc, path, query = parts.netloc, parts.path, parts.query
+        netloc, path, query, fragment = parts.netloc, parts.path, parts.query, parts.fragment
     except ValueError:   # e.g. an unbalanced IPv6 bracket
         rest = url.split("://", 1)[-1]
+        rest, _, fragment = rest.partition("#")
         netloc, _, tail = rest.partition("/")
         path, _, query = ("/" + tail).partition("?")
         netloc = netloc.split("?", 1)[0]
     if "@" in netloc:
         return _URL_SECRETS["userinfo"]
-    if any(_secret_param(m["name"]) for m in _QUERY_PARAM.finditer("?" + query.split("#", 1)[0])):
+    params = f"{path}?{query}#{fragment}"   # path ;params, the query, the fragment
+    if any(_secret_param(m["name"]) for m in _QUERY_PARAM.finditer(params)):
         return _URL_SECRETS["query"]
-    if _CONDA_TOKEN_PATH.search(path):
+    if scheme not in _NO_CONDA_TOKEN_SCHEMES and _CONDA_TOKEN_PATH.search(path):
         return _URL_SECRETS["conda-token"]
     return None
 
 
-def check_url_has_no_secret(url: str, *, field: str = "channel") -> None:
+def check_url_has_no_secret(url: str, *, field: str = "channel", file: "str | Path | None" = None) -> None:
     """Refuse a channel URL that embeds a credential: it would end up in locks and logs."""
     secret = url_secret(url)
     if secret is not None:
         # the whole userinfo goes, not only a password: a token is often sent as the user name
         shown = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", rf"\g<1>{REDACTED}@", redact(url))
         raise UserError(f"the URL {shown} carries {secret.carries}; a URL is written into locks and logs",
-                        field=field, accepted=secret.instead)
+                        field=field, file=file, accepted=secret.instead)
 
 
 # ---------------------------------------------------------------------------------------------

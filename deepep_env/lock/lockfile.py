@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deepep_env.atomic import write_bytes
+from deepep_env.channels.auth import check_url_has_no_secret
 from deepep_env.errors import UserError
 from deepep_env.formats import LOCK_META
 from deepep_env.lock.platforms import ALIAS_RE, aliases, canonical_name
@@ -171,7 +172,20 @@ def read_lock(path: str | Path) -> LockData:
                 le.packages[names[plat.name]] = [_locked(p, str(plat.subdir)) for p in pkgs]
                 le.subdirs[names[plat.name]] = str(plat.subdir)
             envs[name] = le
+    _refuse_secrets(envs, path)
     return LockData(path=path, platforms=platforms, envs=envs, meta=read_meta(text, path), version=version)
+
+
+def _refuse_secrets(envs: dict[str, "LockedEnv"], path: Path) -> None:
+    """A lock is committed and reviewed: a credential in a channel or package URL (written by hand or
+    by another tool) is refused on read, in one line that does not repeat it, before any report of
+    the lock could print it."""
+    for name, env in envs.items():
+        for c in env.channels:
+            check_url_has_no_secret(c, field=f"environments.{name}.channels", file=path)
+        for plat, pkgs in env.packages.items():
+            for p in pkgs:
+                check_url_has_no_secret(p.url, field=f"environments.{name}.packages.{plat}", file=path)
 
 
 def _locked(p: Any, subdir: str) -> LockedPackage:
