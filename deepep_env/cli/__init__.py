@@ -1,1 +1,6 @@
-"""Thin command modules over the library. Each ``cli/<name>.py`` defines ``register(app)``."""
+"""Thin command modules over the library. Each ``cli/<name>.py`` defines ``register(app)``.
+
+Every command module is imported to build the CLI on every run, so a command imports the library
+it drives inside its function: `deepep-env doctor` does not load rattler, `deepep-env lock` does not
+load the probes, and `activate`/`hook` never reach typer at all (cli/main.py's fast paths).
+"""
