@@ -410,7 +410,11 @@ def _level_rank(level: str) -> int:
 
 def mapping_review(ctx: DoctorContext) -> tuple[list[str], list[str]]:
     """DEEP_EP_DEVICE_TO_HCA_MAPPING (DeepEP PR #466) against this host: (what does not match, GPUs
-    sent to a NODE/SYS NIC while a nearer one exists); both empty when it is unset."""
+    sent to a NODE/SYS NIC while a nearer one exists); both empty when it is unset. Once per context."""
+    return ctx.cached("rdma-config.mapping", lambda: _mapping_review(ctx))
+
+
+def _mapping_review(ctx: DoctorContext) -> tuple[list[str], list[str]]:
     f = ctx.host.facts
     mval = ctx.env.get(MAPPING)
     if not mval:
@@ -447,7 +451,7 @@ def hca_mapping_matches_host(ctx: DoctorContext, emit: Emitter) -> None:
     """DEEP_EP_DEVICE_TO_HCA_MAPPING (DeepEP PR #466) names GPUs and NICs that exist and ports that are ACTIVE."""
     if not rdma_checked(ctx):
         return
-    problems, _ = ctx.cached("rdma-config.mapping", lambda: mapping_review(ctx))
+    problems, _ = mapping_review(ctx)
     if problems:
         emit(
             "host.hca-mapping",
@@ -463,7 +467,7 @@ def hca_mapping_near(ctx: DoctorContext, emit: Emitter) -> None:
     """DEEP_EP_DEVICE_TO_HCA_MAPPING sends no GPU across the socket (NODE/SYS) while a PIX/PXB NIC exists."""
     if not rdma_checked(ctx):
         return
-    _, far = ctx.cached("rdma-config.mapping", lambda: mapping_review(ctx))
+    _, far = mapping_review(ctx)
     if far:
         emit(
             "host.hca-mapping-far",
@@ -478,7 +482,14 @@ GID_VARS = ("NVSHMEM_IB_GID_INDEX", "NCCL_IB_GID_INDEX")
 
 
 def roce_ports_in_use(ctx: DoctorContext) -> list[tuple[Nic, Port]]:
-    """The ports in use that are RoCE: InfiniBand addresses by LID and needs no GID index."""
+    """The ports in use that are RoCE (InfiniBand addresses by LID and needs no GID index); none when
+    the RDMA configuration is not checked here. Once per context."""
+    if not rdma_checked(ctx):
+        return []
+    return ctx.cached("rdma-config.roce-ports", lambda: _roce_ports(ctx))
+
+
+def _roce_ports(ctx: DoctorContext) -> list[tuple[Nic, Port]]:
     return [(n, p) for n, p in ports_in_use(ctx) if p.is_ethernet or (p.link_layer is None and any(g.type for g in p.gids))]
 
 
@@ -502,7 +513,7 @@ def _gid_failures(ctx: DoctorContext, roce: list[tuple[Nic, Port]], var: str, id
 @check("rdma-config", "host.gid-index", current_env_too=True)
 def gid_index_rocev2(ctx: DoctorContext, emit: Emitter) -> None:
     """NVSHMEM_IB_GID_INDEX / NCCL_IB_GID_INDEX is a RoCE v2 IPv4-mapped GID on every RoCE port in use (seed 000 §5)."""
-    roce = ctx.cached("rdma-config.roce-ports", lambda: roce_ports_in_use(ctx)) if rdma_checked(ctx) else []
+    roce = roce_ports_in_use(ctx)
     if not roce:
         return
     f = ctx.host.facts
@@ -536,7 +547,7 @@ def rocev2_gid_present(ctx: DoctorContext, emit: Emitter) -> None:
     """With no GID index set, every RoCE port in use has a RoCE v2 IPv4-mapped GID (seed 000 §5)."""
     if any((ctx.env.get(var) or "").strip() for var in GID_VARS):
         return  # an index is set: host.gid-index checks it
-    roce = ctx.cached("rdma-config.roce-ports", lambda: roce_ports_in_use(ctx)) if rdma_checked(ctx) else []
+    roce = roce_ports_in_use(ctx)
     lacking = [(n, p) for n, p in roce if not any(g.is_roce_v2 and g.ipv4 for g in p.gids)]
     if lacking:
         emit(
