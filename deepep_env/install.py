@@ -35,7 +35,7 @@ from deepep_env.hashing import file_sha256
 from deepep_env.lock.channels import channel_mirrors, url_to_path
 from deepep_env.lock.channels import client as make_client
 from deepep_env.lock.check import check_lock
-from deepep_env.lock.lockfile import conda_records, read_lock
+from deepep_env.lock.lockfile import read_lock
 from deepep_env.lock.solve import default_lock_path
 from deepep_env.overlay.prefix import marker_path
 from deepep_env.rattler_errors import rattler_errors
@@ -335,7 +335,7 @@ def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror
     if pypi:
         raise UserError(f"the lock has PyPI packages ({', '.join(pypi[:5])}); deepep-env installs conda packages only",
                         file=lock)
-    recs = conda_records(lock, env, plat)
+    recs = data.conda_records(env, plat)
 
     # Verify first, then swap: every archive is checked against the lock before anything is
     # written, the environment is assembled in a staging folder beside the prefix (files patched for

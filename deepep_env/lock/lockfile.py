@@ -87,11 +87,26 @@ class LockData:
     envs: dict[str, LockedEnv]
     meta: dict[str, dict[str, Any]] = field(default_factory=dict)  # env → deepep-env's provenance
     version: Optional[int] = None          # the lock format (`version:` line), None when not found
+    # The rattler LockFile these fields were read from: its records are what install and the writer
+    # need, so the file is parsed once.
+    rattler: Any = field(default=None, repr=False, compare=False)
 
     def env(self, name: str) -> Optional[LockedEnv]:
         if name in self.envs:
             return self.envs[name]
         return None
+
+    def conda_records(self, env: str, platform: str) -> list:
+        """The rattler ``RepoDataRecord`` s of one environment and platform (what ``install`` needs)."""
+        e = self.rattler.environment(env)
+        if e is None:
+            raise UserError(f"the lock has no environment {env!r}", file=self.path, accepted=", ".join(self.envs))
+        names = row_names(self.rattler.platforms())
+        for p in e.platforms():
+            if names[p.name] == platform:
+                return e.conda_repodata_records_for_platform(p) or []
+        raise UserError(f"the lock has no platform {platform!r} for {env}", file=self.path,
+                        accepted=", ".join(names[p.name] for p in e.platforms()) or "none")
 
     def meta_for(self, env: str) -> dict[str, Any]:
         return dict(self.meta.get(env) or {})
@@ -173,7 +188,7 @@ def read_lock(path: str | Path) -> LockData:
                 le.subdirs[names[plat.name]] = str(plat.subdir)
             envs[name] = le
     _refuse_secrets(envs, path)
-    return LockData(path=path, platforms=platforms, envs=envs, meta=read_meta(text, path), version=version)
+    return LockData(path=path, platforms=platforms, envs=envs, meta=read_meta(text, path), version=version, rattler=lf)
 
 
 def _refuse_secrets(envs: dict[str, "LockedEnv"], path: Path) -> None:
@@ -218,24 +233,6 @@ def _locked(p: Any, subdir: str) -> LockedPackage:
     )
 
 
-def conda_records(path: str | Path, env: str, platform: str) -> list:
-    """The rattler ``RepoDataRecord`` s of one environment and platform (what ``install`` needs)."""
-    from rattler import LockFile
-
-    with rattler_errors("not a readable pixi.lock ({error})", file=path, first_line=True):
-        lf = LockFile.from_path(Path(path))
-    e = lf.environment(env)
-    if e is None:
-        raise UserError(f"the lock has no environment {env!r}", file=path,
-                        accepted=", ".join(n for n, _ in lf.environments()))
-    names = row_names(lf.platforms())
-    for p in e.platforms():
-        if names[p.name] == platform:
-            return e.conda_repodata_records_for_platform(p) or []
-    raise UserError(f"the lock has no platform {platform!r} for {env}", file=path,
-                    accepted=", ".join(names[p.name] for p in e.platforms()) or "none")
-
-
 @dataclass
 class EnvSection:
     """One environment as the writer needs it: channels, and per platform the rattler records."""
@@ -248,8 +245,6 @@ class EnvSection:
 def _existing_sections(path: Path) -> tuple[dict[str, EnvSection], dict[str, tuple[str, list[str]]]]:
     """Every environment of the lock at ``path`` (none if absent), and its platform rows by name:
     (subdir, virtual packages)."""
-    from rattler import LockFile
-
     if not path.exists():
         return {}, {}
     data = read_lock(path)   # a lock we cannot read is one clear line, never overwritten
@@ -258,7 +253,7 @@ def _existing_sections(path: Path) -> tuple[dict[str, EnvSection], dict[str, tup
         if pypi:
             raise UserError(f"environment {name!r} has packages deepep-env does not write ({', '.join(pypi[:3])}); "
                             "not rewriting the lock", file=path, accepted="a lock of conda binary packages only")
-    lf = LockFile.from_path(path)
+    lf = data.rattler
     names = row_names(lf.platforms())
     plats = {names[p.name]: (str(p.subdir), list(p.virtual_packages)) for p in lf.platforms()}
     out: dict[str, EnvSection] = {}
