@@ -75,9 +75,9 @@ def test_conda_python_env_records_its_interpreter(proj, capsys):
     assert meta.python_provider == "conda" and meta.python_version == "3.12"
     names = {p["name"] for p in m["packages"]}
     assert {"python", "pytorch", "nccl", "cuda-version", "deep-ep"} <= names
-    # conda-meta holds exactly the locked set (plus the marker).
+    # conda-meta/*.json holds exactly the locked set; our marker is conda-meta/deepep-env (no .json).
     metas = sorted(p.name for p in (prefix / "conda-meta").glob("*.json"))
-    assert len(metas) == len(m["packages"]) + 1
+    assert len(metas) == len(m["packages"]) and (prefix / "conda-meta" / "deepep-env").is_file()
 
 
 def test_corrupt_package_in_channel_is_refused(proj, capsys, lt_world):
@@ -135,9 +135,11 @@ def test_mirror_maps_the_team_url_to_a_folder(proj, capsys, tmp_path):
     _lock(proj, "lt-host", capsys)
     elsewhere = tmp_path / "mirror"
     shutil.move(str(proj.channel), elsewhere)
-    # Without a mirror the team URL (an .invalid host) cannot be downloaded from.
+    # Without a mirror the team URL (an .invalid host) cannot be downloaded from; nor can the package
+    # be rebuilt (its sources are not cached): one line with both halves and what to run.
     rc, _, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root)
-    assert rc == 2 and "cannot download" in err
+    assert rc == 2 and "cannot download" in err and "sources must be cached" in err
+    assert "deepep-env fetch lt-host" in err and len(err.strip().splitlines()) == 1
     rc, out, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root,
                                   "--mirror", f"https://conda.deepep-env.invalid/lt-host={elsewhere}")
     assert rc == 0, err

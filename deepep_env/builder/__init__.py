@@ -35,10 +35,10 @@ from deepep_env.builder.channel import Channel, index, make_build_channel
 from deepep_env.builder.check import compare_packages, compare_with_sha
 from deepep_env.builder.driver import recipe_context, run as run_rattler_build
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
-from deepep_env.builder.normalize import epoch_for, normalize_conda
+from deepep_env.builder.normalize import BUILD_INPUTS_MEMBER, epoch_for, normalize_conda
 from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.buildplan import BuildNode
-from deepep_env.buildplan import plan as build_plan
+from deepep_env.buildplan import live_host, plan as build_plan
 from deepep_env.errors import SolveError, UserError
 from deepep_env.formats import BUILD_MANIFEST, BUILD_REPORT
 from deepep_env.hashing import short_id, tree_sha256
@@ -274,8 +274,10 @@ class _Builder:
             raise
         epoch = epoch_for(node.id or "")
         aliases = mirror_aliases()
+        info = {BUILD_INPUTS_MEMBER: (json.dumps({"id": node.id, "preimage": node.preimage}, indent=1, sort_keys=True,
+                                                 ensure_ascii=False) + "\n").encode()}
         for f in res.packages:
-            normalize_conda(f, epoch, aliases)
+            normalize_conda(f, epoch, aliases, info)
         return res.packages, time.monotonic() - started, res.notes
 
     def _import_local_sources(self, nodes: Sequence[BuildNode]) -> None:
@@ -448,7 +450,7 @@ def build_env(env_name: str, project, *, store: Optional[Path] = None, channel: 
               jobs: Optional[int] = None, progress: Optional[Progress] = None) -> BuildReport:
     """Build the graph of env spec ``env_name`` (``deepep-env build ENV``)."""
     resolved = load_resolved(env_name, project)
-    bp = build_plan(resolved, project)
+    bp = build_plan(resolved, project, live_host)   # built here: this machine's host externals
     extra = spec_channels_for_build(resolved.channels, offline=offline)
     report = build_graph(
         list(bp.nodes), store=store or project.store, channel=channel or project.channel,

@@ -19,6 +19,7 @@ from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
 from deepep_env.lock.channels import client as make_client
 from deepep_env.lock.channels import probe
+from deepep_env.lock.inputs import write_env_inputs
 from deepep_env.lock.lockfile import EnvSection, write_env
 from deepep_env.lock.request import LockRequest, request_for_env
 from deepep_env.rattler_errors import rattler_errors
@@ -108,7 +109,7 @@ def rewrite_urls(req: LockRequest, records: dict[str, list]) -> None:
                     break
 
 
-def lock_request(req: LockRequest, path: Path, *, client_obj=None) -> LockResult:
+def lock_request(req: LockRequest, path: Path, *, client_obj=None, project=None) -> LockResult:
     records = solve_request(req, client_obj=client_obj)
     rewrite_urls(req, records)
     warnings: list[str] = []
@@ -130,6 +131,8 @@ def lock_request(req: LockRequest, path: Path, *, client_obj=None) -> LockResult
     by_platform = {req.platform(sub).name: recs for sub, recs in records.items()}
     _, changed = write_env(path, req.env, EnvSection(channels, by_platform, meta),
                            req.workspace_platforms)
+    if project is not None and path.resolve() == default_lock_path(project, req.env).resolve():
+        write_env_inputs(project, req.env, req.plan_nodes)   # what each locked build was made from
     packages = {p: [{"name": r.name.normalized, "version": str(r.version), "build": str(r.build)}
                     for r in sorted(recs, key=lambda r: r.name.normalized)] for p, recs in by_platform.items()}
     return LockResult(env=req.env, path=path, changed=changed, channels=channels, platforms=platforms,
@@ -147,4 +150,4 @@ def lock_env(env: str, project, *, channel: Optional[str | Path] = None,
     cl = make_client([c for c in r.channels if "://" in c] + ([r.publish_url] if r.publish_url else []))
     req = request_for_env(r, project, channel_dir=Path(channel) if channel else None, client_obj=cl)
     path = Path(output) if output else default_lock_path(project, r.name)
-    return lock_request(req, path, client_obj=cl)
+    return lock_request(req, path, client_obj=cl, project=project)

@@ -1,6 +1,8 @@
 """Find an installed env prefix and read the small JSON file the installer leaves in it.
 
-``<prefix>/conda-meta/deepep-env.json`` (written by the install step)::
+``<prefix>/conda-meta/deepep-env`` (written by the install step; no ``.json`` extension, like pixi's
+own ``conda-meta/pixi``: rattler's installer, and so pixi, reads every ``conda-meta/*.json`` as a
+package record, so a tool's state there would break ``pixi install`` on the shared prefix)::
 
     {"env": "gcp-b200", "platforms": ["gcp-b200"],
      "python": {"provider": "host" | "conda", "version": "3.12", "executable": "/opt/…/python3"},
@@ -23,16 +25,33 @@ from deepep_env.errors import UserError
 from deepep_env.formats import PREFIX_MARKER
 from deepep_env.project import envs_dir, nearest_root, pixi_env_name
 
-META_RELPATH = os.path.join("conda-meta", "deepep-env.json")
+META_RELPATH = os.path.join("conda-meta", "deepep-env")
+# Where deepep-env < 0.3 wrote it: still read (and removed by the next install), never written.
+LEGACY_RELPATH = os.path.join("conda-meta", "deepep-env.json")
 
 
 def marker_path(prefix: "str | os.PathLike[str]") -> Path:
-    """The one place that says where a prefix's deepep-env marker is."""
+    """The one place that says where a prefix's deepep-env marker is (written)."""
     return Path(prefix) / META_RELPATH
 
 
+def existing_marker(prefix: "str | os.PathLike[str]") -> Optional[Path]:
+    """The marker a prefix has: the current name, else the legacy ``deepep-env.json``, else None."""
+    for rel in (META_RELPATH, LEGACY_RELPATH):
+        p = Path(prefix) / rel
+        if p.is_file():
+            return p
+    return None
+
+
 def has_marker(prefix: "str | os.PathLike[str]") -> bool:
-    return marker_path(prefix).is_file()
+    return existing_marker(prefix) is not None
+
+
+def is_conda_prefix(prefix: "str | os.PathLike[str]") -> bool:
+    """A prefix some conda installer made (pixi, rattler, conda): package records in conda-meta/."""
+    meta = Path(prefix) / "conda-meta"
+    return meta.is_dir() and any(p.name != os.path.basename(LEGACY_RELPATH) for p in meta.glob("*.json"))
 ENV_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 PREFIX_ENV_VAR = "DEEPEP_ENV_PREFIX"
 
@@ -82,7 +101,8 @@ def read_prefix_meta(prefix: str | os.PathLike[str], env: Optional[str] = None) 
     """Read ``<prefix>/conda-meta/deepep-env.json``; UserError when missing, malformed, or
     naming another env than ``env``."""
     prefix = os.path.abspath(os.fspath(prefix))
-    path = os.path.join(prefix, META_RELPATH)
+    found = existing_marker(prefix)
+    path = str(found or os.path.join(prefix, META_RELPATH))
     try:
         with open(path, encoding="utf-8") as fh:
             data: Any = json.load(fh)
@@ -91,6 +111,11 @@ def read_prefix_meta(prefix: str | os.PathLike[str], env: Optional[str] = None) 
         raise UserError(f"{what} (no {META_RELPATH})", file=prefix, accepted=f"run `deepep-env install {env or 'ENV'}` first, or pass --prefix") from None
     except (OSError, ValueError) as exc:
         raise UserError(f"unreadable: {exc}", file=path) from None
+    return parse_prefix_meta(data, path, prefix, env)
+
+
+def parse_prefix_meta(data: Any, path: str, prefix: str, env: Optional[str] = None) -> PrefixMeta:
+    """A marker's fields, checked (``path`` names it in messages)."""
     if not isinstance(data, dict):
         raise UserError("expected a JSON object", file=path)
     PREFIX_MARKER.check(data, file=path, missing=1)   # markers before stamps had none: read as v1
