@@ -6,8 +6,8 @@ what comes out is plain dataclasses that the check, the diff, the export and the
 Writing: one pixi.lock holds every environment (the project's root ``pixi.lock``, the file pixi
 reads beside pixi.toml). :func:`write_env` replaces one environment and keeps every other one as
 it was: their channels and records are read back and written again by rattler, which writes a
-record the same bytes it read (tested). rattler writes the lock; deepep-env prepends one comment
-line with its provenance per environment (``# deepep-env-lock: {json}``: spec version, our build
+record the same bytes it read (tested), less ``indexed_timestamp`` (:func:`_inputs_only`). rattler
+writes the lock; deepep-env prepends one comment line with its provenance per environment (``# deepep-env-lock: {json}``: spec version, our build
 ids, channels). YAML comments are ignored by pixi and rattler, so the file stays a plain pixi.lock;
 the line is what `lock --check` and reviewers read to see which build ids a lock was made from. A
 lock pixi rewrote has no such line: build ids are then read from build strings (``h<id>_N``).
@@ -280,6 +280,14 @@ def _refuse_two_records_for_one_url(path: Path, env: str, sections: dict[str, En
                                              "reproducible (same id, same bytes)")
 
 
+def _inputs_only(rec: Any) -> Any:
+    """The record without ``indexed_timestamp``: when a channel was indexed is a fact of the machine
+    that indexed it, not of the package (two machines indexing the same bytes would write two locks),
+    and pixi drops it on any rewrite. Every record, every channel, kept environments too."""
+    rec.indexed_timestamp = None
+    return rec
+
+
 def write_env(path: Path, env: str, section: EnvSection, platforms: list) -> tuple[bytes, bool]:
     """Write ``env`` into the pixi.lock at ``path`` (created if absent), every other environment kept
     as it is; atomically. ``platforms``: the workspace's :class:`LockPlatformDef` s in the
@@ -307,7 +315,7 @@ def write_env(path: Path, env: str, section: EnvSection, platforms: list) -> tup
         lf.set_channels(name, [LockChannel(c) for c in s.channels])
         for pname, recs in sorted(s.records.items()):
             for rec in sorted(recs, key=lambda r: (r.name.normalized, str(r.version), str(r.build))):
-                lf.add_conda_package(name, by_name[alias[pname]], rec)
+                lf.add_conda_package(name, by_name[alias[pname]], _inputs_only(rec))
     with tempfile.TemporaryDirectory(prefix="deepep-env-lock-") as tmp:
         tmp_path = Path(tmp) / "pixi.lock"
         lf.to_path(tmp_path)

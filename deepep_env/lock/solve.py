@@ -6,7 +6,6 @@ atomically (unchanged content is not rewritten).
 """
 from __future__ import annotations
 
-import contextlib
 
 import asyncio
 import datetime as _dt
@@ -87,20 +86,11 @@ def solve_request(req: LockRequest, *, client_obj=None) -> dict[str, list]:
     return out
 
 
-def ref_is_local(req: LockRequest, url: str) -> bool:
-    return any(c.local and url.startswith(c.source) for c in req.channels)
-
-
 def rewrite_urls(req: LockRequest, records: dict[str, list]) -> None:
     """Name each package by its channel's lock URL (the local channel → the spec's publish_url)."""
     refs = sorted(req.channels, key=lambda r: len(r.source), reverse=True)
     for recs in records.values():
         for rec in recs:
-            # When the local index ran is not a fact of the package (two machines indexing the same
-            # bytes would write different locks): keep only the package's own timestamp.
-            if ref_is_local(req, rec.url):
-                with contextlib.suppress(AttributeError, TypeError):
-                    rec.indexed_timestamp = None
             for ref in refs:
                 if rec.url.startswith(ref.source):
                     if ref.source != ref.lock_url:
