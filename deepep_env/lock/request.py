@@ -62,6 +62,8 @@ class LockRequest:
     # Every platform the manifest declares, in its order (pixi numbers the lock's rows by it);
     # empty: this request's own platforms.
     workspace: list[LockPlatformDef] = field(default_factory=list)
+    # The build store whose entries the local channel's files are copies of (None: not checked).
+    store: Optional[Path] = None
 
     @property
     def workspace_platforms(self) -> list[LockPlatformDef]:
@@ -193,4 +195,5 @@ def request_for_env(r, project, *, channel_dir: Optional[Path] = None, for_check
     reqs = built_requirements(nodes, index) + component_requirements(r)
     return LockRequest(env=r.name, platforms=[platform_for(s, r.cuda.version) for s in r.subdirs], channels=refs,
                        workspace=workspace_platforms(project),
-                       requirements=reqs, built=nodes, spec_version=r.version, publish_url=r.publish_url)
+                       requirements=reqs, built=nodes, spec_version=r.version, publish_url=r.publish_url,
+                       store=project.store)

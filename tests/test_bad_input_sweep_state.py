@@ -1,0 +1,123 @@
+"""Issue 26, the sweep's new surfaces that need state to go wrong: a built project whose channel
+copy is damaged, a lock carrying a credential, a spec leaking a password, a killed install's
+litter, an unreadable NIC, a truncated tarball, a failing build, a missing mirror.
+
+Each refusal must be one clear line, a non-zero exit, no traceback, and no change to the state it
+was given (the checked folders hash the same before and after). Each repair (a damaged copy
+replaced, a killed install's leftovers removed) is checked for what it left."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from build_fixtures import fake_project
+from cli_runner import cli_subprocess
+
+
+def snapshot(*roots: Path) -> dict[str, str]:
+    """path → sha256 of every file under ``roots`` (a folder that does not exist: nothing)."""
+    out: dict[str, str] = {}
+    for root in roots:
+        for p in sorted(root.rglob("*")) if root.exists() else ():
+            if p.is_file() and not p.is_symlink():
+                out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def one_clear_line(res) -> str:
+    """The refusal's one line (asserts: non-zero, no traceback, one line on stderr)."""
+    assert "Traceback" not in res.stdout + res.stderr, res.stderr
+    assert res.returncode not in (0, 130), (res.returncode, res.stdout, res.stderr)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "error" in lines[0], res.stderr
+    return lines[0]
+
+
+def flip_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+class Built:
+    """The fake project (tests/build_fixtures.fake_project), fetched and built offline."""
+
+    def __init__(self, tmp_path: Path):
+        self.fp = fake_project(tmp_path)
+        self.state = tmp_path / "state"
+        self.env = {**os.environ, "DEEPEP_ENV_STATE": str(self.state), "DEEPEP_ENV_CACHE_DIR": str(tmp_path / "cache")}
+        self.env.pop("DEEPEP_ENV_MIRRORS", None)
+        self.cli("fetch", "h200-nvlink", "--from", self.fp.upstream, "--offline", check=True)
+        self.cli("build", "h200-nvlink", "--offline", check=True)
+
+    def cli(self, *args, check: bool = False, **kw):
+        return cli_subprocess(*args, "--project", self.fp.root, env={**self.env, **kw}, check=check, timeout=240)
+
+    @property
+    def channel(self) -> Path:
+        return self.state / "channel"
+
+    def channel_file(self, name: str) -> Path:
+        return next((self.channel / "linux-64").glob(f"{name}-*.conda"))
+
+
+@pytest.fixture
+def built(tmp_path) -> Built:
+    return Built(tmp_path)
+
+
+# -- 4. every copy is checked before use or upload ----------------------------------------------
+
+
+def test_a_damaged_channel_copy_is_not_published(built, tmp_path):
+    flip_byte(built.channel_file("nvshmem"))
+    before = snapshot(built.state)
+    line = one_clear_line(built.cli("publish", "h200-nvlink", "--to", tmp_path / "team"))
+    assert "nvshmem-3.4.5" in line and "sha256" in line and "deepep-env build h200-nvlink" in line
+    assert not (tmp_path / "team").exists() and snapshot(built.state) == before
+
+
+def test_a_damaged_copy_whose_manifest_was_edited_to_match_is_caught_by_the_store(built, tmp_path):
+    nv = built.channel_file("nvshmem")
+    flip_byte(nv)
+    manifest = built.state / "builds" / "h200-nvlink.json"
+    data = json.loads(manifest.read_text())
+    for p in data["packages"]:
+        if p["file"].endswith(nv.name):
+            p["sha256"] = "sha256:" + hashlib.sha256(nv.read_bytes()).hexdigest()
+    manifest.write_text(json.dumps(data))
+    line = one_clear_line(built.cli("publish", "h200-nvlink", "--to", tmp_path / "team"))
+    assert "the store" in line and not (tmp_path / "team").exists()
+
+
+def test_build_does_not_call_a_damaged_copy_cached_without_replacing_it(built):
+    nv = built.channel_file("nvshmem")
+    good = nv.read_bytes()
+    flip_byte(nv)
+    res = built.cli("build", "h200-nvlink", "--offline")
+    assert res.returncode == 0, res.stderr
+    assert nv.read_bytes() == good and "was not the store's file" in " ".join(res.stderr.split())
+    rd = json.loads((built.channel / "linux-64" / "repodata.json").read_text())["packages.conda"][nv.name]
+    assert rd["sha256"] == hashlib.sha256(good).hexdigest()
+
+
+def test_lock_refuses_a_damaged_copy_and_writes_nothing(built):
+    flip_byte(built.channel_file("nvshmem"))
+    before = snapshot(built.fp.root)
+    line = one_clear_line(built.cli("lock", "h200-nvlink"))
+    assert "nvshmem-3.4.5" in line and "build store" in line
+    assert snapshot(built.fp.root) == before and not (built.fp.root / "pixi.lock").exists()
+
+
+def test_lock_records_the_hash_of_the_file_not_the_one_the_index_claims(built):
+    nv = built.channel_file("nvshmem")
+    rd = built.channel / "linux-64" / "repodata.json"
+    real = hashlib.sha256(nv.read_bytes()).hexdigest()
+    rd.write_text(rd.read_text().replace(real, "0" * 64))
+    assert built.cli("lock", "h200-nvlink").returncode == 0
+    text = (built.fp.root / "pixi.lock").read_text()
+    assert f"sha256: {real}" in text and "0" * 64 not in text
