@@ -121,3 +121,38 @@ def test_lock_records_the_hash_of_the_file_not_the_one_the_index_claims(built):
     assert built.cli("lock", "h200-nvlink").returncode == 0
     text = (built.fp.root / "pixi.lock").read_text()
     assert f"sha256: {real}" in text and "0" * 64 not in text
+
+
+# -- 5. one redaction and one credential refusal for every message and reader -------------------
+
+REPO = Path(__file__).resolve().parents[1]
+SECRET = "SECRETPW-i26"
+
+
+def test_pixi_verdict_refuses_a_lock_whose_package_urls_carry_a_password(tmp_path):
+    text = (REPO / "pixi.lock").read_text()
+    host = "https://conda.deepep-env.example/"
+    assert f"conda: {host}" in text
+    lock = tmp_path / "pixi.lock"
+    lock.write_text(text.replace(f"conda: {host}", f"conda: https://user:{SECRET}@conda.deepep-env.example/"))
+    before = snapshot(tmp_path)
+    for argv in (["pixi", "verdict", "--manifest", REPO / "pixi.toml", "--lock", lock],
+                 ["diff", REPO / "pixi.lock", lock]):
+        res = cli_subprocess(*argv, env={**os.environ, "DEEPEP_ENV_STATE": str(tmp_path / "state")})
+        line = one_clear_line(res)
+        assert SECRET not in res.stdout + res.stderr and str(lock) in line and "credentials" in line
+    assert snapshot(tmp_path) == before
+
+
+def test_a_spec_package_with_a_password_is_refused_without_printing_it(tmp_path):
+    proj = tmp_path / "proj"
+    (proj / "env_specs").mkdir(parents=True)
+    text = (REPO / "env_specs" / "h200-nvlink.toml").read_text()
+    text = text.replace('channels = ["local"]\n', f'channels = ["local"]\npackages = ["https://u:{SECRET}@h/c::numpy"]\n', 1)
+    (proj / "env_specs" / "h200-nvlink.toml").write_text(text)
+    before = snapshot(proj)
+    for argv in (["plan", "h200-nvlink"], ["spec", "show", "h200-nvlink"], ["lock", "h200-nvlink"]):
+        res = cli_subprocess(*argv, "--project", proj, env={**os.environ, "DEEPEP_ENV_STATE": str(tmp_path / "s")})
+        line = one_clear_line(res)
+        assert SECRET not in res.stdout + res.stderr and "packages" in line and "credentials" in line
+    assert snapshot(proj) == before
