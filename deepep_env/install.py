@@ -10,7 +10,10 @@ Verify first, then swap: archives are checked against the lock, the environment 
 staging folder beside the prefix (from a package cache private to this install, extracted from the
 verified archives), compared with the lock, given its completion marker
 ``<prefix>/conda-meta/deepep-env.json``, and renamed into place. A refusal or a crash at any step
-leaves the previous prefix exactly as it was: a prefix that has a marker is always complete. ``activate``, ``run`` and ``doctor`` read it.
+leaves the previous prefix exactly as it was: a prefix that has a marker is always complete. A
+killed install's staging folder, package cache and parked old prefix are removed by the next
+install; a swap killed between its two renames is rolled back by the next reader of the prefix
+(``overlay.prefix.recover_swap``), so the prefix is never missing. ``activate``, ``run`` and ``doctor`` read it.
 A second install of the same lock is a no-op decided from the marker alone (no lock parse, no
 hashing of packages).
 """
@@ -37,7 +40,7 @@ from deepep_env.lock.channels import client as make_client
 from deepep_env.lock.check import check_lock
 from deepep_env.lock.lockfile import read_lock
 from deepep_env.lock.solve import default_lock_path
-from deepep_env.overlay.prefix import marker_path
+from deepep_env.overlay.prefix import marker_path, owner_pid, pid_alive, recover_swap
 from deepep_env.rattler_errors import rattler_errors
 
 def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
@@ -101,7 +104,8 @@ def _cache_root() -> Path:
 @contextlib.contextmanager
 def _prefix_lock(prefix: Path) -> Iterator[None]:
     """One installer per prefix at a time (a second waits). The lock file lives in the user's cache,
-    named by the prefix's path, so nothing is left beside the prefix."""
+    named by the prefix's path, so nothing is left beside the prefix. A killed install's leftovers
+    are cleaned up as the lock is taken (:func:`_clean_leftovers`)."""
     import fcntl
     import hashlib
 
@@ -116,6 +120,7 @@ def _prefix_lock(prefix: Path) -> Iterator[None]:
     with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
+            _clean_leftovers(prefix)   # whoever holds the lock next finishes what a killed holder left
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
@@ -392,13 +397,41 @@ def _staging(pfx: Path) -> Iterator[tuple[Path, Path]]:
     import tempfile
 
     pfx.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.staging-", dir=pfx.parent))
-    cache = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.pkgs-", dir=pfx.parent))
+    stage = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.staging-{os.getpid()}-", dir=pfx.parent))
+    cache = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.pkgs-{os.getpid()}-", dir=pfx.parent))
     try:
         yield stage, cache
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         shutil.rmtree(cache, ignore_errors=True)
+
+
+LEFTOVER_MAX_AGE_S = 3600.0
+
+
+def _clean_leftovers(pfx: Path) -> list[Path]:
+    """What killed installs left beside ``pfx``: a swap cut between its renames is rolled back (the
+    prefix is never missing), then their staging folders, package caches and parked old prefixes
+    are removed. Called under the prefix lock, so no other install of ``pfx`` is running: a leftover
+    goes when its installer is gone, or is over an hour old (its pid reused by another process)."""
+    recover_swap(pfx)
+    removed: list[Path] = []
+    for kind in ("staging", "pkgs", "old"):
+        for p in pfx.parent.glob(f".{pfx.name}.{kind}-*"):
+            pid = owner_pid(p.name)
+            try:
+                young = time.time() - p.lstat().st_mtime < LEFTOVER_MAX_AGE_S
+            except OSError:
+                continue
+            if pid is not None and pid_alive(pid) and young:
+                continue
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    p.unlink()
+            removed.append(p)
+    return removed
 
 
 def _link(recs: list, stage: Path, pfx: Path, cache: Path, cl, lock: Path) -> None:

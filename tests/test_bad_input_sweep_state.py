@@ -156,3 +156,64 @@ def test_a_spec_package_with_a_password_is_refused_without_printing_it(tmp_path)
         line = one_clear_line(res)
         assert SECRET not in res.stdout + res.stderr and "packages" in line and "credentials" in line
     assert snapshot(proj) == before
+
+
+# -- 6. installs clean up after themselves ------------------------------------------------------
+
+
+def dead_pid() -> int:
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.fixture
+def installed(built) -> Built:
+    built.cli("lock", "h200-nvlink", check=True)
+    built.cli("install", "h200-nvlink", check=True)
+    return built
+
+
+def _prefix(b: Built) -> Path:
+    return b.fp.root / ".pixi" / "envs" / "h200-nvlink"
+
+
+def _litter(pfx: Path, pid: int) -> list[Path]:
+    out = []
+    for kind in ("staging", "pkgs"):
+        d = pfx.with_name(f".{pfx.name}.{kind}-{pid}-x1y2")
+        (d / "lib").mkdir(parents=True)
+        (d / "lib" / "big.so").write_bytes(b"\0" * 1024)
+        out.append(d)
+    return out
+
+
+def test_a_swap_killed_between_its_renames_is_rolled_back_by_the_next_reader(installed):
+    pfx = _prefix(installed)
+    parked = pfx.with_name(f".{pfx.name}.old-{dead_pid()}")
+    pfx.rename(parked)
+    res = cli_subprocess("activate", "h200-nvlink", "--prefix", pfx, "--shell", "bash", env=installed.env)
+    assert res.returncode == 0, res.stderr
+    assert (pfx / "conda-meta" / "deepep-env.json").is_file() and not parked.exists()
+
+
+def test_the_next_install_removes_a_killed_installs_litter_and_restores_the_prefix(installed):
+    pfx = _prefix(installed)
+    pid = dead_pid()
+    litter = _litter(pfx, pid)
+    parked = pfx.with_name(f".{pfx.name}.old-{pid}")
+    pfx.rename(parked)
+    res = installed.cli("install", "h200-nvlink")
+    assert res.returncode == 0, res.stderr
+    assert (pfx / "conda-meta" / "deepep-env.json").is_file()
+    assert sorted(p.name for p in pfx.parent.iterdir()) == [pfx.name]
+    assert not any(p.exists() for p in litter)
+
+
+def test_litter_of_a_running_install_is_left_alone(installed):
+    pfx = _prefix(installed)
+    mine = _litter(pfx, os.getppid())   # a live process that is not the installer
+    assert installed.cli("install", "h200-nvlink").returncode == 0
+    assert all(p.exists() for p in mine)
