@@ -217,3 +217,27 @@ def test_litter_of_a_running_install_is_left_alone(installed):
     mine = _litter(pfx, os.getppid())   # a live process that is not the installer
     assert installed.cli("install", "h200-nvlink").returncode == 0
     assert all(p.exists() for p in mine)
+
+
+# -- 7. facts the tool cannot read are reported -------------------------------------------------
+
+
+def test_an_hca_whose_name_is_not_utf8_is_a_note_naming_it_and_what_was_done_instead(host_tree, tmp_path):
+    import shutil
+
+    root = tmp_path / "host"
+    shutil.copytree(host_tree("gcp-b200"), root, symlinks=True)
+    ib = os.fsencode(root / "sys" / "class" / "infiniband")
+    os.rename(ib + b"/mlx5_0", ib + b"/mlx5_\xff0")
+    env = {**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)}
+    for argv in (["detect", "--root", root], ["overlay", "--root", root], ["doctor", "gcp-b200", "--root", root, "--verbose"]):
+        res = cli_subprocess(*argv, env=env)
+        text = res.stdout + res.stderr
+        assert "Traceback" not in text, res.stderr
+        note = next(ln for ln in text.splitlines() if "b'mlx5_\\xff0'" in ln and "left out" in ln)
+        assert "GPU0 uses mlx5_1 instead" in note and "GPU1 uses mlx5_1 instead" in note, note
+    res = cli_subprocess("detect", "--root", root, "--json", env=env)
+    facts = json.loads(res.stdout)
+    assert facts["partial"] and any("mlx5_\\xff0" in w for w in facts["warnings"])
+    reasons = [a["reason"] for a in facts["gpu_nic_affinity"][:2]]
+    assert all("cannot be named" in r for r in reasons), reasons
