@@ -35,7 +35,7 @@ from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
 from deepep_env.formats import PREFIX_MARKER
 from deepep_env.hashing import file_sha256
-from deepep_env.lock.channels import channel_mirrors, url_to_path
+from deepep_env.lock.channels import channel_mirrors, mirror_dir, url_to_path
 from deepep_env.lock.channels import client as make_client
 from deepep_env.lock.check import check_lock
 from deepep_env.lock.lockfile import read_lock
@@ -81,7 +81,7 @@ def parse_mirrors(items: Iterable[str]) -> dict[str, Path]:
         url, sep, d = item.partition("=")
         if not sep or "://" not in url or not d:
             raise UserError(f"not a mirror: {item!r}", field="--mirror", accepted="URL=DIR, e.g. https://conda.example/h200=/srv/channel")
-        out[url if url.endswith("/") else url + "/"] = Path(d).expanduser()
+        out[url if url.endswith("/") else url + "/"] = mirror_dir(Path(d).expanduser(), field="--mirror", item=item)
     return out
 
 

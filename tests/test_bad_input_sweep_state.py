@@ -29,12 +29,14 @@ def snapshot(*roots: Path) -> dict[str, str]:
 
 
 def one_clear_line(res) -> str:
-    """The refusal's one line (asserts: non-zero, no traceback, one line on stderr)."""
+    """The refusal's one line (asserts: non-zero, not 130, no traceback, one error line on stderr, last)."""
     assert "Traceback" not in res.stdout + res.stderr, res.stderr
     assert res.returncode not in (0, 130), (res.returncode, res.stdout, res.stderr)
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "error" in lines[0], res.stderr
-    return lines[0]
+    errors = [ln for ln in lines if ln.startswith("deepep-env: error: ")]
+    # the one error line ends the output (a build's progress lines may come before it)
+    assert len(errors) == 1 and lines[-1] == errors[0], res.stderr
+    return errors[0]
 
 
 def flip_byte(path: Path) -> None:
@@ -241,3 +243,62 @@ def test_an_hca_whose_name_is_not_utf8_is_a_note_naming_it_and_what_was_done_ins
     assert facts["partial"] and any("mlx5_\\xff0" in w for w in facts["warnings"])
     reasons = [a["reason"] for a in facts["gpu_nic_affinity"][:2]]
     assert all("cannot be named" in r for r in reasons), reasons
+
+
+# -- medium/low: a truncated tarball, a failing build script, a mirror that is not there --------
+
+
+def test_a_truncated_upstream_tarball_is_named_not_taken_for_ctrl_c(tmp_path):
+    fp = fake_project(tmp_path)
+    tar = next(fp.upstream.glob("nvshmem-*.tar.gz"))
+    tar.write_bytes(tar.read_bytes()[: tar.stat().st_size // 2])
+    cache = tmp_path / "state"
+    res = cli_subprocess("fetch", "h200-nvlink", "--project", fp.root, "--from", fp.upstream, "--offline",
+                         env={**os.environ, "DEEPEP_ENV_STATE": str(cache)})
+    line = one_clear_line(res)
+    assert tar.name in line and "truncated or corrupt" in line and "aborted" not in line
+    # nothing of the truncated tarball was kept (the good deep-ep tarball beside it may be imported)
+    src = cache / "sources"
+    assert len(list((src / "trees").iterdir())) <= 1 and not list((src / ".tmp").iterdir())
+
+
+def test_an_eoferror_that_escapes_a_command_is_an_error_not_an_interrupt(capsys, monkeypatch):
+    from cli_runner import cli_in_process
+
+    def ends_early(*a, **kw):
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+
+    monkeypatch.setattr("deepep_env.cli._common.find_project", ends_early)
+    rc, out, err = cli_in_process(capsys, "pixi", "verdict")
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 1 and len(lines) == 1 and "truncated or corrupt" in lines[0] and "aborted" not in err
+
+
+def test_a_failing_build_script_is_reported_with_its_own_lines(tmp_path):
+    from build_fixtures import add_recipe
+
+    recipes = tmp_path / "r"
+    script = {"quiet": ["true", "exit 3"], "talks": ["echo 'checking widgets... 42'", "exit 3"]}
+    for name, lines in script.items():
+        body = "\n".join(f"    - {ln}" for ln in lines)
+        add_recipe(recipes / name, name, f"package:\n  name: {name}\n  version: '1.0'\nbuild:\n"
+                   f"  string: ${{{{ build_string }}}}\n  script:\n{body}\n")
+        state = tmp_path / f"s-{name}"
+        res = cli_subprocess("build", "--recipes", recipes / name, "--store", state / "store", "--channel",
+                             state / "channel", "--source-cache", state / "cache", "--offline", cwd=tmp_path)
+        line = one_clear_line(res)
+        assert "(exit 3)" in line and "Finalized" not in line and "Successfully" not in line, line
+        assert ("printed nothing" in line) if name == "quiet" else ("checking widgets... 42" in line), line
+
+
+def test_a_mirror_folder_that_does_not_exist_is_named(built, tmp_path):
+    missing = tmp_path / "no-such-mirror"
+    url = "https://conda.deepep-env.example/h200"
+    built.cli("lock", "h200-nvlink", check=True)
+    before = snapshot(built.fp.root, built.state)
+    for argv, kw in ((["install", "h200-nvlink", "--mirror", f"{url}={missing}"], {}),
+                     (["install", "h200-nvlink"], {"DEEPEP_ENV_MIRRORS": f"{url}={missing}"}),
+                     (["lock", "h200-nvlink"], {"DEEPEP_ENV_MIRRORS": f"conda-forge={missing}"})):
+        line = one_clear_line(built.cli(*argv, **kw))
+        assert str(missing) in line and "does not exist" in line, line
+    assert snapshot(built.fp.root, built.state) == before

@@ -102,8 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     except usage_exc as exc:
         _error(_usage_line(exc))
         return 2
-    except abort_exc:
-        # click turns KeyboardInterrupt and EOFError into Abort: never end without a word.
+    except abort_exc as exc:
+        # typer turns an EOFError that escaped a command into Abort (a KeyboardInterrupt into exit
+        # 130). No command reads the terminal, so that EOFError is data that ended early (a truncated
+        # archive, say) that no library call turned into a UserError: an error, never Ctrl-C.
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, EOFError):
+            _error(f"a file or stream ended before its data did ({cause or 'EOFError'}): truncated or corrupt input")
+            return 1
         print("deepep-env: aborted (interrupted, or input ended)", file=sys.stderr)
         return 130
     except exit_exc as exc:
