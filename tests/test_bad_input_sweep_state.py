@@ -302,3 +302,19 @@ def test_a_mirror_folder_that_does_not_exist_is_named(built, tmp_path):
         line = one_clear_line(built.cli(*argv, **kw))
         assert str(missing) in line and "does not exist" in line, line
     assert snapshot(built.fp.root, built.state) == before
+
+
+# -- 9. one meaning of "fresh" ------------------------------------------------------------------
+
+
+def test_lock_fresh_is_never_said_next_to_a_warning(tmp_path):
+    res = cli_subprocess("lock", "h200-nvlink", "--check", "--project", REPO,
+                         env={**os.environ, "DEEPEP_ENV_STATE": str(tmp_path / "state")})
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("h200-nvlink: lock fresh") and "warning" not in res.stdout + res.stderr
+    notes = [ln for ln in lines[1:] if ln.strip().startswith("note:")]
+    assert len(notes) == len(lines) - 1 <= 1 and all("locked by version" in n for n in notes)
+    data = json.loads(cli_subprocess("lock", "h200-nvlink", "--check", "--json", "--project", REPO,
+                                     env={**os.environ, "DEEPEP_ENV_STATE": str(tmp_path / "state")}).stdout)
+    assert data["fresh"] and data["warnings"] == [] and len(data["notes"]) <= 1
