@@ -412,26 +412,27 @@ LEFTOVER_MAX_AGE_S = 3600.0
 def _clean_leftovers(pfx: Path) -> list[Path]:
     """What killed installs left beside ``pfx``: a swap cut between its renames is rolled back (the
     prefix is never missing), then their staging folders, package caches and parked old prefixes
-    are removed. Called under the prefix lock, so no other install of ``pfx`` is running: a leftover
-    goes when its installer is gone, or is over an hour old (its pid reused by another process)."""
+    are removed. Called under the prefix lock, so no other install of ``pfx`` is running."""
     recover_swap(pfx)
-    removed: list[Path] = []
-    for kind in ("staging", "pkgs", "old"):
-        for p in pfx.parent.glob(f".{pfx.name}.{kind}-*"):
-            pid = owner_pid(p.name)
-            try:
-                young = time.time() - p.lstat().st_mtime < LEFTOVER_MAX_AGE_S
-            except OSError:
-                continue
-            if pid is not None and pid_alive(pid) and young:
-                continue
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    p.unlink()
-            removed.append(p)
-    return removed
+    kinds = tuple(f".{pfx.name}.{kind}-" for kind in ("staging", "pkgs", "old"))
+    stale = [p for p in sorted(pfx.parent.iterdir()) if p.name.startswith(kinds) and _abandoned(p)]
+    for p in stale:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                p.unlink()
+    return stale
+
+
+def _abandoned(p: Path) -> bool:
+    """A leftover whose installer is gone (or unknown), or over an hour old (its pid since reused)."""
+    pid = owner_pid(p.name)
+    try:
+        age = time.time() - p.lstat().st_mtime
+    except OSError:
+        return False
+    return pid is None or not pid_alive(pid) or age >= LEFTOVER_MAX_AGE_S
 
 
 def _link(recs: list, stage: Path, pfx: Path, cache: Path, cl, lock: Path) -> None:
