@@ -10,7 +10,10 @@ Verify first, then swap: archives are checked against the lock, the environment 
 staging folder beside the prefix (from a package cache private to this install, extracted from the
 verified archives), compared with the lock, given its completion marker
 ``<prefix>/conda-meta/deepep-env.json``, and renamed into place. A refusal or a crash at any step
-leaves the previous prefix exactly as it was: a prefix that has a marker is always complete. ``activate``, ``run`` and ``doctor`` read it.
+leaves the previous prefix exactly as it was: a prefix that has a marker is always complete. A
+killed install's staging folder, package cache and parked old prefix are removed by the next
+install; a swap killed between its two renames is rolled back by the next reader of the prefix
+(``overlay.prefix.recover_swap``), so the prefix is never missing. ``activate``, ``run`` and ``doctor`` read it.
 A second install of the same lock is a no-op decided from the marker alone (no lock parse, no
 hashing of packages).
 """
@@ -32,14 +35,14 @@ from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
 from deepep_env.formats import PREFIX_MARKER
 from deepep_env.hashing import file_sha256
-from deepep_env.lock.channels import channel_mirrors, url_to_path
+from deepep_env.lock.channels import channel_mirrors, mirror_dir, url_to_path
 from deepep_env.lock.channels import client as make_client
 from deepep_env.lock.check import check_lock
 from deepep_env.lock.lockfile import read_lock
 from deepep_env.lock.solve import default_lock_path
 from deepep_env.builder.realise import Realiser
-from deepep_env.overlay.prefix import (LEGACY_RELPATH, PrefixMeta, existing_marker, has_marker, marker_path,
-                                       parse_prefix_meta)
+from deepep_env.overlay.prefix import (LEGACY_RELPATH, PrefixMeta, existing_marker, has_marker, marker_path, owner_pid,
+                                       parse_prefix_meta, pid_alive, recover_swap)
 from deepep_env.rattler_errors import rattler_errors
 
 def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
@@ -83,7 +86,7 @@ def parse_mirrors(items: Iterable[str]) -> dict[str, Path]:
         url, sep, d = item.partition("=")
         if not sep or "://" not in url or not d:
             raise UserError(f"not a mirror: {item!r}", field="--mirror", accepted="URL=DIR, e.g. https://conda.example/h200=/srv/channel")
-        out[url if url.endswith("/") else url + "/"] = Path(d).expanduser()
+        out[url if url.endswith("/") else url + "/"] = mirror_dir(Path(d).expanduser(), field="--mirror", item=item)
     return out
 
 
@@ -106,7 +109,8 @@ def _cache_root() -> Path:
 @contextlib.contextmanager
 def _prefix_lock(prefix: Path) -> Iterator[None]:
     """One installer per prefix at a time (a second waits). The lock file lives in the user's cache,
-    named by the prefix's path, so nothing is left beside the prefix."""
+    named by the prefix's path, so nothing is left beside the prefix. A killed install's leftovers
+    are cleaned up as the lock is taken (:func:`_clean_leftovers`)."""
     import fcntl
     import hashlib
 
@@ -121,6 +125,7 @@ def _prefix_lock(prefix: Path) -> Iterator[None]:
     with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
+            _clean_leftovers(prefix)   # whoever holds the lock next finishes what a killed holder left
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
@@ -485,13 +490,42 @@ def _staging(pfx: Path) -> Iterator[tuple[Path, Path]]:
     import tempfile
 
     pfx.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.staging-", dir=pfx.parent))
-    cache = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.pkgs-", dir=pfx.parent))
+    stage = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.staging-{os.getpid()}-", dir=pfx.parent))
+    cache = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.pkgs-{os.getpid()}-", dir=pfx.parent))
     try:
         yield stage, cache
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         shutil.rmtree(cache, ignore_errors=True)
+
+
+LEFTOVER_MAX_AGE_S = 3600.0
+
+
+def _clean_leftovers(pfx: Path) -> list[Path]:
+    """What killed installs left beside ``pfx``: a swap cut between its renames is rolled back (the
+    prefix is never missing), then their staging folders, package caches and parked old prefixes
+    are removed. Called under the prefix lock, so no other install of ``pfx`` is running."""
+    recover_swap(pfx)
+    kinds = tuple(f".{pfx.name}.{kind}-" for kind in ("staging", "pkgs", "old"))
+    stale = [p for p in sorted(pfx.parent.iterdir()) if p.name.startswith(kinds) and _abandoned(p)]
+    for p in stale:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                p.unlink()
+    return stale
+
+
+def _abandoned(p: Path) -> bool:
+    """A leftover whose installer is gone (or unknown), or over an hour old (its pid since reused)."""
+    pid = owner_pid(p.name)
+    try:
+        age = time.time() - p.lstat().st_mtime
+    except OSError:
+        return False
+    return pid is None or not pid_alive(pid) or age >= LEFTOVER_MAX_AGE_S
 
 
 def _link(recs: list, stage: Path, pfx: Path, cache: Path, cl, lock: Path) -> None:

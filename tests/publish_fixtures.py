@@ -81,7 +81,7 @@ def write_manifest(state: Path, env: str, channel: Path, files: list[Path]) -> P
         idx = IndexJson.from_package_archive(f)
         pkgs.append({"name": idx.name.normalized, "version": str(idx.version), "build": str(idx.build),
                      "subdir": str(idx.subdir), "file": str(f.relative_to(channel)),
-                     "build_id": file_sha256(f)})
+                     "build_id": file_sha256(f), "sha256": file_sha256(f)})
     path = state / "builds" / f"{env}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"format": "deepep-env/build-manifest/v1", "env": env,

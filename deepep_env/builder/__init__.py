@@ -294,10 +294,14 @@ class _Builder:
                                 file=local, accepted="run the command again")
             self.cache.add_tree(Path(local), digest=pin.tree_sha256)
 
-    def publish(self, entry: StoreEntry) -> bool:
+    def publish(self, entry: StoreEntry, notes: list[str]) -> bool:
+        """Copy the entry's outputs into the channel where its copy is missing or not the store's
+        file (a damaged copy is never called cached); what was replaced goes to ``notes``."""
         changed = False
         for o in entry.outputs:
             changed |= self.channel.put(entry.file(o), o.file, o.sha256)
+        notes += self.channel.notes
+        self.channel.notes.clear()
         return changed
 
     def run(self, nodes: Sequence[BuildNode], name: str, *, check: bool | Sequence[str] = False) -> BuildReport:
@@ -333,6 +337,8 @@ class _Builder:
                         entry = self.store.add(bid, node.package, node.preimage or {}, files, seconds)
                         shutil.rmtree(work, ignore_errors=True)
                         status = "built"
+            notes += self.store.notes   # an entry found corrupt (and rebuilt) is said once
+            self.store.notes.clear()
             self.entries[node.package] = entry
             # The version a dependent pins (dep_<pkg>, <pkg>_version) is the one actually built: a
             # recipe may compute it with an expression graph.py does not evaluate.
@@ -340,7 +346,7 @@ class _Builder:
             if version != node.version:
                 node = dataclasses.replace(node, version=version)
                 by[node.package] = node
-            if self.publish(entry):
+            if self.publish(entry, notes):
                 index(self.channel.root)
             result = NodeResult(node.package, bid, version, status, seconds,
                                 [o.file for o in entry.outputs],
@@ -419,7 +425,8 @@ def write_manifest(report: BuildReport, state: Path, env: str) -> Path:
         for o in entry.outputs:
             pkgs.append({"name": o.name, "version": o.version, "build": o.build, "subdir": o.subdir,
                          "file": o.file, "build_id": n.id, "sha256": o.sha256})
-    data = {"format": BUILD_MANIFEST.stamp, "env": env, "channel": str(report.channel), "packages": pkgs}
+    data = {"format": BUILD_MANIFEST.stamp, "env": env, "channel": str(report.channel), "store": str(report.store),
+            "packages": pkgs}
     return write_text(state / "builds" / f"{env}.json", json.dumps(data, indent=2) + "\n")
 
 

@@ -187,20 +187,23 @@ def read_lock(path: str | Path) -> LockData:
                 le.packages[names[plat.name]] = [_locked(p, str(plat.subdir)) for p in pkgs]
                 le.subdirs[names[plat.name]] = str(plat.subdir)
             envs[name] = le
-    _refuse_secrets(envs, path)
+    refuse_secrets(lf, path)
     return LockData(path=path, platforms=platforms, envs=envs, meta=read_meta(text, path), version=version, rattler=lf)
 
 
-def _refuse_secrets(envs: dict[str, "LockedEnv"], path: Path) -> None:
+def refuse_secrets(lf: Any, path: Path) -> None:
     """A lock is committed and reviewed: a credential in a channel or package URL (written by hand or
     by another tool) is refused on read, in one line that does not repeat it, before any report of
-    the lock could print it."""
-    for name, env in envs.items():
-        for c in env.channels:
-            check_url_has_no_secret(c, field=f"environments.{name}.channels", file=path)
-        for plat, pkgs in env.packages.items():
+    the lock could print it. ``lf``: the rattler LockFile; every reader of a lock calls this
+    (``read_lock``: install, diff, lock --check; ``pixi verdict``)."""
+    names = row_names(lf.platforms())
+    for name, env in lf.environments():
+        for c in env.channels():
+            check_url_has_no_secret(str(c), field=f"environments.{name}.channels", file=path)
+        for plat, pkgs in env.packages_by_platform().items():
             for p in pkgs:
-                check_url_has_no_secret(p.url, field=f"environments.{name}.packages.{plat}", file=path)
+                check_url_has_no_secret(str(p.location), field=f"environments.{name}.packages.{names[plat.name]}",
+                                        file=path)
 
 
 def _locked(p: Any, subdir: str) -> LockedPackage:

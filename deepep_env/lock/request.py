@@ -63,6 +63,8 @@ class LockRequest:
     # empty: this request's own platforms.
     workspace: list[LockPlatformDef] = field(default_factory=list)
     plan_nodes: list = field(default_factory=list)   # the BuildNodes (pre-images) behind ``built``
+    # The build store whose entries the local channel's files are copies of (None: not checked).
+    store: Optional[Path] = None
 
     @property
     def workspace_platforms(self) -> list[LockPlatformDef]:
@@ -198,4 +200,4 @@ def request_for_env(r, project, *, channel_dir: Optional[Path] = None, for_check
     return LockRequest(env=r.name, platforms=[platform_for(s, r.cuda.version) for s in r.subdirs], channels=refs,
                        workspace=workspace_platforms(project),
                        requirements=reqs, built=nodes, spec_version=r.version, publish_url=r.publish_url,
-                       plan_nodes=list(bp.nodes))
+                       plan_nodes=list(bp.nodes), store=project.store)

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deepep_env.channels.auth import redact
+from deepep_env.copies import check_copy, store_sha
 from deepep_env.errors import UserError
 from deepep_env.lock.channels import client as make_client
-from deepep_env.lock.channels import probe
+from deepep_env.lock.channels import probe, url_to_path
 from deepep_env.lock.inputs import write_env_inputs
 from deepep_env.lock.lockfile import EnvSection, write_env
 from deepep_env.lock.request import LockRequest, request_for_env
@@ -86,6 +87,28 @@ def solve_request(req: LockRequest, *, client_obj=None) -> dict[str, list]:
     return out
 
 
+def ref_is_local(req: LockRequest, url: str) -> bool:
+    return any(c.local and url.startswith(c.source) for c in req.channels)
+
+
+def hash_local_files(req: LockRequest, records: dict[str, list]) -> None:
+    """A package of the local channel is locked with the sha256 of its file, hashed here, never the
+    one the channel's index claims; the file must be the store's (else the one in the index)."""
+    ours = {n.build_string: n for n in req.built}
+    for recs in records.values():
+        for rec in recs:
+            if not (ref_is_local(req, rec.url) and rec.url.startswith("file://")):
+                continue
+            node = ours.get(str(rec.build))
+            rel = f"{rec.subdir}/{rec.file_name}"
+            known = store_sha(req.store, node.build_id, rel) if node and req.store else None
+            want = ("the build store", known) if known else \
+                ("the channel's repodata.json", rec.sha256.hex() if rec.sha256 else None)
+            got = check_copy(url_to_path(rec.url), [want],
+                             fix=f"nothing written; `deepep-env build {req.env}` copies it again from the store")
+            rec.sha256, rec.md5, rec.size = bytes.fromhex(got.sha256), bytes.fromhex(got.md5), got.size
+
+
 def rewrite_urls(req: LockRequest, records: dict[str, list]) -> None:
     """Name each package by its channel's lock URL (the local channel → the spec's publish_url)."""
     refs = sorted(req.channels, key=lambda r: len(r.source), reverse=True)
@@ -101,6 +124,7 @@ def rewrite_urls(req: LockRequest, records: dict[str, list]) -> None:
 
 def lock_request(req: LockRequest, path: Path, *, client_obj=None, project=None) -> LockResult:
     records = solve_request(req, client_obj=client_obj)
+    hash_local_files(req, records)
     rewrite_urls(req, records)
     warnings: list[str] = []
     machine_local = any(c.machine_local for c in req.channels)

@@ -45,7 +45,62 @@ def existing_marker(prefix: "str | os.PathLike[str]") -> Optional[Path]:
 
 
 def has_marker(prefix: "str | os.PathLike[str]") -> bool:
-    return existing_marker(prefix) is not None
+    return existing_marker(prefix) is not None or (recover_swap(prefix) and existing_marker(prefix) is not None)
+
+
+# What an install leaves beside a prefix NAME while it runs, each named by the installer's pid:
+# .NAME.staging-PID-…, .NAME.pkgs-PID-… (deepep_env.install._staging) and .NAME.old-PID, the
+# previous prefix parked between the two renames of a swap (deepep_env.install._swap).
+_OWNER = re.compile(r"\.(?:staging|pkgs|old)-(\d+)(?:-|$)")
+
+
+def owner_pid(name: str) -> Optional[int]:
+    """The pid of the installer that made a leftover ``name``; None when the name carries none."""
+    m = _OWNER.search(name)
+    return int(m.group(1)) if m else None
+
+
+def pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False   # this process is not in the middle of another swap of the prefix
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True    # another user's process (EPERM): alive
+    return True
+
+
+def recover_swap(prefix: "str | os.PathLike[str]") -> bool:
+    """Roll back a swap killed between its two renames: no prefix, the previous one parked as
+    ``.NAME.old-PID`` by an installer that is gone → the parked one is renamed back. True when a
+    prefix was restored. Every reader of a prefix calls this, so the prefix is never missing."""
+    pfx = os.path.abspath(os.fspath(prefix))
+    parent, name = os.path.split(pfx)
+    if os.path.lexists(pfx):
+        return False
+    try:
+        parked = [n for n in os.listdir(parent) if n.startswith(f".{name}.old-")]
+    except OSError:
+        return False
+    for n in sorted(parked, key=lambda n: _mtime(os.path.join(parent, n)), reverse=True):
+        pid = owner_pid(n)
+        if pid is not None and pid_alive(pid):
+            continue   # that swap is under way right now
+        try:
+            os.rename(os.path.join(parent, n), pfx)
+            return True
+        except OSError:
+            continue   # another reader restored it first, or it went
+    return False
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return 0.0
 
 
 def is_conda_prefix(prefix: "str | os.PathLike[str]") -> bool:
@@ -102,6 +157,9 @@ def read_prefix_meta(prefix: str | os.PathLike[str], env: Optional[str] = None) 
     naming another env than ``env``."""
     prefix = os.path.abspath(os.fspath(prefix))
     found = existing_marker(prefix)
+    if found is None:
+        recover_swap(prefix)
+        found = existing_marker(prefix)
     path = str(found or os.path.join(prefix, META_RELPATH))
     try:
         with open(path, encoding="utf-8") as fh:
