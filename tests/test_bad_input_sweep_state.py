@@ -198,7 +198,7 @@ def test_a_swap_killed_between_its_renames_is_rolled_back_by_the_next_reader(ins
     pfx.rename(parked)
     res = cli_subprocess("activate", "h200-nvlink", "--prefix", pfx, "--shell", "bash", env=installed.env)
     assert res.returncode == 0, res.stderr
-    assert (pfx / "conda-meta" / "deepep-env.json").is_file() and not parked.exists()
+    assert (pfx / "conda-meta" / "deepep-env").is_file() and not parked.exists()
 
 
 def test_the_next_install_removes_a_killed_installs_litter_and_restores_the_prefix(installed):
@@ -209,7 +209,7 @@ def test_the_next_install_removes_a_killed_installs_litter_and_restores_the_pref
     pfx.rename(parked)
     res = installed.cli("install", "h200-nvlink")
     assert res.returncode == 0, res.stderr
-    assert (pfx / "conda-meta" / "deepep-env.json").is_file()
+    assert (pfx / "conda-meta" / "deepep-env").is_file()
     assert sorted(p.name for p in pfx.parent.iterdir()) == [pfx.name]
     assert not any(p.exists() for p in litter)
 

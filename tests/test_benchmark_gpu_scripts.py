@@ -128,3 +128,27 @@ def test_repacked_wheels_carry_their_own_licence(tmp_path):
         assert json.loads(read_in_package(conda, "info/about.json"))["license"] == got[pkg.name]
     assert got == {"expr": "Apache-2.0 OR MIT", "field": "BSD-2-Clause", "trove": "MIT",
                    "nvidia-cublas": "NVIDIA Proprietary Software", "silent": "LicenseRef-not-declared"}
+
+
+def test_repack_is_byte_identical_across_runs_umasks_and_clocks(tmp_path):
+    """Issue 25: the conda-mode harness's channel made on two machines had other sha256 for every
+    package (same sizes): zip members stamped with the clock and the temporary file's mtime. Two
+    repacks of the same files, a second apart, with other mtimes and modes on the inputs, agree."""
+    import os
+    import time
+
+    import repack_conda
+    from deepep_env.hashing import file_sha256
+
+    site = tmp_path / "site"
+    _dist(site, "same", "1.0", "License: MIT")
+    shas = []
+    for i, mode in enumerate((0o644, 0o664)):
+        for f in site.rglob("*"):
+            if f.is_file():
+                f.chmod(mode)
+                os.utime(f, (1e9 + i * 1000, 1e9 + i * 1000))
+        (pkg,) = repack_conda.dist_pkgs(site)
+        shas.append(file_sha256(pkg.write(tmp_path / f"chan{i}")))
+        time.sleep(2.1)   # zip times have a 2 s resolution
+    assert shas[0] == shas[1]

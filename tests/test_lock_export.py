@@ -183,8 +183,11 @@ def _changed_lock(repo_root, tmp_path):
     """A PR that changes one environment: a copy of pixi.lock whose deep-ep record of h200-nvlink
     has other bytes (sha256), and lockfiles/ as committed."""
     lock = tmp_path / "pixi.lock"
+    from deepep_env.lock.lockfile import read_lock
+
     text = (repo_root / "pixi.lock").read_text()
-    old = "sha256: 186922bb90f00bbca2a46c0ffcf5a9e5395f2b94738ccfa99d2f6eaf473b7489"
+    env = read_lock(repo_root / "pixi.lock").env("h200-nvlink")
+    old = "sha256: " + next(q.sha256 for ps in env.packages.values() for q in ps if q.name == "deep-ep")
     assert text.count(old) == 1
     lock.write_text(text.replace(old, "sha256: " + "ab" * 32))
     folder = tmp_path / "lockfiles"

@@ -228,11 +228,12 @@ def test_one_url_two_contents_is_refused(repo_root, tmp_path):
     lock = tmp_path / "pixi.lock"
     lock.write_bytes((repo_root / "pixi.lock").read_bytes())
     sections, _ = _existing_sections(lock)
-    (recs,) = sections["h200-nvlink-conda"].records.values()
+    # deepep-env's package is locked by h200-nvlink and h200-nvlink-v2 at one build (one URL)
+    (recs,) = sections["h200-nvlink-v2"].records.values()
     next(r for r in recs if r.name.normalized == "deepep-env").sha256 = bytes(32)
     before = lock.read_bytes()
     with pytest.raises(UserError, match="one file, two contents; nothing written"):
-        write_env(lock, "h200-nvlink-conda", sections["h200-nvlink-conda"],
+        write_env(lock, "h200-nvlink-v2", sections["h200-nvlink-v2"],
                   [platform_for("linux-64", "12.9"), platform_for("linux-64", "13.0")])
     assert lock.read_bytes() == before
 

@@ -147,6 +147,8 @@ def _project_copy(tmp_path: Path) -> Project:
     root = tmp_path / "proj"
     shutil.copytree(REPO / "env_specs", root / "env_specs")
     shutil.copytree(REPO / "recipes", root / "recipes", ignore=shutil.ignore_patterns("__pycache__"))
+    # the host facts the committed lock was built with (lockfiles/build-inputs.json): a copy plans the same ids
+    shutil.copytree(REPO / "lockfiles", root / "lockfiles")
     return Project(root)
 
 

@@ -96,6 +96,20 @@ def wheel_license(meta) -> str:
     return " OR ".join(dict.fromkeys(found)) or "LicenseRef-not-declared"
 
 
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+def _zip_member(z: zipfile.ZipFile, name: str, data: "bytes | Path") -> None:
+    zi = zipfile.ZipInfo(name, date_time=ZIP_TIME)
+    zi.compress_type, zi.external_attr, zi.create_system = zipfile.ZIP_STORED, 0o644 << 16, 3
+    with z.open(zi, "w") as dst:
+        if isinstance(data, Path):
+            with open(data, "rb") as src:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        else:
+            dst.write(data)
+
+
 class Pkg:
     def __init__(self, name: str, version: str, build: str, depends: list[str] | None = None,
                  license: str = WRAPPER_LICENSE):
@@ -144,7 +158,7 @@ class Pkg:
                     paths.append({"_path": arc, "path_type": "hardlink", "size_in_bytes": len(data)})
                 else:
                     st = v.stat()
-                    ti.size, ti.mode = st.st_size, st.st_mode & 0o777
+                    ti.size, ti.mode = st.st_size, 0o755 if st.st_mode & 0o111 else 0o644
                     with open(v, "rb") as src:
                         tar.addfile(ti, src)
                     paths.append({"_path": arc, "path_type": "hardlink", "size_in_bytes": st.st_size})
@@ -160,13 +174,15 @@ class Pkg:
                                                    "license": self.license})):
                 data = json.dumps(obj, indent=1, sort_keys=True).encode()
                 ti = tarfile.TarInfo(name)
-                ti.size, ti.mtime = len(data), EPOCH
+                ti.size, ti.mtime, ti.mode = len(data), EPOCH, 0o644
                 tar.addfile(ti, io.BytesIO(data))
         tmp = out.with_suffix(".tmp")
+        # Same files, same bytes on any machine (issue 25): every zip member gets a fixed time and mode
+        # (zipfile's writestr/write would stamp the clock or the temporary file's mtime).
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
-            z.writestr("metadata.json", json.dumps({"conda_pkg_format_version": 2}))
-            z.write(tmp_pkg, f"pkg-{stem}.tar.zst")
-            z.writestr(f"info-{stem}.tar.zst", zstandard.ZstdCompressor(level=3).compress(info_tar.getvalue()))
+            _zip_member(z, "metadata.json", json.dumps({"conda_pkg_format_version": 2}).encode())
+            _zip_member(z, f"pkg-{stem}.tar.zst", tmp_pkg)
+            _zip_member(z, f"info-{stem}.tar.zst", zstandard.ZstdCompressor(level=3).compress(info_tar.getvalue()))
         tmp_pkg.unlink()
         tmp.rename(out)
         print(f"repack: {out.name} {out.stat().st_size / 1e6:.0f} MB ({len(self.files)} files)", flush=True)
