@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.hashing import build_id, build_id_preimage, recipe_sha256, short_id
-from deepep_env.lock.inputs import host_inputs_from_record
+from deepep_env.lock.inputs import host_inputs_from_record, resolutions_from_record
 from deepep_env.lock.platforms import platform_for
 from deepep_env.project import Project
 from deepep_env.sources import hostprint
@@ -47,6 +47,8 @@ class BuildNode:
     # microarchitecture for __archspec), never the build machine's (build_virtual_packages).
     virtual_packages: dict[str, str] = field(default_factory=dict)
     recipe_hash: str = ""
+    # identity: what the build/host environments resolved to outside the graph (builder/resolution.py)
+    resolved: dict[str, Any] = field(default_factory=dict)
     preimage: Optional[dict[str, Any]] = None
     id: Optional[str] = None          # None while a source or patch is not pinned by content
     unpinned: tuple[str, ...] = ()
@@ -183,6 +185,7 @@ def finish_node(node: BuildNode, dep_ids: dict[str, Optional[str]]) -> BuildNode
         dependencies=dependencies,
         externals=node.externals,
         virtual_packages=node.virtual_packages,
+        resolved=node.resolved,
     )
     return BuildNode(**{**node.__dict__, "recipe_hash": rhash, "preimage": pre, "id": build_id(pre)})
 
@@ -329,12 +332,21 @@ def _spec_nodes(r: ResolvedSpec, project: Project) -> list[BuildNode]:
     return nodes
 
 
-def plan(r: ResolvedSpec, project: Project, host: Optional[HostInputs] = None) -> BuildPlan:
+# (env, package) -> the resolution of its build/host environments (builder/resolution.py), or {}
+Resolutions = Callable[[str, str], dict[str, Any]]
+
+
+def plan(r: ResolvedSpec, project: Project, host: Optional[HostInputs] = None,
+         resolved: Optional[Resolutions] = None) -> BuildPlan:
     """The build graph of ``r``. ``host`` gives each host external's fingerprint: by default the one
     the committed lock recorded (lockfiles/build-inputs.json), else this machine's; the builder
-    passes :func:`live_host` (what it builds with is what this machine has)."""
+    passes :func:`live_host` (what it builds with is what this machine has). ``resolved`` gives what
+    a node's build environments resolved to (by default the lock's record); the builder resolves
+    them itself before it builds."""
     host = host or host_inputs_from_record(project, live_host)
-    nodes = {n.package: _fingerprinted(n, r.name, host) for n in _spec_nodes(r, project)}
+    resolved = resolved or resolutions_from_record(project)
+    nodes = {n.package: dataclasses.replace(_fingerprinted(n, r.name, host), resolved=resolved(r.name, n.package))
+             for n in _spec_nodes(r, project)}
     # The edges are the recipes' own: a build/host requirement or an exact pin is a dependency (its id
     # enters the pre-image); a run requirement by version range only is a run dependency (DeepEP's
     # `deepep-env >=0.2,<1`: in the channel of its recipe test, not an input of its bytes).

@@ -113,6 +113,7 @@ def build_id_preimage(
     dependencies: Mapping[str, str] | None = None,
     externals: Mapping[str, Any] | None = None,
     virtual_packages: Mapping[str, str] | None = None,
+    resolved: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The documented pre-image of a build id (docs/build-id.md §2). Order of patches matters
     (they apply in order); everything else is a mapping and therefore order-free."""
@@ -127,6 +128,8 @@ def build_id_preimage(
             "dependencies": dict(dependencies or {}),
             "externals": dict(externals or {}),
             "virtual_packages": dict(virtual_packages or {}),
+            # the packages the build and host environments resolved to outside the graph (sha256)
+            "resolved": dict(resolved or {}),
         }
     )
 

@@ -258,3 +258,35 @@ def test_requirement_outside_the_graph(tmp_path):
         _build(tmp_path / "g2", tmp_path / "s2", extra_channels=[empty.as_uri()])
     _store_is_clean(tmp_path / "s2" / "store")
     assert ext.nodes[0].version == "2.5"
+
+
+def test_two_channels_that_solve_differently_give_two_ids(tmp_path):
+    """Issue 25: the id covers the exact packages the build/host environments resolved to outside the
+    graph (by sha256), not just the request: the same recipe against a channel whose ext-lib 2.5 has
+    other bytes is another id, recorded in the store entry, the package's info/ and the manifest."""
+    import json
+
+    from build_fixtures import read_in_package
+    from deepep_env.builder.normalize import BUILD_INPUTS_MEMBER
+    from deepep_env.builder.resolution import from_rendered, rendered_recipe
+
+    add_recipe(tmp_path / "g", "needs", _tiny("needs", "requirements:\n  host:\n    - ext-lib >=2\n"))
+    chans = []
+    for i in range(2):   # the same name and version, other bytes
+        d = tmp_path / f"other{i}"
+        add_recipe(d, "ext-lib", _tiny("ext-lib").replace('"1"', '"2.5"').replace("[echo ext-lib]",
+                   f"[mkdir -p $PREFIX/share, echo {i} > $PREFIX/share/ext-lib-{i}]"))
+        _build(d, tmp_path / f"ext{i}")
+        chans.append((tmp_path / f"ext{i}" / "channel").as_uri())
+    a = _build(tmp_path / "g", tmp_path / "sa", extra_channels=[chans[0]])
+    b = _build(tmp_path / "g", tmp_path / "sb", extra_channels=[chans[1]])
+    assert a.nodes[0].id != b.nodes[0].id            # two solutions, two ids
+    again = _build(tmp_path / "g", tmp_path / "sa", extra_channels=[chans[0]])
+    assert _statuses(again) == {"needs": "cached"} and again.nodes[0].id == a.nodes[0].id
+    pkg = tmp_path / "sa" / "channel" / a.nodes[0].outputs[0]
+    inputs = json.loads(read_in_package(pkg, BUILD_INPUTS_MEMBER))
+    (entry,) = inputs["preimage"]["resolved"]["host"]
+    assert entry.startswith("ext-lib 2.5 ") and " sha256:" in entry
+    assert from_rendered(rendered_recipe(pkg), ["needs"]) == inputs["preimage"]["resolved"]
+    store_entry = next((tmp_path / "sa" / "store").glob("*-needs/entry.json"))
+    assert json.loads(store_entry.read_text())["preimage"]["resolved"] == inputs["preimage"]["resolved"]

@@ -25,6 +25,7 @@ import fcntl
 import json
 import os
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,11 +34,13 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 from deepep_env.atomic import write_text
 from deepep_env.builder.channel import Channel, index, make_build_channel
 from deepep_env.builder.check import compare_packages, compare_with_sha
-from deepep_env.builder.driver import recipe_context, run as run_rattler_build
+from deepep_env.builder.driver import declared_virtual_packages, private_package_cache, recipe_context
+from deepep_env.builder.driver import run as run_rattler_build
+from deepep_env.builder.resolution import Resolution, differences, from_rendered, rendered_recipe, resolve
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
 from deepep_env.builder.normalize import BUILD_INPUTS_MEMBER, epoch_for, normalize_conda
 from deepep_env.builder.store import Store, StoreEntry
-from deepep_env.buildplan import BuildNode
+from deepep_env.buildplan import BuildNode, finish_node
 from deepep_env.buildplan import live_host, plan as build_plan
 from deepep_env.errors import SolveError, UserError
 from deepep_env.formats import BUILD_MANIFEST, BUILD_REPORT
@@ -263,22 +266,73 @@ class _Builder:
                                     on_line=lambda line: self.progress("log", node, line),
                                     virtual_packages=node.virtual_packages)
         except SolveError as exc:
-            outside = list(node.meta.get("outside_requirements") or ())
-            if outside:
-                # rattler-build does not say which spec failed; name the requirements that no
-                # recipe of the graph produces (channel URLs are not printed: they may hold tokens)
-                where = "the given channels" if self.extra_channels else "any channel (none given)"
-                raise UserError(f"{exc.message}; not built by this graph and not found in {where}: "
-                                f"{', '.join(outside)}", accepted="a recipe for it in the graph, or a channel "
-                                "that has it (--extra-channel / extra_channels=)") from None
-            raise
+            raise self._unsolvable(node, exc) from None
         epoch = epoch_for(node.id or "")
         aliases = mirror_aliases()
         info = {BUILD_INPUTS_MEMBER: (json.dumps({"id": node.id, "preimage": node.preimage}, indent=1, sort_keys=True,
                                                  ensure_ascii=False) + "\n").encode()}
         for f in res.packages:
             normalize_conda(f, epoch, aliases, info)
+        self._check_resolution(node, by, res.packages)
         return res.packages, time.monotonic() - started, res.notes
+
+    def _unsolvable(self, node: BuildNode, exc: SolveError) -> UserError:
+        outside = list(node.meta.get("outside_requirements") or ())
+        if not outside:
+            return exc
+        # rattler-build does not say which spec failed; name the requirements that no recipe of the
+        # graph produces (channel URLs are not printed: they may hold tokens)
+        where = "the given channels" if self.extra_channels else "any channel (none given)"
+        return UserError(f"{exc.message}; not built by this graph and not found in {where}: {', '.join(outside)}",
+                         accepted="a recipe for it in the graph, or a channel that has it (--extra-channel / "
+                                  "extra_channels=)")
+
+    def _graph_names(self, node: BuildNode, by: dict[str, BuildNode]) -> set[str]:
+        return {o.name for d in _closure(node, by) for o in self.entries[d.package].outputs}
+
+    def _as_built_here(self, node: BuildNode, by: dict[str, BuildNode], ids: dict[str, Optional[str]]) -> BuildNode:
+        """``node`` with the ids its dependencies were built under and, when it reads packages from
+        outside the graph (spec or --extra-channel channels), its build and host environments
+        resolved here by rattler-build (builder/resolution.py): the id it is looked up, built, stored
+        and locked under. Unchanged for a node that reads nothing from outside."""
+        resolved = node.resolved
+        if self.extra_channels and not node.meta.get("tool"):
+            try:
+                resolved = self._resolve(node, by)
+            except SolveError as exc:
+                raise self._unsolvable(node, exc) from None
+        deps_moved = any(ids.get(d) and ids.get(d) != (node.preimage or {}).get("dependencies", {}).get(d)
+                         for d in node.deps)
+        if resolved == node.resolved and not deps_moved:
+            return node
+        return finish_node(dataclasses.replace(node, resolved=resolved), ids)
+
+    def _resolve(self, node: BuildNode, by: dict[str, BuildNode]) -> Resolution:
+        with tempfile.TemporaryDirectory(prefix="deepep-env-resolve-") as tmp:
+            t = Path(tmp)
+            dep_files = [(self.entries[d.package].file(o), o.file) for d in _closure(node, by)
+                         for o in self.entries[d.package].outputs]
+            chan = make_build_channel(t / "deps-channel", dep_files)
+            staged = {n: self._work(node) / "src" / n for n in node.sources}
+            ctx = recipe_context(node, source_dirs=staged, deps=[by[d] for d in node.deps if d in by], jobs=self.jobs,
+                                 primary=primary_source(node.package, list(staged)))
+            with private_package_cache(), declared_virtual_packages(node.virtual_packages or {}):
+                return resolve(node.recipe_dir / "recipe.yaml", ctx, package=node.package,
+                               channels=[chan.url()] + list(self.extra_channels),
+                               graph_names=self._graph_names(node, by), work=t / "out")
+
+    def _check_resolution(self, node: BuildNode, by: dict[str, BuildNode], files: Sequence[Path]) -> None:
+        """The package's own record of its build/host environments is the resolution its id names."""
+        if not self.extra_channels or node.meta.get("tool"):
+            return
+        names = self._graph_names(node, by)
+        for f in files:
+            got = from_rendered(rendered_recipe(f), names)
+            if got != node.resolved:
+                diff = "; ".join(differences(node.resolved, got)[:3])
+                raise UserError(f"package {node.package}: its build environments resolved differently while it was "
+                                f"built than just before ({diff}): a channel changed during the build; nothing stored",
+                                accepted="run the build again")
 
     def _import_local_sources(self, nodes: Sequence[BuildNode]) -> None:
         """Sources the plan read from this machine (deepep-env's own tree) go into the source cache
@@ -321,7 +375,11 @@ class _Builder:
             require_present(wants, self.cache, offline=True, env=self.env)
         self.channel.ensure()
         self.store.clean_partials()
+        built_ids: dict[str, Optional[str]] = {}
         for node in nodes:
+            node = self._as_built_here(node, by, built_ids)
+            by[node.package] = node
+            built_ids[node.package] = node.id
             self.progress("start", node, None)
             bid = _pinned(node.id)
             entry = self.store.lookup(bid, node.package)
@@ -424,7 +482,8 @@ def write_manifest(report: BuildReport, state: Path, env: str) -> Path:
         assert entry is not None
         for o in entry.outputs:
             pkgs.append({"name": o.name, "version": o.version, "build": o.build, "subdir": o.subdir,
-                         "file": o.file, "build_id": n.id, "sha256": o.sha256})
+                         "file": o.file, "build_id": n.id, "sha256": o.sha256, "package": n.package,
+                         "resolved": entry.preimage.get("resolved") or {}})
     data = {"format": BUILD_MANIFEST.stamp, "env": env, "channel": str(report.channel), "store": str(report.store),
             "packages": pkgs}
     return write_text(state / "builds" / f"{env}.json", json.dumps(data, indent=2) + "\n")

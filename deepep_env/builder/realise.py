@@ -26,6 +26,7 @@ from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256
 from deepep_env.lock.lockfile import build_id_of
 from deepep_env.sources import SourceCache, require_present, wants_for_nodes
+from deepep_env.builder.resolution import differences as differences_of_resolutions
 from deepep_env.sources.hostprint import differences
 
 Progress = Callable[[str, Any, Any], None]
@@ -79,6 +80,12 @@ class Realiser:
         if not self.built:
             self._build(live)
         got = next(iter(sorted(Path(self.project.channel).resolve().glob(f"*/{filename}"))), None)
+        if got is None and node.resolved:
+            raise UserError(f"{self.why}; rebuilt here, its build environments resolved to other packages than the "
+                            f"lock's build ({'; '.join(self._resolution_moved(node)[:3])}): the lock does not apply to "
+                            f"the channels this machine reads", file=self.lock_path, field=name,
+                            accepted=f"the channels the lock was made from, or relock here: `deepep-env build "
+                                     f"{self.env} && deepep-env lock {self.env}`")
         if got is None:
             raise UserError(f"{label}: the rebuild of {node.package} produced no {filename}", file=self.lock_path,
                             field=name, accepted=f"`deepep-env build {self.env}` and its log")
@@ -89,6 +96,12 @@ class Realiser:
                 f"other bytes; refusing to install", file=self.lock_path, field=name,
                 accepted=f"`deepep-env build {self.env} --check` shows which members differ")
         return got
+
+    def _resolution_moved(self, node: BuildNode) -> list[str]:
+        from deepep_env.lock.inputs import resolutions_from_builds
+
+        here = resolutions_from_builds(self.project, self.env)(self.env, node.package)
+        return differences_of_resolutions(node.resolved, here)
 
     def _not_here(self, label: str, build: str, live: BuildPlan) -> UserError:
         recorded = build_plan(self.resolved, self.project)          # the host facts the lock recorded

@@ -96,3 +96,36 @@ def host_inputs_from_record(project, live) -> Any:
         return dict(fp) if isinstance(fp, dict) else live(env, package, component, meta)
 
     return host
+
+
+def resolutions_from_record(project) -> Any:
+    """A resolutions function for :func:`deepep_env.buildplan.plan`: what the lock recorded each
+    build's environments resolved to ({} where nothing was recorded)."""
+    inputs = read_inputs(project)
+
+    def resolved(env: str, package: str) -> dict[str, Any]:
+        rec = inputs.get(env, {}).get(package) or {}
+        r = (rec.get("preimage") or {}).get("resolved") or {}
+        return dict(r) if isinstance(r, dict) else {}
+
+    return resolved
+
+
+def resolutions_from_builds(project, env: str) -> Any:
+    """What the last ``deepep-env build ENV`` resolved each node's environments to (its build
+    manifest, ``<state>/builds/ENV.json``), else the lock's record: what ``lock`` locks."""
+    recorded = resolutions_from_record(project)
+    path = Path(project.state) / "builds" / f"{env}.json"
+    built: dict[str, dict[str, Any]] = {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError, UnicodeDecodeError):
+        data = {}
+    for p in data.get("packages") or [] if isinstance(data, dict) else []:
+        if isinstance(p, dict) and isinstance(p.get("package"), str) and isinstance(p.get("resolved"), dict):
+            built[p["package"]] = p["resolved"]
+
+    def resolved(e: str, package: str) -> dict[str, Any]:
+        return dict(built[package]) if e == env and package in built else recorded(e, package)
+
+    return resolved

@@ -183,13 +183,15 @@ def request_for_env(r, project, *, channel_dir: Optional[Path] = None, for_check
     """The lock request a resolved spec implies (build plan included)."""
     # local: pydantic and yaml; and buildplan imports lock.platforms, so at the top this would be a cycle
     from deepep_env.buildplan import live_host, plan as build_plan
+    from deepep_env.lock.inputs import resolutions_from_builds
 
     refs = resolve_channels(list(r.channels), publish_url=r.publish_url,
                             local_dir=Path(channel_dir) if channel_dir else project.channel,
                             explicit_dir=channel_dir is not None, for_check=for_check)
     # Locking records what was built here (this machine's host externals); a check reads the host
     # facts the committed lock recorded (lockfiles/build-inputs.json), so CI can check a GPU lock.
-    bp = build_plan(r, project, None if for_check else live_host)
+    bp = build_plan(r, project, None, None) if for_check else \
+        build_plan(r, project, live_host, resolutions_from_builds(project, r.name))
     nodes = built_nodes(bp)
     index: list[dict] = []
     if not for_check:
