@@ -200,3 +200,40 @@ def test_a_prefix_pixi_made_is_accepted_by_doctor_activate_and_task(installed, c
     assert rc == 0, err
     assert json.loads(out)["status"] == "up-to-date" and "adopted" in json.loads(out)["notes"][0]
     assert sorted(x.name for x in (prefix / "conda-meta").glob("*.json")) == before
+
+
+# --- deepep-env's own package: the lock names the build this checkout makes ---------------------------
+
+def test_the_tool_package_is_relocked_in_place_and_a_fresh_clone_rebuilds_it(installed, capsys, monkeypatch):
+    """Every code change is a new build of deepep-env's own package; a lock naming an older one names
+    bytes no clone can make. `lock ENV --only deepep-env` swaps this checkout's build in (every other
+    record kept); `--check` fails while it is not; and the install of a fresh clone rebuilds it."""
+    import deepep_env.buildplan as bp
+    from deepep_env.toolpkg import tool_source
+
+    proj = installed
+    p = ["--project", str(proj.root)]
+    src, _ = tool_source()
+    (src / "changed.py").write_text("# a code change\n")          # this checkout's code moved on
+    from deepep_env.hashing import tree_sha256
+    monkeypatch.setattr(bp, "tool_source", lambda: (src, tree_sha256(src)))
+    before = proj.pixi_lock.read_text()
+    rc, _, err = cli_in_process(capsys, "lock", "lt-host", "--only", "deepep-env", "--check", *p)
+    assert rc == 1 and "a fresh clone could not rebuild the locked one" in err
+    rc, out, err = cli_in_process(capsys, "lock", "lt-host", "--only", "deepep-env", *p)
+    assert rc == 0 and "re-locked at" in out, err
+    after = proj.pixi_lock.read_text()
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert changed and all("deepep-env" in a or "sha256" in a or "md5" in a or "size" in a or "timestamp" in a
+                           for a, _ in changed)
+    assert cli_in_process(capsys, "lock", "lt-host", "--only", "deepep-env", "--check", *p)[0] == 0
+    assert cli_in_process(capsys, "lock", "lt-host", "--check", *p)[0] == 0
+    rc, _, err = cli_in_process(capsys, "lock", "lt-host", "--only", "nvshmem", *p)
+    assert rc == 2 and "only deepep-env" in err
+    # a fresh clone: the tool's file is nowhere but its source is this checkout: rebuilt, sha256 checked
+    for f in proj.channel.glob("noarch/deepep-env-*"):
+        f.unlink()
+    shutil.rmtree(proj.store, ignore_errors=True)
+    rc, out, err = cli_in_process(capsys, "install", "lt-host", *p, "--json")
+    assert rc == 0, err
+    assert any(n.startswith("rebuilt deepep-env") for n in json.loads(out)["notes"])

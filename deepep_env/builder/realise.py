@@ -41,7 +41,7 @@ class Realiser:
     project: Any
     lock_path: Path
     progress: Optional[Progress] = None
-    built: bool = False
+    built: set[str] = field(default_factory=set)   # packages this install has rebuilt
     notes: list[str] = field(default_factory=list)
     why: str = ""                       # what the channel said, quoted in every refusal
 
@@ -77,8 +77,8 @@ class Realiser:
         node = next((n for n in live.nodes if n.build_string == build), None)
         if node is None:
             raise self._not_here(label, build, live)
-        if not self.built:
-            self._build(live)
+        if node.package not in self.built:
+            self._build(live, _closure_of(node, live))
         got = next(iter(sorted(Path(self.project.channel).resolve().glob(f"*/{filename}"))), None)
         if got is None and node.resolved:
             raise UserError(f"{self.why}; rebuilt here, its build environments resolved to other packages than the "
@@ -118,13 +118,13 @@ class Realiser:
                          accepted=f"a channel that has it, or relock here: `deepep-env build {self.env} && "
                                   f"deepep-env lock {self.env}`")
 
-    def _build(self, live: BuildPlan) -> None:
+    def _build(self, live: BuildPlan, nodes: list[BuildNode]) -> None:
         # local: the builder imports this module's siblings; realising is its last step
         from deepep_env.builder import build_graph, spec_channels_for_build, write_manifest
 
         cache = SourceCache(Path(self.project.source_cache).resolve())
         store = Store(Path(self.project.store).resolve())
-        todo = [n for n in live.nodes if n.id and store.lookup(n.id, n.package) is None]
+        todo = [n for n in nodes if n.id and store.lookup(n.id, n.package) is None]
         try:
             require_present(wants_for_nodes([n for n in todo if not n.meta.get("local_source")]), cache,
                             offline=True, env=self.env)
@@ -132,14 +132,26 @@ class Realiser:
             raise UserError(f"{self.why}; and to rebuild it here its sources must be cached ({exc.message})",
                             file=self.lock_path, accepted=f"`deepep-env fetch {self.env}` (network) or "
                                                          f"`deepep-env fetch {self.env} --from DIR`") from None
-        report = build_graph(list(live.nodes), store=self.project.store, channel=self.project.channel,
+        report = build_graph(nodes, store=self.project.store, channel=self.project.channel,
                              source_cache=self.project.source_cache, state=self.project.state, offline=True,
                              progress=self.progress, name=self.env, env=self.env,
                              extra_channels=spec_channels_for_build(self.resolved.channels, offline=True))
         write_manifest(report, self.project.state, self.env)
-        self.built = True
+        self.built |= {n.package for n in nodes}
         self.notes += [f"rebuilt {n.package} {n.version} ({n.status}, {n.seconds:.1f} s)" for n in report.nodes
                        if n.status == "built"]
+
+
+def _closure_of(node: BuildNode, plan: BuildPlan) -> list[BuildNode]:
+    """``node`` and what its build needs from the graph (build and run edges), in the plan's order."""
+    want, stack = set(), [node.package]
+    while stack:
+        p = stack.pop()
+        if p not in want:
+            want.add(p)
+            n = plan.node(p)
+            stack += list(n.deps) + list(n.run_deps)
+    return [n for n in plan.nodes if n.package in want]
 
 
 def _entry_id(entry_dir: Path) -> Optional[str]:

@@ -16,6 +16,8 @@ def register(app: typer.Typer) -> None:
         channel: Optional[str] = typer.Option(None, "--channel", help="the local channel folder (default <state>/channel)"),
         check: bool = typer.Option(False, "--check", help="do not solve: exit 1 when the lock no longer satisfies the spec"),
         output: Optional[str] = typer.Option(None, "--output", "-o", help="lock path (default: the project's pixi.lock)"),
+        only: Optional[str] = typer.Option(None, "--only", help="re-lock one package in place, every other record kept: "
+                                           "deepep-env (this checkout's build of the tool; ENV 'all' = every environment)"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -25,6 +27,9 @@ def register(app: typer.Typer) -> None:
         from deepep_env.lock import check_lock, lock_env
         from deepep_env.lock.render import check_text
 
+        if only is not None:
+            _only(proj, env, only, check=check, output=output)
+            return
         if check:
             checked = check_lock(env, proj, channel=channel, lock_path=output)
             data = checked.to_dict()
@@ -49,3 +54,33 @@ def register(app: typer.Typer) -> None:
         for sub, pkgs in res.packages.items():
             for p in pkgs:
                 print(f"  {sub}  {p['name']} {p['version']} {p['build']}")
+
+
+def _only(proj, env: str, only: str, *, check: bool, output: Optional[str]) -> None:
+    """``--only deepep-env``: the tool package this checkout builds, swapped into the lock (or, with
+    --check, exit 1 when the lock names another build of it)."""
+    from pathlib import Path
+
+    from deepep_env.errors import UserError
+    from deepep_env.lock.tool import TOOL, relock_tool, this_checkout_tool, tool_status
+
+    if only != TOOL:
+        raise UserError(f"--only {only}: only {TOOL} can be re-locked in place (the other packages are built on "
+                        "their GPU image: build and lock the environment)", field="--only", accepted=TOOL)
+    path = Path(output) if output else proj.pixi_lock
+    envs = None if env == "all" else [env]
+    if check:
+        node = this_checkout_tool(proj)
+        locked = tool_status(proj, path)
+        stale = sorted(e for e, b in locked.items() if (envs is None or e in envs) and node and b != node.build_string)
+        if stale:
+            raise StaleError(f"{', '.join(stale)} lock(s) {TOOL} {locked[stale[0]]}, this checkout builds "
+                             f"{node.build_string if node else '?'}: a fresh clone could not rebuild the locked one",
+                             file=path, accepted=f"run `deepep-env lock all --only {TOOL}` and commit pixi.lock")
+        print(f"{TOOL}: every environment locks this checkout's build")
+        return
+    res = relock_tool(proj, envs, lock=path)
+    for e in res.changed:
+        print(f"{e}: {TOOL} re-locked at {res.build}")
+    for e in res.current:
+        print(f"{e}: {TOOL} {res.build} already locked")

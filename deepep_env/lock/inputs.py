@@ -129,3 +129,14 @@ def resolutions_from_builds(project, env: str) -> Any:
         return dict(built[package]) if e == env and package in built else recorded(e, package)
 
     return resolved
+
+
+def swap_tool_inputs(project, env: str, node: Any) -> None:
+    """Record ``node`` (deepep-env's own package, relocked in place) for ``env``, nothing else changed."""
+    envs = dict(read_inputs(project))
+    if env not in envs:
+        return
+    envs[env] = {**envs[env], node.package: {"id": node.id, "version": node.version, "build": node.build_string,
+                                             "preimage": node.preimage}}
+    data = {"format": BUILD_INPUTS.stamp, "environments": {e: envs[e] for e in sorted(envs)}}
+    write_text(inputs_path(project), json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
