@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator, Optional
 from deepep_env.atomic import write_text
 from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
+from deepep_env.readfile import MAX_CONFIG_BYTES, present, read_regular
 from deepep_env.formats import PREFIX_MARKER
 from deepep_env.hashing import file_sha256
 from deepep_env.lock.channels import channel_mirrors, url_to_path
@@ -44,7 +45,7 @@ def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
     """The completion marker of a prefix, or None when the prefix is not a complete install."""
     p = marker_path(prefix)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(p, MAX_CONFIG_BYTES))
     except (OSError, ValueError):
         return None
     return data if PREFIX_MARKER.accepts(data) else None
@@ -298,7 +299,7 @@ def install_locked(lock: str | Path, env: str, prefix: str | Path, *, mirrors: O
     (``marker`` carries what the spec would add to the completion marker)."""
     t0 = time.perf_counter()
     lock = Path(lock)
-    if not lock.is_file():
+    if not present(lock):
         raise UserError("no lock to install from", file=lock, accepted=f"run `deepep-env lock {env}` first")
     pfx = check_prefix(Path(prefix).expanduser(), project_root)
     try:
