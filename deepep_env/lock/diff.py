@@ -18,9 +18,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from deepep_env.argv import operand
 from deepep_env.errors import UserError
 from deepep_env.formats import LOCK_DIFF
 from deepep_env.lock.lockfile import LockData, LockedEnv, LockedPackage, read_lock
+from deepep_env.readfile import present
 
 # Review order of the pinned components (issue 5); every other package follows, by name.
 # Names are conda's (normalised, lower case) and PyPI's (`torch`, NVIDIA's `nvidia-*-cu12` wheels, which
@@ -345,14 +347,15 @@ _REV_PATH = re.compile(r"^(?P<rev>[^:\s]+):(?P<path>.+)$")
 def load_lock_arg(arg: str, *, cwd: Optional[Path] = None) -> tuple[LockData, str]:
     """A lock named by path, or by ``REV:path`` in the git repository at ``cwd``."""
     p = Path(arg)
-    if p.exists():
+    if present(p):
         return read_lock(p), arg
     m = _REV_PATH.match(arg)
     if not m:
         raise UserError("lock file not found", file=arg, accepted="a path, or REV:path such as HEAD~1:pixi.lock")
-    rev, rel = m.group("rev"), m.group("path")
+    rev = operand(m.group("rev"), field="REV", file=arg, accepted="REV:path such as HEAD~1:pixi.lock")
+    rel = m.group("path")
     try:
-        out = subprocess.run(["git", "show", f"{rev}:{rel}"], cwd=cwd, capture_output=True, check=False, timeout=60)
+        out = subprocess.run(["git", "show", "--end-of-options", f"{rev}:{rel}"], cwd=cwd, capture_output=True, check=False, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UserError(f"cannot run git: {exc}", file=arg) from None
     if out.returncode != 0:
