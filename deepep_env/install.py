@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as _dt
+import hashlib
 import json
 import os
 import shutil
@@ -30,7 +31,7 @@ from typing import Any, Iterable, Iterator, Optional
 from deepep_env.atomic import write_text
 from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
-from deepep_env.readfile import MAX_CONFIG_BYTES, present, read_regular
+from deepep_env.readfile import MAX_CONFIG_BYTES, read_bytes, read_regular
 from deepep_env.formats import PREFIX_MARKER
 from deepep_env.hashing import file_sha256
 from deepep_env.lock.channels import channel_mirrors, url_to_path
@@ -299,14 +300,14 @@ def install_locked(lock: str | Path, env: str, prefix: str | Path, *, mirrors: O
     (``marker`` carries what the spec would add to the completion marker)."""
     t0 = time.perf_counter()
     lock = Path(lock)
-    if not present(lock):
-        raise UserError("no lock to install from", file=lock, accepted=f"run `deepep-env lock {env}` first")
+    # read once, bounded: a FIFO or /dev/zero is named as such, a missing lock is "no lock"
+    lock_sha = "sha256:" + hashlib.sha256(read_bytes(lock, what="lock", missing="no lock to install from",
+                                                     accepted=f"run `deepep-env lock {env}` first")).hexdigest()
     pfx = check_prefix(Path(prefix).expanduser(), project_root)
     try:
         pfx = pfx.resolve()
     except OSError as exc:
         raise UserError(f"cannot use {pfx} as a prefix: {exc.strerror or exc}", field="--prefix") from None
-    lock_sha = file_sha256(lock)
     subdir = current_subdir()
     with _prefix_lock(pfx):
         if not force:

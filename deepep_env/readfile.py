@@ -99,7 +99,9 @@ def read_regular(path: PathLike, limit: int = MAX_BYTES, flags: int = 0) -> byte
     return read_fd(open_regular(path, flags), limit, os.fspath(path))
 
 
-def _refusal(exc: OSError, path: PathLike, what: str, accepted: Optional[str], missing: Optional[str]) -> UserError:
+def as_user_error(exc: OSError, path: PathLike, what: str = "file", accepted: Optional[str] = None,
+                  missing: Optional[str] = None) -> UserError:
+    """The one line for a read that failed with ``exc``."""
     if isinstance(exc, TooLarge):
         return UserError(f"{what} is {exc.size} bytes or more", file=os.fspath(path), accepted=f"at most {exc.limit} bytes")
     if isinstance(exc, NotRegular):
@@ -117,7 +119,7 @@ def read_bytes(path: PathLike, *, what: str = "file", accepted: Optional[str] = 
     try:
         return read_regular(path, limit)
     except OSError as exc:
-        raise _refusal(exc, path, what, accepted, missing) from None
+        raise as_user_error(exc, path, what, accepted, missing) from None
 
 
 def decode(raw: bytes, path: PathLike, *, what: str = "file", accepted: Optional[str] = None) -> str:
@@ -178,5 +180,5 @@ def read_toml(path: PathLike, *, what: str = "file", accepted: Optional[str] = N
     return parse_toml(text, path)
 
 
-__all__ = ["MAX_BYTES", "MAX_CONFIG_BYTES", "NotRegular", "TooLarge", "decode", "kind_of", "open_regular",
+__all__ = ["MAX_BYTES", "MAX_CONFIG_BYTES", "NotRegular", "TooLarge", "as_user_error", "decode", "kind_of", "open_regular",
            "parse_toml", "present", "read_bytes", "read_fd", "read_json", "read_regular", "read_text", "read_toml"]

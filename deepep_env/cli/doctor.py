@@ -24,12 +24,10 @@ class _DoctorCommand(TyperCommand):
 
 
 def _read_env_file(path: str) -> dict[str, str]:
-    from deepep_env.errors import UserError
+    from deepep_env.readfile import MAX_CONFIG_BYTES, read_text
 
-    try:
-        text = open(path, encoding="utf-8", errors="replace").read()
-    except OSError as exc:
-        raise UserError(f"cannot read: {exc.strerror or exc}", file=path, field="--env-file") from None
+    text = read_text(path, what="--env-file", accepted="a KEY=VALUE file such as a captured host's env.txt",
+                     limit=MAX_CONFIG_BYTES)
     out = {}
     for line in text.splitlines():
         line = line.strip()

@@ -19,6 +19,7 @@ from deepep_env.atomic import write_bytes
 from deepep_env.errors import UserError
 from deepep_env.lock.lockfile import LockedPackage, read_lock
 from deepep_env.lock.solve import default_lock_path
+from deepep_env.readfile import present
 
 _DEP = re.compile(r"^\s*([A-Za-z0-9_][A-Za-z0-9_.\-]*)\s*(.*)$")
 
@@ -119,7 +120,7 @@ def export_conda_lock(env: str, project, *, lock_path: Optional[str | Path] = No
     from conda_lock.lockfile import write_conda_lock_file
 
     src = Path(lock_path) if lock_path else default_lock_path(project, env)
-    if not src.is_file():
+    if not present(src):
         raise UserError("no lock to export", file=src, accepted=f"run `deepep-env lock {env}` first")
     out = Path(output) if output else project.root / f"{env}.conda-lock.yml"
     model = to_conda_lock(src, env, output=out, platform=platform)

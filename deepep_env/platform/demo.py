@@ -7,11 +7,11 @@ tests/fixtures/hosts/make_hosts.py --write-packaged; a test keeps them equal to 
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from deepep_env.errors import UserError
+from deepep_env.readfile import read_json
 from deepep_env.platform.hosttree import build_host_tree
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "hosts"
@@ -22,10 +22,7 @@ def demo_description(name: str) -> dict:
     if name not in DEMO_HOSTS:
         raise UserError(f"unknown demo host {name!r}", field="name", accepted=", ".join(DEMO_HOSTS))
     path = DATA_DIR / f"{name}.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read the packaged host description: {exc}", file=path) from None
+    return read_json(path, what="the packaged host description")
 
 
 def materialize_demo_host(name: str, dest: str | os.PathLike[str]) -> Path:
