@@ -214,8 +214,54 @@ def _task(c: _Check, name: str, v: Any, where: str) -> Task:
                 description=c.string(v["description"], f"{where}.description") if "description" in v else None)
 
 
-def _names(c: _Check, t: Any, where: str) -> tuple[str, ...]:
-    return tuple(c.table(t, where, "a table: { name = spec }"))
+A_SPEC = '"version" or a table of strings: { version = "...", build = "..." }'
+A_CHANNEL = '"name-or-url" or { channel = "name-or-url", priority = 0 }'
+A_PLATFORM = '"linux-64" or { platform = "linux-64", cuda = "12.9", glibc = "2.28" }'
+
+
+def _names(c: _Check, t: Any, where: str, pypi: bool = False) -> tuple[str, ...]:
+    """The package names of a dependency table; each spec a string or a table (of strings, for conda)."""
+    deps = c.table(t, where, "a table: { name = spec }")
+    for name, v in deps.items():
+        if pypi and isinstance(v, dict):
+            continue  # PyPI tables carry booleans (editable) and lists (extras)
+        if not isinstance(v, dict):
+            c.string(v, f"{where}.{name}", A_SPEC)
+        else:
+            for k, x in v.items():
+                c.string(x, f"{where}.{name}.{k}", A_SPEC)
+    return tuple(deps)
+
+
+def _channels(c: _Check, v: Any, where: str) -> None:
+    if not isinstance(v, list):
+        raise c.fail(where, v, f"a list of {A_CHANNEL}")
+    for i, x in enumerate(v):
+        w = f"{where}[{i}]"
+        if isinstance(x, dict):
+            c.keys(x, w, ("channel", "priority"))
+            c.string(x.get("channel"), f"{w}.channel", A_CHANNEL)
+            if "priority" in x and (not isinstance(x["priority"], int) or isinstance(x["priority"], bool)):
+                raise c.fail(f"{w}.priority", x["priority"], "an integer")
+        else:
+            c.string(x, w, A_CHANNEL)
+
+
+def _platforms(c: _Check, v: Any, where: str, rich: bool) -> None:
+    """A feature's platforms are names; the workspace's may be pixi's rich tables."""
+    if not isinstance(v, list):
+        raise c.fail(where, v, f"a list of {A_PLATFORM if rich else 'platform names'}")
+    for i, x in enumerate(v):
+        w = f"{where}[{i}]"
+        if not (rich and isinstance(x, dict)):
+            c.string(x, w, A_PLATFORM if rich else "a platform name")
+            continue
+        c.string(x.get("platform", x.get("name")), f"{w}.platform", A_PLATFORM)
+        for k, val in x.items():
+            if k == "cuda" and isinstance(val, dict):
+                c.str_table(val, f"{w}.cuda")
+            else:
+                c.string(val, f"{w}.{k}", A_PLATFORM)
 
 
 def _feature(c: _Check, name: str, t: dict[str, Any], where: str) -> Feature:
@@ -223,21 +269,15 @@ def _feature(c: _Check, name: str, t: dict[str, Any], where: str) -> Feature:
     activation = c.table(t.get("activation"), f"{where}activation", "a table: { env = {...}, scripts = [...] }")
     if "scripts" in activation:
         c.strings(activation["scripts"], f"{where}activation.scripts")
-    for k in ("channels", "platforms"):
-        if k in t and name != "default":
-            _check_list(c, t[k], f"{where}{k}")
+    if name != "default":  # the default feature's channels and platforms are the workspace's
+        if "channels" in t:
+            _channels(c, t["channels"], f"{where}channels")
+        if "platforms" in t:
+            _platforms(c, t["platforms"], f"{where}platforms", rich=False)
     return Feature(name, tasks={n: _task(c, n, x, f"{where}tasks.{n}") for n, x in tasks.items()},
                    activation_env=c.str_table(activation.get("env"), f"{where}activation.env"),
                    dependencies=_names(c, t.get("dependencies"), f"{where}dependencies"),
-                   pypi_dependencies=_names(c, t.get("pypi-dependencies"), f"{where}pypi-dependencies"))
-
-
-def _check_list(c: _Check, v: Any, where: str) -> None:
-    if not isinstance(v, list):
-        raise c.fail(where, v, "a list")
-    for i, x in enumerate(v):
-        if not isinstance(x, (str, dict)):
-            raise c.fail(f"{where}[{i}]", x, "a string or a table")
+                   pypi_dependencies=_names(c, t.get("pypi-dependencies"), f"{where}pypi-dependencies", pypi=True))
 
 
 def _environment(c: _Check, name: str, v: Any, features: dict[str, Feature]) -> Environment:
@@ -266,9 +306,10 @@ def _environment(c: _Check, name: str, v: Any, features: dict[str, Feature]) -> 
 def parse_manifest(raw: dict[str, Any], path: Path) -> PixiManifest:
     c = _Check(path)
     ws = c.table(raw.get("workspace", raw.get("project")), "workspace")
-    for k in ("channels", "platforms"):
-        if k in ws:
-            _check_list(c, ws[k], f"workspace.{k}")
+    if "channels" in ws:
+        _channels(c, ws["channels"], "workspace.channels")
+    if "platforms" in ws:
+        _platforms(c, ws["platforms"], "workspace.platforms", rich=True)
     feature_tables = c.table(raw.get("feature"), "feature", "a table: [feature.NAME]")
     features = {"default": _feature(c, "default", raw, "")}
     for n, t in feature_tables.items():

@@ -165,6 +165,13 @@ NEW_CASES = {
     "verdict-bad-environments": (_write("pixi.toml", _pixi_toml(environments="").replace("[environments]\n",
                                                                                          "environments = 5\n")),
                                  ["pixi", "verdict"], "environments"),
+    "verdict-dependency-int": (_write("pixi.toml", _pixi_toml(GREET + "\n\n[feature.h200-nvlink.dependencies]\nnumpy = 5")),
+                               ["pixi", "verdict"], "dependencies.numpy"),
+    "verdict-channel-int": (_write("pixi.toml", _pixi_toml().replace("channels = []", "channels = [{ channel = 5 }]")),
+                            ["pixi", "verdict"], "workspace.channels[0].channel"),
+    "verdict-platform-cuda-int": (_write("pixi.toml", _pixi_toml().replace('platforms = ["linux-64"]',
+                                                                           'platforms = [{ platform = "linux-64", cuda = 5 }]')),
+                                  ["pixi", "verdict"], "workspace.platforms[0].cuda"),
     # a revision that git would read as an option
     "diff-rev-option": (_git_commit, ["diff", "--", "--output=FILE:pixi.lock", "pixi.lock"], "starts with '-'"),
     "diff-rev-option-new": (_git_commit, ["diff", "pixi.lock", "--", "-ppixi.lock:pixi.lock"], "starts with '-'"),
