@@ -88,6 +88,7 @@ def _special(rel: str, kind: str):
     """``rel`` replaced by a directory, a FIFO, a symlink to /dev/zero, or a sparse file past the caps."""
     def setup(proj: Path) -> None:
         p = proj / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
         if p.exists() or p.is_symlink():
             p.unlink()
         if kind == "dir":
@@ -182,6 +183,13 @@ NEW_CASES = {
        (("diff", ["diff", "pixi.lock", "pixi.lock"]), ("install", ["install", "h200-nvlink", "--lock", "pixi.lock"]),
         ("verdict", ["pixi", "verdict", "--manifest", "pixi.toml"]))},
     "verdict-manifest-missing": (_none, ["pixi", "verdict", "--manifest", "missing/pixi.toml"], "missing/pixi.toml: no pixi.toml"),
+    # every other file the tool reads goes through the same bounded reader
+    **{f"{what}-{kind}": (_special(rel, kind), cmd, {"fifo": "a FIFO", "zero": "a character device"}[kind])
+       for kind in ("fifo", "zero") for what, rel, cmd in
+       (("catalog", "recipes/nvshmem/sources.toml", ["plan", "h200-nvlink"]),
+        ("recipe", "recipes/deep-ep/recipe.yaml", ["build", "h200-nvlink", "--offline"]),
+        ("env-file", "env.txt", ["doctor", "--env-file", "env.txt", "--demo-host", "gcp-b200-demo"]),
+        ("build-manifest", "../state/builds/h200-nvlink.json", ["publish", "h200-nvlink", "--to", "../out"]))},
     # spec settings that would do nothing
     "spec-toolchain-host": (_spec_edit("\n[host]", '\n[toolchain]\ngcc = "13"\n\n[host]'), SPEC, "toolchain"),
     "spec-packages-deep-ep": (_spec_edit("\n[python]", '\npackages = ["deep-ep"]\n\n[python]'), SPEC, "pins itself"),
