@@ -13,7 +13,6 @@ Where the prefix is, in order: ``--prefix``; ``$DEEPEP_ENV_PREFIX`` (the prefix 
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
