@@ -154,7 +154,7 @@ def render_task_args(cmd: str, declared: Sequence[TaskArg], given: Sequence[str]
         if m.group(1) not in values:
             raise UserError(f"task {task!r} uses {{{{ {m.group(1)} }}}} but declares no such argument", file=path,
                             field=f"tasks.{task}.cmd", accepted=", ".join(a.name for a in declared))
-        return quote_in(_quote_state(cmd[: m.start()]), values[m.group(1)])
+        return quote_in(*_quote_state(cmd[: m.start()]), values[m.group(1)])
 
     return _PLACEHOLDER.sub(sub, cmd)
 
@@ -178,27 +178,47 @@ def _arg_values(declared: Sequence[TaskArg], given: Sequence[str], task: str) ->
     return values
 
 
-def _quote_state(text: str) -> str:
-    """The shell quoting in force at the end of ``text``: "" (none), "'" or '"'."""
+def _quote_state(text: str) -> tuple[str, int]:
+    """The shell quoting in force at the end of ``text``: "" (none), "'", '"' or "$'" (ANSI-C), and
+    how many backquotes enclose it. A command substitution (``$(…)``, backquotes) starts afresh
+    inside any quoting but single quotes."""
+    stack: list[str] = []
     state, i = "", 0
     while i < len(text):
-        c = text[i]
+        c, two = text[i], text[i:i + 2]
         if c == "\\" and state != "'":
             i += 2
             continue
-        if (state == "" and c in "'\"") or c == state:
-            state = c if state == "" else ""
+        if state in ("", '"') and (two == "$(" or c == "`" and not (stack and stack[-1].endswith("`"))):
+            stack.append(state + ("`" if c == "`" else ""))
+            state, i = "", i + (1 if c == "`" else 2)
+            continue
+        if state == "" and stack and (c == ")" and not stack[-1].endswith("`") or c == "`"):
+            state = stack.pop().rstrip("`")
+        elif state == "" and two == "$'":
+            state, i = "$'", i + 1
+        elif state == "" and c in "'\"":
+            state = c
+        elif state and c == state[-1]:
+            state = ""
         i += 1
-    return state
+    return state, sum(1 for x in stack if x.endswith("`"))
 
 
-def quote_in(state: str, value: str) -> str:
-    """``value`` as one literal word where the shell is in quoting ``state`` (see :func:`_quote_state`)."""
+def quote_in(state: str, ticks: int, value: str) -> str:
+    """``value`` as one literal word where the shell is in quoting ``state`` inside ``ticks``
+    backquotes (see :func:`_quote_state`): the backquotes strip one level of ``\\`` escapes each."""
     if state == "'":
-        return value.replace("'", "'\\''")
-    if state == '"':
-        return re.sub(r'([\\"$`])', r"\\\1", value)
-    return shlex.quote(value)
+        word = value.replace("'", "'\\''")
+    elif state == '"':
+        word = re.sub(r'([\\"$`])', r"\\\1", value)
+    elif state == "$'":
+        word = re.sub(r"([\\'])", r"\\\1", value)
+    else:
+        word = shlex.quote(value)
+    for _ in range(ticks):
+        word = re.sub(r"([\\`$])", r"\\\1", word)
+    return word
 
 
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")

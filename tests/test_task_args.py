@@ -38,7 +38,9 @@ HOSTILE = ["x; touch pwned", "x'; touch pwned; echo '", 'x"; touch pwned; echo "
 
 
 @pytest.mark.parametrize("cmd", ["printf '%s\\n' {{ who }}", "printf '%s\\n' '{{ who }}'", 'printf "%s\\n" "{{ who }}"',
-                                 "printf '%s\\n' pre-{{ who }}-post"])
+                                 "printf '%s\\n' pre-{{ who }}-post", "printf '%s\\n' $'{{ who }}'",
+                                 "printf '%s\\n' \"$(printf '%s' '{{ who }}')\"", "printf '%s\\n' \"`printf '%s' {{ who }}`\"",
+                                 "printf '%s\\n' \"$(printf '%s' \"$(printf '%s' {{ who }})\")\""])
 @pytest.mark.parametrize("value", HOSTILE)
 def test_an_argument_value_is_data_never_code(cmd, value, tmp_path):
     """Issue 26: `{{ who }}` pasted the raw value into `bash -c` (`x; touch /tmp/pwned` ran touch);
