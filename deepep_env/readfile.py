@@ -24,7 +24,8 @@ from deepep_env.errors import UserError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-MAX_BYTES = 64 << 20          # the default cap: no input of this tool comes near it (repodata included)
+MAX_BYTES = 64 << 20          # the default cap: locks, JSON reports, anything not listed below
+MAX_REPODATA_BYTES = 1 << 30  # a local mirror of conda-forge's linux-64 repodata.json is ~250 MB
 MAX_CONFIG_BYTES = 4 << 20    # specs, pixi.toml, catalogs, recipes, manifests: hand-sized files
 
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -180,5 +181,5 @@ def read_toml(path: PathLike, *, what: str = "file", accepted: Optional[str] = N
     return parse_toml(text, path)
 
 
-__all__ = ["MAX_BYTES", "MAX_CONFIG_BYTES", "NotRegular", "TooLarge", "as_user_error", "decode", "kind_of", "open_regular",
+__all__ = ["MAX_BYTES", "MAX_CONFIG_BYTES", "MAX_REPODATA_BYTES", "NotRegular", "TooLarge", "as_user_error", "decode", "kind_of", "open_regular",
            "parse_toml", "present", "read_bytes", "read_fd", "read_json", "read_regular", "read_text", "read_toml"]

@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 from deepep_env.channels.auth import authenticated_client, check_url_has_no_secret, redact
 from deepep_env.errors import UserError
-from deepep_env.readfile import present, read_bytes
+from deepep_env.readfile import MAX_REPODATA_BYTES, present, read_bytes
 
 PROBE_TIMEOUT_S = float(os.environ.get("DEEPEP_ENV_CHANNEL_PROBE_TIMEOUT", "3"))
 REQUEST_TIMEOUT_S = 60
@@ -182,7 +182,7 @@ def read_index(ref: ChannelRef, subdirs: Iterable[str], client_obj=None) -> list
         if url.startswith("file://"):
             p = url_to_path(url)
             if present(p):
-                data = read_bytes(p, what="repodata")
+                data = read_bytes(p, what="repodata", limit=MAX_REPODATA_BYTES)
         elif client_obj is not None:
             import asyncio
 

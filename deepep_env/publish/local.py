@@ -21,7 +21,7 @@ def _read_index(channel: Path, subdir: str) -> dict[str, Any] | None:
     path = channel / subdir / "repodata.json"
     if not readfile.present(path):
         return None
-    return parse(readfile.read_bytes(path, what="repodata"), str(path))
+    return parse(readfile.read_bytes(path, what="repodata", limit=readfile.MAX_REPODATA_BYTES), str(path))
 
 
 def publish_dir(channel: Path, packages: list[LocalPackage], report: PublishReport) -> PublishReport:
