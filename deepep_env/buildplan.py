@@ -16,13 +16,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.hashing import build_id, build_id_preimage, recipe_sha256, short_id
+from deepep_env.lock.inputs import host_inputs_from_record
 from deepep_env.lock.platforms import platform_for
 from deepep_env.project import Project
 from deepep_env.readfile import present
+from deepep_env.sources import hostprint
 from deepep_env.recipegraph import build_order, read_recipe, recipe_edges
 from deepep_env.spec.catalog import SourcePin
 from deepep_env.spec.resolved import RPatch, ResolvedSpec
@@ -111,7 +113,24 @@ def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any],
         # DEEPEP_ENV_RDMA_CORE where it is not under /usr (the GPU machine gets Debian's, extracted).
         # With conda CUDA the recipes take conda-forge's rdma-core into the host env instead.
         meta["rdma_core_prefix"] = os.environ.get("DEEPEP_ENV_RDMA_CORE", "/usr")
+        ident["rdma_core"] = {"provider": "host"}
     return ident, meta
+
+
+# (env, package, component, node meta) -> that host external's fingerprint (sources/hostprint.py)
+HostInputs = Callable[[str, str, str, Mapping[str, Any]], dict[str, str]]
+
+
+def live_host(env: str, package: str, component: str, meta: Mapping[str, Any]) -> dict[str, str]:
+    """This machine's facts: what a build here reads (``build``, ``lock``, an install's rebuild)."""
+    return hostprint.fingerprint(component, meta)
+
+
+def _fingerprinted(node: BuildNode, env: str, host: HostInputs) -> BuildNode:
+    """Each host external of ``node`` with its fingerprint: another host, another id (docs/build-id.md §2)."""
+    ext = {c: ({**i, "fingerprint": host(env, node.package, c, node.meta)} if i.get("provider") in ("host", "pip") else i)
+           for c, i in node.externals.items()}
+    return dataclasses.replace(node, externals=ext)
 
 
 # conda-forge's compiler variant keys (rattler-build's compiler()/stdlib() read them). Values of the
@@ -311,8 +330,12 @@ def _spec_nodes(r: ResolvedSpec, project: Project) -> list[BuildNode]:
     return nodes
 
 
-def plan(r: ResolvedSpec, project: Project) -> BuildPlan:
-    nodes = {n.package: n for n in _spec_nodes(r, project)}
+def plan(r: ResolvedSpec, project: Project, host: Optional[HostInputs] = None) -> BuildPlan:
+    """The build graph of ``r``. ``host`` gives each host external's fingerprint: by default the one
+    the committed lock recorded (lockfiles/build-inputs.json), else this machine's; the builder
+    passes :func:`live_host` (what it builds with is what this machine has)."""
+    host = host or host_inputs_from_record(project, live_host)
+    nodes = {n.package: _fingerprinted(n, r.name, host) for n in _spec_nodes(r, project)}
     # The edges are the recipes' own: a build/host requirement or an exact pin is a dependency (its id
     # enters the pre-image); a run requirement by version range only is a run dependency (DeepEP's
     # `deepep-env >=0.2,<1`: in the channel of its recipe test, not an input of its bytes).

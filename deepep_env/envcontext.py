@@ -12,12 +12,14 @@ Stdlib-only: ``deepep-env activate`` and the conda activation hook import it on 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Mapping, NamedTuple, Optional, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.overlay.activation import prefix_changes
 from deepep_env.overlay.changes import Overlay
-from deepep_env.overlay.prefix import PrefixMeta, find_prefix, has_marker, read_prefix_meta
+from deepep_env.overlay.prefix import PrefixMeta, find_prefix, has_marker, is_conda_prefix, read_prefix_meta
+from deepep_env.project import nearest_root
 from deepep_env.overlay.rules import build_overlay
 from deepep_env.platform import Detection, detect
 from deepep_env.platform.facts import HostFacts
@@ -114,12 +116,27 @@ def _warnings(host: HostContext, meta: Optional[PrefixMeta], ov: Overlay) -> tup
     return head + tuple(n.message for n in ov.warnings())
 
 
+def prefix_meta(env: str, pfx: "str | os.PathLike[str]", cwd: Optional[str] = None,
+                environ: Optional[Mapping[str, str]] = None) -> PrefixMeta:
+    """The prefix's marker; for a prefix pixi installed (package records, no marker of ours), the
+    same fields from the project's spec, so pixi and deepep-env share ``.pixi/envs/ENV``."""
+    if has_marker(pfx) or not is_conda_prefix(pfx):
+        return read_prefix_meta(pfx, env)
+    root = nearest_root(Path(cwd or os.getcwd()), environ)
+    if root is None or not (root / "env_specs" / f"{env}.toml").is_file():
+        return read_prefix_meta(pfx, env)      # the one-line "not installed" refusal
+    from deepep_env.install import unmarked_prefix_meta   # local: the spec (pydantic), off the marked fast path
+    from deepep_env.project import Project
+
+    return unmarked_prefix_meta(env, Path(pfx), Project(root))
+
+
 def activation_context(env: str, *, root: "str | os.PathLike[str]" = "/",
                        prefix: "Optional[str | os.PathLike[str]]" = None, platform: Optional[str] = None,
                        cwd: Optional[str] = None, environ: Optional[Mapping[str, str]] = None) -> EnvContext:
     """``activate``/``run``: the installed prefix of ``env`` (its marker is required) on this host."""
     environ = os.environ if environ is None else environ
-    meta = read_prefix_meta(find_prefix(env, prefix, cwd, environ), env)
+    meta = prefix_meta(env, find_prefix(env, prefix, cwd, environ), cwd, environ)
     host = read_host(root, platform, environ)
     ov = with_prefix_activation(meta, host_overlay(host, meta=meta))
     return EnvContext(host, env, meta.prefix, meta, ov, _warnings(host, meta, ov))

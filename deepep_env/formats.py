@@ -131,3 +131,4 @@ DOCTOR_REPORT = Format("deepep-env/doctor", 1, "doctor report")   # convention 2
 OVERLAY_DOC = Format("deepep-env/overlay", 1, "overlay")   # convention 2: overlay -f json
 HOST_FACTS = Format("deepep-env/host-facts", 1, "host facts")   # convention 2: detect --json
 HOST_DESCRIPTION = Format("deepep-env/host-description", 1, "host description")   # convention 4
+BUILD_INPUTS = Format("deepep-env/build-inputs", 1, "build inputs record")   # lockfiles/build-inputs.json

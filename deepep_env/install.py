@@ -10,7 +10,10 @@ Verify first, then swap: archives are checked against the lock, the environment 
 staging folder beside the prefix (from a package cache private to this install, extracted from the
 verified archives), compared with the lock, given its completion marker
 ``<prefix>/conda-meta/deepep-env.json``, and renamed into place. A refusal or a crash at any step
-leaves the previous prefix exactly as it was: a prefix that has a marker is always complete. ``activate``, ``run`` and ``doctor`` read it.
+leaves the previous prefix exactly as it was: a prefix that has a marker is always complete. A
+killed install's staging folder, package cache and parked old prefix are removed by the next
+install; a swap killed between its two renames is rolled back by the next reader of the prefix
+(``overlay.prefix.recover_swap``), so the prefix is never missing. ``activate``, ``run`` and ``doctor`` read it.
 A second install of the same lock is a no-op decided from the marker alone (no lock parse, no
 hashing of packages).
 """
@@ -34,17 +37,21 @@ from deepep_env.errors import UserError
 from deepep_env.readfile import MAX_CONFIG_BYTES, read_bytes, read_regular
 from deepep_env.formats import PREFIX_MARKER
 from deepep_env.hashing import file_sha256
-from deepep_env.lock.channels import channel_mirrors, url_to_path
+from deepep_env.lock.channels import channel_mirrors, mirror_dir, url_to_path
 from deepep_env.lock.channels import client as make_client
 from deepep_env.lock.check import check_lock
 from deepep_env.lock.lockfile import read_lock
 from deepep_env.lock.solve import default_lock_path
-from deepep_env.overlay.prefix import marker_path
+from deepep_env.builder.realise import Realiser
+from deepep_env.overlay.prefix import (LEGACY_RELPATH, PrefixMeta, existing_marker, has_marker, marker_path, owner_pid,
+                                       parse_prefix_meta, pid_alive, recover_swap)
 from deepep_env.rattler_errors import rattler_errors
 
 def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
     """The completion marker of a prefix, or None when the prefix is not a complete install."""
-    p = marker_path(prefix)
+    p = existing_marker(prefix)
+    if p is None:
+        return None
     try:
         data = json.loads(read_regular(p, MAX_CONFIG_BYTES))
     except (OSError, ValueError):
@@ -65,12 +72,13 @@ class InstallResult:
     downloaded: int = 0
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # what substitute-or-build did (rebuilt packages)
 
     def to_dict(self) -> dict[str, Any]:
         return {"env": self.env, "prefix": str(self.prefix), "status": self.status, "lock": str(self.lock),
                 "lock_sha256": self.lock_sha256, "subdir": self.subdir, "packages": self.packages,
                 "verified": self.verified, "downloaded": self.downloaded, "seconds": round(self.seconds, 3),
-                "warnings": [redact(w) for w in self.warnings]}
+                "warnings": [redact(w) for w in self.warnings], "notes": self.notes}
 
 
 def parse_mirrors(items: Iterable[str]) -> dict[str, Path]:
@@ -80,7 +88,7 @@ def parse_mirrors(items: Iterable[str]) -> dict[str, Path]:
         url, sep, d = item.partition("=")
         if not sep or "://" not in url or not d:
             raise UserError(f"not a mirror: {item!r}", field="--mirror", accepted="URL=DIR, e.g. https://conda.example/h200=/srv/channel")
-        out[url if url.endswith("/") else url + "/"] = Path(d).expanduser()
+        out[url if url.endswith("/") else url + "/"] = mirror_dir(Path(d).expanduser(), field="--mirror", item=item)
     return out
 
 
@@ -103,7 +111,8 @@ def _cache_root() -> Path:
 @contextlib.contextmanager
 def _prefix_lock(prefix: Path) -> Iterator[None]:
     """One installer per prefix at a time (a second waits). The lock file lives in the user's cache,
-    named by the prefix's path, so nothing is left beside the prefix."""
+    named by the prefix's path, so nothing is left beside the prefix. A killed install's leftovers
+    are cleaned up as the lock is taken (:func:`_clean_leftovers`)."""
     import fcntl
     import hashlib
 
@@ -118,6 +127,7 @@ def _prefix_lock(prefix: Path) -> Iterator[None]:
     with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
+            _clean_leftovers(prefix)   # whoever holds the lock next finishes what a killed holder left
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
@@ -130,7 +140,7 @@ def _installed_records(prefix: Path) -> list:
     out = []
     if meta.is_dir():
         for p in sorted(meta.glob("*.json")):
-            if p.name == marker_path(prefix).name:
+            if p.name == Path(LEGACY_RELPATH).name:   # the marker deepep-env < 0.3 wrote
                 continue
             try:
                 out.append(PrefixRecord.from_path(p))
@@ -159,9 +169,18 @@ def _refresh_spec_fields(pfx: Path, m: dict[str, Any], base: dict[str, Any]) -> 
     """"up-to-date", or "updated" after rewriting the marker's spec fields to the spec's."""
     changed = {k: base[k] for k in SPEC_FIELDS if k in base and m.get(k) != base[k]}
     if not changed:
+        if existing_marker(pfx) != marker_path(pfx):   # a legacy conda-meta/deepep-env.json: moved
+            write_marker(pfx, m)
         return "up-to-date"
-    write_text(marker_path(pfx), json.dumps({**m, **changed}, indent=2, sort_keys=False) + "\n")
+    write_marker(pfx, {**m, **changed})
     return "updated"
+
+
+def write_marker(pfx: Path, marker: dict[str, Any]) -> None:
+    """The one writer of a prefix's marker (conda-meta/deepep-env); the legacy .json goes away."""
+    write_text(marker_path(pfx), json.dumps(marker, indent=2, sort_keys=False) + "\n")
+    with contextlib.suppress(FileNotFoundError):
+        (pfx / LEGACY_RELPATH).unlink()
 
 
 def _mismatch(pkg: str, where: str, actual: str, expected: str, lock_path: Path) -> UserError:
@@ -171,9 +190,70 @@ def _mismatch(pkg: str, where: str, actual: str, expected: str, lock_path: Path)
         accepted="a lock written by `deepep-env lock` and the channel it names, unmodified")
 
 
-def _fetch_verified(recs: list, *, lock_path: Path, mirrors: dict[str, Path], client_obj) -> tuple[int, int]:
-    """Point every record at a local file whose sha256 is the lock's; returns (verified, downloaded)."""
+def _local_file(rec, label: str, mirrors: list[tuple[str, Path]], lock_path: Path, realise) -> Optional[Path]:
+    """The record's file on this machine: its file:// URL, a mirror's copy, or the store's (our builds)."""
+    url = rec.url
+    if url.startswith("file://"):
+        path = url_to_path(url)
+        if path.is_file():
+            return path
+        if realise is None or not realise.ours(str(rec.build)):
+            raise UserError(f"{label}: package file {path} does not exist", file=lock_path,
+                            field=rec.name.normalized, accepted="the channel the lock was made from, or --mirror URL=DIR")
+    for prefix, d in mirrors:
+        if url.startswith(prefix):
+            cand = d / url[len(prefix):]
+            if cand.is_file():
+                return cand
+            break
+    if realise is not None and realise.ours(str(rec.build)):
+        return realise.from_store(str(rec.build), rec.file_name, rec.sha256.hex())
+    return None
+
+
+class Unavailable(UserError):
+    """The package could not be fetched from where the lock says (not: it was fetched and is corrupt)."""
+
+
+def _download(rec, label: str, expected: str, lock_path: Path, client_obj) -> Path:
+    """The record from its channel URL into the verified download cache."""
+    from rattler.package_streaming import download_to_path
+
+    url = rec.url
     downloads = _cache_root() / "deepep-env-verified"
+    path = downloads / f"{expected}-{rec.file_name}"
+    if path.is_file() and file_sha256(path) == f"sha256:{expected}":
+        return path
+    downloads.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+
+    def drop_part(t: Path = tmp) -> None:
+        with contextlib.suppress(OSError):
+            t.unlink()
+
+    if url.startswith("file://"):
+        raise Unavailable(f"{label}: package file {url_to_path(url)} does not exist", file=lock_path,
+                          field=rec.name.normalized)
+    try:
+        with rattler_errors(f"{label}: cannot download {redact(url)}: {{error}}", file=lock_path,
+                            field=rec.name.normalized, first_line=True, cleanup=drop_part):
+            asyncio.run(download_to_path(client_obj, url, tmp))
+    except UserError as exc:
+        raise Unavailable(exc.message, file=lock_path, field=rec.name.normalized) from None
+    actual = file_sha256(tmp)
+    if actual != f"sha256:{expected}":
+        tmp.unlink()
+        raise _mismatch(label, redact(url), actual, expected, lock_path)
+    os.replace(tmp, path)
+    return path
+
+
+def _fetch_verified(recs: list, *, lock_path: Path, mirrors: dict[str, Path], client_obj,
+                    realise=None) -> tuple[int, int]:
+    """Point every record at a local file whose sha256 is the lock's; returns (verified, downloaded).
+
+    Substitute, else build (``realise``, our builds only): the lock's URL, a mirror, the store, the
+    channel URL; a package none of them has is rebuilt from its recipe and must match the lock."""
     verified = downloaded = 0
     ordered_mirrors = sorted(mirrors.items(), key=lambda kv: len(kv[0]), reverse=True)
     for rec in recs:
@@ -182,44 +262,20 @@ def _fetch_verified(recs: list, *, lock_path: Path, mirrors: dict[str, Path], cl
         if not expected:
             raise UserError(f"{label}: the lock has no sha256 for it, so it cannot be verified; refusing to install",
                             file=lock_path, field=rec.name.normalized)
-        url = rec.url
-        path: Optional[Path] = None
-        if url.startswith("file://"):
-            path = url_to_path(url)
-            if not path.is_file():
-                raise UserError(f"{label}: package file {path} does not exist", file=lock_path,
-                                field=rec.name.normalized, accepted="the channel the lock was made from, or --mirror URL=DIR")
-        else:
-            for prefix, d in ordered_mirrors:
-                if url.startswith(prefix):
-                    cand = d / url[len(prefix):]
-                    if cand.is_file():
-                        path = cand
-                    break
+        path = _local_file(rec, label, ordered_mirrors, lock_path, realise)
         if path is not None:
             actual = file_sha256(path)
             if actual != f"sha256:{expected}":
                 raise _mismatch(label, str(path), actual, expected, lock_path)
         else:
-            path = downloads / f"{expected}-{rec.file_name}"
-            if not (path.is_file() and file_sha256(path) == f"sha256:{expected}"):
-                from rattler.package_streaming import download_to_path
-
-                downloads.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-                def drop_part(t: Path = tmp) -> None:
-                    with contextlib.suppress(OSError):
-                        t.unlink()
-
-                with rattler_errors(f"{label}: cannot download {redact(url)}: {{error}}", file=lock_path,
-                                    field=rec.name.normalized, first_line=True, cleanup=drop_part):
-                    asyncio.run(download_to_path(client_obj, url, tmp))
-                actual = file_sha256(tmp)
-                if actual != f"sha256:{expected}":
-                    tmp.unlink()
-                    raise _mismatch(label, redact(url), actual, expected, lock_path)
-                os.replace(tmp, path)
+            try:
+                path = _download(rec, label, expected, lock_path, client_obj)
                 downloaded += 1
+            except Unavailable as exc:
+                if realise is None or not realise.ours(str(rec.build)):
+                    raise
+                path = realise.rebuilt(rec.name.normalized, str(rec.version), str(rec.build), rec.file_name, expected,
+                                       why=exc.message)
         rec.url = path.resolve().as_uri()
         verified += 1
     return verified, downloaded
@@ -237,8 +293,19 @@ def spec_marker(r) -> dict[str, Any]:
     }
 
 
+def unmarked_prefix_meta(env: str, pfx: str | Path, project) -> PrefixMeta:
+    """What the marker would say of a prefix pixi (or rattler) installed, which has none of ours:
+    the spec's fields, and the interpreter the prefix holds. Read-only (``install`` adopts it)."""
+    from deepep_env.spec.resolve import load_resolved   # local: pydantic; the activate path has no spec otherwise
+
+    pfx = Path(pfx)
+    r = load_resolved(env, project)
+    m = _make_marker(r.name, pfx, Path(""), "", current_subdir(), spec_marker(r), _installed_records(pfx), [])
+    return parse_prefix_meta(m, str(pfx / "conda-meta"), str(pfx), env)
+
+
 def install_env(env: str, project, *, prefix: Optional[str | Path] = None, lock_path: Optional[str | Path] = None,
-                mirrors: Iterable[str] = (), force: bool = False) -> InstallResult:
+                mirrors: Iterable[str] = (), force: bool = False, progress=None) -> InstallResult:
     """``deepep-env install ENV``: the locked packages of ENV into ``prefix`` (default
     ``<state>/envs/<ENV>``). The spec supplies the marker's fields and the default mirror (its
     ``publish_url`` → this project's builder channel); a stale lock is installed with a warning."""
@@ -260,8 +327,11 @@ def install_env(env: str, project, *, prefix: Optional[str | Path] = None, lock_
         except UserError as exc:
             return [f"lock not checked against the spec: {exc}"]
 
-    return install_locked(lock, r.name, pfx, mirrors=mirror_map, force=force, marker=spec_marker(r),
-                          warnings_fn=stale_warnings, project_root=project.root)
+    realise = Realiser(r.name, r, project, lock, progress=progress)   # substitute, else build
+    res = install_locked(lock, r.name, pfx, mirrors=mirror_map, force=force, marker=spec_marker(r),
+                         warnings_fn=stale_warnings, project_root=project.root, realise=realise)
+    res.notes += realise.notes
+    return res
 
 
 _SYSTEM_TREES = ("/proc", "/sys", "/dev", "/run")
@@ -295,7 +365,7 @@ def check_prefix(pfx: Path, project_root: Optional[Path] = None) -> Path:
 
 def install_locked(lock: str | Path, env: str, prefix: str | Path, *, mirrors: Optional[dict[str, Path]] = None,
                    force: bool = False, marker: Optional[dict[str, Any]] = None,
-                   warnings_fn=None, project_root: Optional[Path] = None) -> InstallResult:
+                   warnings_fn=None, project_root: Optional[Path] = None, realise=None) -> InstallResult:
     """Install environment ``env`` of the lock at ``lock`` into ``prefix``, verified; no spec needed
     (``marker`` carries what the spec would add to the completion marker)."""
     t0 = time.perf_counter()
@@ -317,14 +387,42 @@ def install_locked(lock: str | Path, env: str, prefix: str | Path, *, mirrors: O
                 return InstallResult(env=env, prefix=pfx, status=status, lock=lock, lock_sha256=lock_sha,
                                      subdir=subdir, packages=m.get("packages", []),
                                      seconds=time.perf_counter() - t0)
+            adopted = _adopt(env, pfx, lock, lock_sha, subdir, dict(marker or {}))
+            if adopted is not None:
+                return InstallResult(env=env, prefix=pfx, status="up-to-date", lock=lock, lock_sha256=lock_sha,
+                                     subdir=subdir, packages=adopted.get("packages", []),
+                                     seconds=time.perf_counter() - t0,
+                                     notes=["the prefix holds exactly the locked packages (pixi installed it): "
+                                            "adopted, nothing reinstalled"])
         warnings = list(warnings_fn()) if warnings_fn else []
-        res = _install(env, pfx, lock, lock_sha, subdir, dict(mirrors or {}), dict(marker or {}), t0)
+        res = _install(env, pfx, lock, lock_sha, subdir, dict(mirrors or {}), dict(marker or {}), t0, realise)
         res.warnings = warnings + res.warnings
         return res
 
 
+def _adopt(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str,
+           marker_base: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """A prefix pixi (or rattler) installed from this lock, with no marker of ours: when it holds
+    exactly the locked packages, write our marker beside pixi's state and leave every file as it is."""
+    if has_marker(pfx) or not (pfx / "conda-meta").is_dir():
+        return None
+    data = read_lock(lock)
+    le = data.env(env)
+    plat = next((n for n, info in data.platforms.items() if info["subdir"] == subdir and le and n in le.packages), None)
+    if le is None or plat is None:
+        return None
+    installed = _installed_records(pfx)
+    want = {(p.name, p.version, p.build, p.sha256) for p in le.packages[plat]}
+    have = {(x.name.normalized, str(x.version), str(x.build), x.sha256.hex() if x.sha256 else None) for x in installed}
+    if want != have:
+        return None
+    marker = _make_marker(env, pfx, lock, lock_sha, subdir, marker_base, installed, le.packages[plat])
+    write_marker(pfx, marker)
+    return marker
+
+
 def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror_map: dict[str, Path],
-             marker_base: dict[str, Any], t0: float) -> InstallResult:
+             marker_base: dict[str, Any], t0: float, realise=None) -> InstallResult:
     data = read_lock(lock)
     le = data.env(env)
     if le is None:
@@ -344,14 +442,14 @@ def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror
     # the final path), checked against the lock, and only then renamed into place. A refusal at any
     # step leaves the previous prefix exactly as it was, marker included.
     cl = make_client([u for u in le.channels if u.startswith(("http://", "https://", "s3://"))])
-    verified, downloaded = _fetch_verified(recs, lock_path=lock, mirrors=mirror_map, client_obj=cl)
+    verified, downloaded = _fetch_verified(recs, lock_path=lock, mirrors=mirror_map, client_obj=cl, realise=realise)
     with _staging(pfx) as (stage, pkgs_cache):
         _link(recs, stage, pfx, pkgs_cache, cl, lock)
         installed = _installed_records(stage)
         _check_installed(installed, le.packages[plat], stage, pfx, lock)
         marker = _make_marker(env, pfx, lock, lock_sha, subdir, marker_base, installed, le.packages[plat])
         packages = marker["packages"]
-        write_text(marker_path(stage), json.dumps(marker, indent=2, sort_keys=False) + "\n")
+        write_marker(stage, marker)
         _swap(stage, pfx)
     return InstallResult(env=env, prefix=pfx, status="installed", lock=lock, lock_sha256=lock_sha, subdir=subdir,
                          packages=packages, verified=verified, downloaded=downloaded,
@@ -394,13 +492,42 @@ def _staging(pfx: Path) -> Iterator[tuple[Path, Path]]:
     import tempfile
 
     pfx.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.staging-", dir=pfx.parent))
-    cache = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.pkgs-", dir=pfx.parent))
+    stage = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.staging-{os.getpid()}-", dir=pfx.parent))
+    cache = Path(tempfile.mkdtemp(prefix=f".{pfx.name}.pkgs-{os.getpid()}-", dir=pfx.parent))
     try:
         yield stage, cache
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         shutil.rmtree(cache, ignore_errors=True)
+
+
+LEFTOVER_MAX_AGE_S = 3600.0
+
+
+def _clean_leftovers(pfx: Path) -> list[Path]:
+    """What killed installs left beside ``pfx``: a swap cut between its renames is rolled back (the
+    prefix is never missing), then their staging folders, package caches and parked old prefixes
+    are removed. Called under the prefix lock, so no other install of ``pfx`` is running."""
+    recover_swap(pfx)
+    kinds = tuple(f".{pfx.name}.{kind}-" for kind in ("staging", "pkgs", "old"))
+    stale = [p for p in sorted(pfx.parent.iterdir()) if p.name.startswith(kinds) and _abandoned(p)]
+    for p in stale:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                p.unlink()
+    return stale
+
+
+def _abandoned(p: Path) -> bool:
+    """A leftover whose installer is gone (or unknown), or over an hour old (its pid since reused)."""
+    pid = owner_pid(p.name)
+    try:
+        age = time.time() - p.lstat().st_mtime
+    except OSError:
+        return False
+    return pid is None or not pid_alive(pid) or age >= LEFTOVER_MAX_AGE_S
 
 
 def _link(recs: list, stage: Path, pfx: Path, cache: Path, cl, lock: Path) -> None:
@@ -440,6 +567,7 @@ def _swap(stage: Path, pfx: Path) -> None:
 
 def uninstall(prefix: str | Path) -> None:  # used by tests and `install --force` users who want a clean slate
     p = Path(prefix)
-    with contextlib.suppress(FileNotFoundError):
-        marker_path(p).unlink()
+    for m in (marker_path(p), p / LEGACY_RELPATH):
+        with contextlib.suppress(FileNotFoundError):
+            m.unlink()
     shutil.rmtree(p, ignore_errors=True)

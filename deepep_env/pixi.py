@@ -35,7 +35,6 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -142,18 +141,23 @@ class PixiSync:
                 "warnings": self.warnings, "diff": self.diff}
 
 
+# The spec's host interpreter, resolved at activation (deepep_env.overlay.activation.spec_python):
+# a path here would be one machine's. Double quotes: deno_task_shell and bash both expand in them
+# (deno_task_shell has no ${VAR:-default}).
+HOST_PYTHON = '"$DEEPEP_ENV_PYTHON"'
+
+
 def _python_cmd(r) -> str:
-    if r.python.provider == "host" and r.python.executable:
-        return r.python.executable
-    return "python"
+    return HOST_PYTHON if r.python.provider == "host" else "python"
 
 
 def task_command(script: str, python: str = "python") -> str:
     """The one command a test task runs, in the environment pixi (or `deepep-env task`) activated:
-    the host overlay comes from that activation (the deepep-env package's activate.d), and pixi
-    appends the task's arguments. ``$CONDA_PREFIX`` is expanded by the task shell (pixi's
-    deno_task_shell, bash for `deepep-env task`)."""
-    return f"{shlex.quote(python)} {TESTS_DIR}/{script}"
+    the host overlay and ``DEEPEP_ENV_PYTHON`` come from that activation (the deepep-env package's
+    activate.d), and pixi appends the task's arguments. ``python`` is shell text (``python`` or
+    :data:`HOST_PYTHON`); ``$CONDA_PREFIX`` is expanded by the task shell (pixi's deno_task_shell,
+    bash for `deepep-env task`)."""
+    return f"{python} {TESTS_DIR}/{script}"
 
 
 def _nvlink_only(r) -> bool:

@@ -4,7 +4,8 @@ pixi cannot be installed on these machines (field notes §5), so this runner rea
 definitions from the *same* file and does what ``pixi run`` does: install the environment from
 ``pixi.lock`` into pixi's own prefix ``.pixi/envs/ENV`` (``deepep-env install``: sha256-verified, a
 no-op when up to date), activate it as pixi does (``PIXI_*``, ``CONDA_PREFIX``, ``PATH`` with the
-prefix's ``bin`` first, the features' ``activation.env``, then the prefix's ``etc/conda/activate.d``
+prefix's ``bin`` first, the features' ``activation.env``, ``DEEPEP_ENV_PYTHON`` (the spec's host
+interpreter, from the install marker), then the prefix's ``etc/conda/activate.d``
 scripts — the deepep-env package's applies the host overlay), then run the task's ``cmd``
 (``depends-on``, ``env``, ``cwd``, ``args``).
 
@@ -25,7 +26,8 @@ from typing import Any, Optional, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.install import install_env
-from deepep_env.overlay.activation import source_activation_scripts
+from deepep_env.overlay.activation import source_activation_scripts, spec_python
+from deepep_env.overlay.prefix import has_marker, read_prefix_meta
 from deepep_env.pixi import load_manifest
 from deepep_env.pixi_model import DependsOn, PixiManifest, Task, TaskArg
 from deepep_env.project import pixi_env_name
@@ -250,7 +252,15 @@ def task_environment(project, plan: TaskPlan, base: Optional[dict[str, str]] = N
     env["PATH"] = os.pathsep.join([str(Path(prefix) / "bin"), env.get("PATH", os.defpath)])
     if manifest is not None and plan.environment in manifest.environments:
         env.update(manifest.activation_env(plan.environment))  # the features' activation.env, in order
+    env.update(_spec_python(prefix))
     return source_activation_scripts(prefix, env)
+
+
+def _spec_python(prefix: str) -> dict[str, str]:
+    """``DEEPEP_ENV_PYTHON`` from the install marker, as activation sets it (the deepep-env package's
+    hook sets it too; this keeps it when ``DEEPEP_ENV_NO_OVERLAY`` turns the hook off)."""
+    py = spec_python(read_prefix_meta(prefix)) if has_marker(prefix) else None
+    return {py.name: py.value} if py is not None else {}
 
 
 def ensure_installed(project, plan: TaskPlan) -> None:

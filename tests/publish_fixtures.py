@@ -81,7 +81,7 @@ def write_manifest(state: Path, env: str, channel: Path, files: list[Path]) -> P
         idx = IndexJson.from_package_archive(f)
         pkgs.append({"name": idx.name.normalized, "version": str(idx.version), "build": str(idx.build),
                      "subdir": str(idx.subdir), "file": str(f.relative_to(channel)),
-                     "build_id": file_sha256(f)})
+                     "build_id": file_sha256(f), "sha256": file_sha256(f)})
     path = state / "builds" / f"{env}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"format": "deepep-env/build-manifest/v1", "env": env,
@@ -354,33 +354,20 @@ def moto_command() -> list[str] | None:
     return None
 
 
-QUETZ_PINS = [
-    # quetz-server 0.10.4 predates starlette 1.0 (no app.route) and alembic 1.14+ (SQLAlchemy 2.1):
-    # the newest versions pip picks do not start. These do (checked 2026-11).
-    "quetz-server==0.10.4", "fastapi==0.110.3", "starlette==0.37.2", "sqlalchemy==2.0.36",
-    "alembic==1.13.3", "sqlalchemy-utils==0.41.2",
-]
+QUETZ_REQUIREMENTS = Path(__file__).parent / "fixtures" / "quetz-requirements.txt"
+QUETZ_SETUP = ".ci/setup-quetz.sh"
 
 
 def quetz_venv() -> Path | None:
-    """A venv with quetz-server under /tmp (built once, ~1 minute; reused across runs).
-    None when it cannot be built (no PyPI: pip gives up after one try) or DEEPEP_ENV_SKIP_QUETZ=1."""
+    """The venv with quetz-server that ``.ci/setup-quetz.sh`` made from the pinned requirements (the
+    tests install nothing). None when there is none for these pins, or DEEPEP_ENV_SKIP_QUETZ=1."""
     if os.environ.get("DEEPEP_ENV_SKIP_QUETZ") == "1":
         return None
     venv = Path(os.environ.get("DEEPEP_ENV_QUETZ_VENV") or "/tmp/deepep-env-quetz-venv")
-    stamp = venv / "pins.json"
-    if stamp.is_file() and json.loads(stamp.read_text()) == QUETZ_PINS and (venv / "bin" / "quetz").exists():
+    stamp = venv / "requirements.txt"
+    if stamp.is_file() and stamp.read_bytes() == QUETZ_REQUIREMENTS.read_bytes() and (venv / "bin" / "quetz").exists():
         return venv
-    shutil.rmtree(venv, ignore_errors=True)
-    try:
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--retries", "0", "--timeout", "15",
-                        *QUETZ_PINS], check=True, capture_output=True, timeout=600)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
-        shutil.rmtree(venv, ignore_errors=True)
-        return None
-    stamp.write_text(json.dumps(QUETZ_PINS))
-    return venv
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -108,7 +108,7 @@ def test_silent_and_safe(installed, tmp_path):
     proj, installed_prefix = installed
     prefix = tmp_path / "pixi-env"
     shutil.copytree(installed_prefix, prefix, symlinks=True)
-    (prefix / "conda-meta" / "deepep-env.json").unlink()
+    (prefix / "conda-meta" / "deepep-env").unlink()
     hook = [str(prefix / "bin" / "deepep-env"), "hook", "--shell", "sh", "--prefix", str(prefix)]
     empty = tmp_path / "nogpu"   # a machine with nothing under /sys and /proc to act on
     (empty / "sys").mkdir(parents=True)

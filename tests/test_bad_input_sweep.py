@@ -24,6 +24,8 @@ CASES = [
     ["lock", "no-such-env"], ["lock", "h200-nvlink", "--check", "--output", NOFILE],
     ["install", "no-such-env"], ["install", "h200-nvlink", "--prefix", "/"], ["install", "h200-nvlink", "--prefix", "/proc/x"],
     ["install", "h200-nvlink", "--lock", NOFILE],
+    ["install", "h200-nvlink", "--mirror", f"https://conda.deepep-env.example/h200={NOFILE}"],
+    ["pixi", "verdict", "--lock", NOFILE + ".lock"],
     ["diff", NOFILE, NOFILE], ["diff", "lockfiles/h200-nvlink.pixi.lock", "README.md"],
     ["export", NOFILE], ["export", "README.md"],
     ["task", "no-such-task", "-e", "h200-nvlink"],

@@ -95,3 +95,36 @@ def test_compare_v2_builds(tmp_path):
 def test_v2_script_parses():
     subprocess.run(["bash", "-n", str(GPU / "run_v2.sh")], check=True)
     subprocess.run(["bash", "-n", str(GPU / "common.sh")], check=True)
+
+
+def _dist(site, name: str, version: str, headers: str) -> None:
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (site / name).mkdir()
+    (site / name / "__init__.py").write_text("")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.4\nName: {name}\nVersion: {version}\n{headers}\n")
+    (info / "RECORD").write_text(f"{name}/__init__.py,,\n{name}-{version}.dist-info/METADATA,,\n")
+
+
+def test_repacked_wheels_carry_their_own_licence(tmp_path):
+    """An SBOM licence check read `license: repack` on every package of the GPU harness's channel."""
+    import json
+
+    import repack_conda
+    from build_fixtures import read_in_package
+    from rattler.package import IndexJson
+
+    site = tmp_path / "site"
+    _dist(site, "expr", "1.0", "License-Expression: Apache-2.0 OR MIT")
+    _dist(site, "field", "1.0", "License: BSD-2-Clause")
+    _dist(site, "trove", "1.0", "License: Copyright (c) someone\n   long text\n"
+          "Classifier: License :: OSI Approved :: MIT License")
+    _dist(site, "nvidia_cublas", "1.0", "License: NVIDIA Proprietary Software")
+    _dist(site, "silent", "1.0", "")
+    got = {}
+    for pkg in repack_conda.dist_pkgs(site):
+        conda = pkg.write(tmp_path / "chan")
+        got[pkg.name] = IndexJson.from_package_archive(conda).license
+        assert json.loads(read_in_package(conda, "info/about.json"))["license"] == got[pkg.name]
+    assert got == {"expr": "Apache-2.0 OR MIT", "field": "BSD-2-Clause", "trove": "MIT",
+                   "nvidia-cublas": "NVIDIA Proprietary Software", "silent": "LicenseRef-not-declared"}

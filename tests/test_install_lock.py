@@ -75,9 +75,9 @@ def test_conda_python_env_records_its_interpreter(proj, capsys):
     assert meta.python_provider == "conda" and meta.python_version == "3.12"
     names = {p["name"] for p in m["packages"]}
     assert {"python", "pytorch", "nccl", "cuda-version", "deep-ep"} <= names
-    # conda-meta holds exactly the locked set (plus the marker).
+    # conda-meta/*.json holds exactly the locked set; our marker is conda-meta/deepep-env (no .json).
     metas = sorted(p.name for p in (prefix / "conda-meta").glob("*.json"))
-    assert len(metas) == len(m["packages"]) + 1
+    assert len(metas) == len(m["packages"]) and (prefix / "conda-meta" / "deepep-env").is_file()
 
 
 def test_corrupt_package_in_channel_is_refused(proj, capsys, lt_world):
@@ -135,9 +135,11 @@ def test_mirror_maps_the_team_url_to_a_folder(proj, capsys, tmp_path):
     _lock(proj, "lt-host", capsys)
     elsewhere = tmp_path / "mirror"
     shutil.move(str(proj.channel), elsewhere)
-    # Without a mirror the team URL (an .invalid host) cannot be downloaded from.
+    # Without a mirror the team URL (an .invalid host) cannot be downloaded from; nor can the package
+    # be rebuilt (its sources are not cached): one line with both halves and what to run.
     rc, _, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root)
-    assert rc == 2 and "cannot download" in err
+    assert rc == 2 and "cannot download" in err and "sources must be cached" in err
+    assert "deepep-env fetch lt-host" in err and [ln for ln in err.splitlines() if "error" in ln] == [err.strip().splitlines()[-1]]
     rc, out, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root,
                                   "--mirror", f"https://conda.deepep-env.invalid/lt-host={elsewhere}")
     assert rc == 0, err
@@ -256,7 +258,7 @@ def test_install_refuses_a_prefix_it_would_damage(proj, capsys, tmp_path, case):
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "notes.txt").write_text("keep me too\n")
     rc, out, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root, "--prefix", target)
-    assert rc == 2 and "refusing to install" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert rc == 2 and "refusing to install" in err and "Traceback" not in err and [ln for ln in err.splitlines() if "error" in ln] == [err.strip().splitlines()[-1]]
     assert (tmp_path / "afile").read_text() == "keep me\n"
     assert (tmp_path / "home" / "notes.txt").read_text() == "keep me too\n"
     assert not list(Path("/").glob(".*.install-lock"))

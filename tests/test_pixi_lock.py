@@ -235,3 +235,24 @@ def test_one_url_two_contents_is_refused(repo_root, tmp_path):
         write_env(lock, "h200-nvlink-conda", sections["h200-nvlink-conda"],
                   [platform_for("linux-64", "12.9"), platform_for("linux-64", "13.0")])
     assert lock.read_bytes() == before
+
+
+def test_the_lock_holds_no_indexing_time(repo_root, tmp_path):
+    """Issue 25.5: when a channel was indexed is the indexing machine's fact, not the package's (pixi
+    drops it on any rewrite): the writer drops it for every record of every channel, in the
+    environment it writes and in those it keeps; the committed lock has none."""
+    import re
+
+    from deepep_env.lock.lockfile import _existing_sections, write_env
+    from deepep_env.lock.platforms import platform_for
+
+    committed = (repo_root / "pixi.lock").read_bytes()
+    assert b"indexed_timestamp" not in committed
+    lock = tmp_path / "pixi.lock"
+    stamped = re.sub(r"(?m)^(  timestamp: \d+\n)", r"\1  indexed_timestamp: 1795512013980\n", committed.decode())
+    lock.write_text(stamped)
+    sections, _ = _existing_sections(lock)
+    assert all(r.indexed_timestamp is not None for s in sections.values() for rs in s.records.values() for r in rs)
+    write_env(lock, "h200-nvlink-conda", sections["h200-nvlink-conda"],
+              [platform_for("linux-64", "12.9"), platform_for("linux-64", "13.0")])
+    assert lock.read_bytes() == committed

@@ -113,8 +113,11 @@ def test_tasks(proj, capsys):
     assert "depends-on" not in t
     assert t["cmd"] == "python $CONDA_PREFIX/share/deep-ep/tests/test_intranode.py"
     assert "test_low_latency.py" in conda_tasks["deepep-test-low-latency"]["cmd"]
-    # Host python: the task names the spec's interpreter, not whatever `python` is first on PATH.
-    assert sys.executable in m["feature"]["lt-host"]["tasks"]["deepep-test-intranode"]["cmd"]
+    # Host python: the task runs the spec's interpreter, not whatever `python` is first on PATH, and
+    # names no path of this machine: activation sets DEEPEP_ENV_PYTHON from the install marker.
+    assert m["feature"]["lt-host"]["tasks"]["deepep-test-intranode"]["cmd"] == \
+        '"$DEEPEP_ENV_PYTHON" $CONDA_PREFIX/share/deep-ep/tests/test_intranode.py'
+    assert sys.executable not in proj.pixi_toml.read_text()
 
 
 def test_sync_check_detects_drift(proj, capsys):

@@ -1,8 +1,8 @@
 """`deepep-env publish --to quetz+http://…/CHANNEL` against a real quetz-server on 127.0.0.1.
 
 quetz-server 0.10.4 runs from its own venv under /tmp with pinned dependencies
-(publish_fixtures.QUETZ_PINS); built once (~1 minute), reused afterwards. Where those pins do
-not install (no PyPI), the tests skip and say so.
+(tests/fixtures/quetz-requirements.txt), which `.ci/setup-quetz.sh` builds before the tests (CI runs
+it; the tests install nothing). Without that venv the tests skip and say so.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 from publish_fixtures import (
+    QUETZ_SETUP,
     Captured,
     free_port,
     no_creds_env,
@@ -52,8 +53,8 @@ admins = ["dummy:alice", "dummy:bob", "dummy:carol", "dummy:dave"]
 def quetz(tmp_path_factory):
     venv = quetz_venv()
     if venv is None:
-        pytest.skip("quetz-server with its pinned dependencies is not available (no PyPI, or "
-                    "DEEPEP_ENV_SKIP_QUETZ=1): quetz publishing untested here")
+        pytest.skip(f"quetz-server with its pinned dependencies is not set up (run {QUETZ_SETUP}, which needs "
+                    "PyPI; or DEEPEP_ENV_SKIP_QUETZ=1): quetz publishing untested here")
     base = tmp_path_factory.mktemp("quetz-server")  # the server's own files: its DB holds the key
     import secrets
 

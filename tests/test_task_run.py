@@ -63,9 +63,10 @@ def test_task_installs_then_runs_the_test_with_the_overlay(proj, host_tree):
     assert want["NVSHMEM_IB_GID_INDEX"] == "3" and "DEEP_EP_DEVICE_TO_HCA_MAPPING" in want
     assert {k: out["environ"].get(k) for k in want} == want
     assert "_DEEPEP_ENV_UNDO" in out["environ"]                  # deactivate.d can put it all back
-    # the manifest's command: the spec's (host) python on the test pixi installed, no wrapper
-    assert f"deepep-test-intranode (lt-host): {sys.executable} $CONDA_PREFIX/share/deep-ep/tests/test_intranode.py" \
+    # the manifest's command names no host path: the activation resolves the spec's (host) python
+    assert 'deepep-test-intranode (lt-host): "$DEEPEP_ENV_PYTHON" $CONDA_PREFIX/share/deep-ep/tests/test_intranode.py' \
         in r.stderr
+    assert out["python"] == sys.executable                       # the spec's interpreter ran the test
     # A second run re-uses the install (no-op) and runs the low-latency test.
     r = cli_subprocess("task", "deepep-test-low-latency", "-e", "lt-host", "--project", proj.root, cwd=proj.root)
     assert r.returncode == 0, r.stderr

@@ -237,7 +237,8 @@ def test_reading_a_lock_with_a_credential_in_a_channel_never_prints_it(form, tmp
     printed = []
     for argv in (["diff", REPO / "pixi.lock", lock], ["diff", REPO / "pixi.lock", lock, "--json"],
                  ["lock", "h200-nvlink", "--check", "--project", REPO, "--output", lock],
-                 ["lock", "h200-nvlink", "--check", "--project", REPO, "--output", lock, "--json"]):
+                 ["lock", "h200-nvlink", "--check", "--project", REPO, "--output", lock, "--json"],
+                 ["pixi", "verdict", "--manifest", REPO / "pixi.toml", "--lock", lock]):
         rc, out, err = cli_in_process(capsys, *argv)
         assert "Traceback" not in err
         # refused on read: one line naming the lock, before any report could print the URL

@@ -61,10 +61,47 @@ def conda_name(dist: str) -> str:
     return {"torch": "pytorch", "typing-extensions": "typing_extensions"}.get(n, n)
 
 
+# Licences of what is not a wheel (SPDX; LicenseRef- where SPDX has no identifier): conda-forge's
+# own words for the same packages. The wrappers are scripts written here, under the project's licence.
+PYTHON_LICENSE = "Python-2.0"
+CUDA_LICENSE = "LicenseRef-NVIDIA-End-User-License-Agreement"
+RDMA_LICENSE = "Linux-OpenIB OR GPL-2.0-only"
+WRAPPER_LICENSE = "MIT"
+
+# Trove classifiers → SPDX, for wheels that declare their licence only that way.
+_CLASSIFIER_SPDX = {
+    "MIT License": "MIT", "BSD License": "BSD-3-Clause", "Apache Software License": "Apache-2.0",
+    "Python Software Foundation License": "PSF-2.0", "Mozilla Public License 2.0 (MPL 2.0)": "MPL-2.0",
+    "ISC License (ISCL)": "ISC", "The Unlicense (Unlicense)": "Unlicense",
+    "GNU Lesser General Public License v3 (LGPLv3)": "LGPL-3.0-only",
+    "GNU General Public License v2 (GPLv2)": "GPL-2.0-only", "GNU General Public License v3 (GPLv3)": "GPL-3.0-only",
+    "Other/Proprietary License": "LicenseRef-Proprietary",
+}
+
+
+def wheel_license(meta) -> str:
+    """A distribution's licence from its METADATA: License-Expression (PEP 639), else a one-line
+    License field, else its License :: classifiers (as SPDX where known); never "repack"."""
+    expr = (meta.get("License-Expression") or "").strip()
+    if expr:
+        return expr
+    text = (meta.get("License") or "").strip()
+    if text and "\n" not in text and len(text) <= 80 and text.upper() not in ("UNKNOWN", "NONE"):
+        return text
+    found = []
+    for c in meta.get_all("Classifier") or []:
+        parts = [x.strip() for x in c.split("::")]
+        if parts[0] == "License" and len(parts) > 1 and parts[-1] != "OSI Approved":
+            found.append(_CLASSIFIER_SPDX.get(parts[-1], "LicenseRef-" + re.sub(r"[^A-Za-z0-9.-]+", "-", parts[-1]).strip("-")))
+    return " OR ".join(dict.fromkeys(found)) or "LicenseRef-not-declared"
+
+
 class Pkg:
-    def __init__(self, name: str, version: str, build: str, depends: list[str] | None = None):
+    def __init__(self, name: str, version: str, build: str, depends: list[str] | None = None,
+                 license: str = WRAPPER_LICENSE):
         self.name, self.version, self.build = name, version, build
         self.depends = list(depends or [])
+        self.license = license
         self.files: dict[str, Path | bytes | tuple[str, str]] = {}   # arcname -> file | content | ("link", target)
 
     def add_tree(self, src: Path, dest: str, *, skip=lambda rel: False) -> None:
@@ -112,14 +149,15 @@ class Pkg:
                         tar.addfile(ti, src)
                     paths.append({"_path": arc, "path_type": "hardlink", "size_in_bytes": st.st_size})
         index = {"name": self.name, "version": self.version, "build": self.build, "build_number": 0,
-                 "depends": sorted(set(self.depends)), "subdir": subdir, "license": "repack",
+                 "depends": sorted(set(self.depends)), "subdir": subdir, "license": self.license,
                  "timestamp": EPOCH * 1000}
         if subdir != "noarch":
             index.update(arch="x86_64", platform="linux")
         info_tar = io.BytesIO()
         with tarfile.open(fileobj=info_tar, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for name, obj in (("info/index.json", index), ("info/paths.json", {"paths": paths, "paths_version": 1}),
-                              ("info/about.json", {"summary": f"{self.name} repacked from this machine (deepep-env GPU proof)"})):
+                              ("info/about.json", {"summary": f"{self.name} repacked from this machine (deepep-env GPU proof)",
+                                                   "license": self.license})):
                 data = json.dumps(obj, indent=1, sort_keys=True).encode()
                 ti = tarfile.TarInfo(name)
                 ti.size, ti.mtime = len(data), EPOCH
@@ -195,7 +233,7 @@ def python_pkg(work: Path, patchelf: str) -> Pkg:
     if str(root / SITE) not in probe.stdout:
         raise SystemExit(f"repack: the repacked python does not see {SITE}: {probe.stdout} {probe.stderr}")
     ver = sys.version.split()[0]
-    pkg = Pkg("python", ver, f"h0_0_repack_cpython")
+    pkg = Pkg("python", ver, f"h0_0_repack_cpython", license=PYTHON_LICENSE)
     pkg.add_tree(root, "")
     return pkg
 
@@ -249,7 +287,7 @@ def dist_pkgs(venv_site: Path) -> list[Pkg]:
         else:
             build = f"repack_py{PY_VER.replace('.', '')}_0"
             deps.append(f"python {PY_VER}.*")
-        pkg = Pkg(name, version, build, deps)
+        pkg = Pkg(name, version, build, deps, license=wheel_license(meta))
         for row in csv.reader((d / "RECORD").read_text().splitlines()):
             rel = row[0] if row else ""
             p = venv_site / rel
@@ -264,8 +302,8 @@ def cuda_pkgs(cuda: Path) -> list[Pkg]:
     ver = json.loads((cuda / "version.json").read_text())["cuda"]["version"] if (cuda / "version.json").is_file() else "13.0.0"
     mm = ".".join(ver.split(".")[:2])
     tgt = "targets/x86_64-linux"
-    out = [Pkg("cuda-version", mm, "h0_0", [])]
-    nvcc = Pkg("cuda-nvcc", ver, "h0_0", [f"cuda-version {mm}.*"])
+    out = [Pkg("cuda-version", mm, "h0_0", [], license=CUDA_LICENSE)]
+    nvcc = Pkg("cuda-nvcc", ver, "h0_0", [f"cuda-version {mm}.*"], license=CUDA_LICENSE)
     for tool in ("nvcc", "nvcc.profile", "ptxas", "fatbinary", "nvlink", "cudafe++", "bin2c", "cuobjdump", "nvdisasm",
                  "nvprune"):
         if (cuda / "bin" / tool).exists():
@@ -274,19 +312,20 @@ def cuda_pkgs(cuda: Path) -> list[Pkg]:
         nvcc.add_tree(cuda / "bin/crt", "bin/crt")
     nvcc.add_tree(cuda / "nvvm", "nvvm")
     out.append(nvcc)
-    dev = Pkg("cuda-cudart-dev", ver, "h0_0", [f"cuda-version {mm}.*", f"cuda-cudart =={ver}"])
+    dev = Pkg("cuda-cudart-dev", ver, "h0_0", [f"cuda-version {mm}.*", f"cuda-cudart =={ver}"], license=CUDA_LICENSE)
     dev.add_tree(cuda / tgt / "include", f"{tgt}/include")
     keep = re.compile(r"^(libcudart\.so$|libcudart_static\.a|libcudadevrt\.a|libculibos\.a|stubs/)")
     dev.add_tree(cuda / tgt / "lib", f"{tgt}/lib", skip=lambda rel: not keep.match(rel))
     out.append(dev)
-    rt = Pkg("cuda-cudart", ver, "h0_0", [f"cuda-version {mm}.*"])
+    rt = Pkg("cuda-cudart", ver, "h0_0", [f"cuda-version {mm}.*"], license=CUDA_LICENSE)
     for f in sorted((cuda / tgt / "lib").glob("libcudart.so.*")):
         rt.add_file(f, f"{tgt}/lib/{f.name}")
         rt.files[f"lib/{f.name}"] = ("link", f"../{tgt}/lib/{f.name}")
     out.append(rt)
     for meta_name in ("cuda-cccl", "cuda-nvml-dev", "cuda-nvtx-dev", "cuda-driver-dev"):
-        out.append(Pkg(meta_name, ver, "h0_0", [f"cuda-cudart-dev =={ver}"]))
-    out.append(Pkg("cuda-nvcc_linux-64", ver, "h0_0", [f"cuda-nvcc =={ver}", f"cuda-cudart-dev =={ver}"]))
+        out.append(Pkg(meta_name, ver, "h0_0", [f"cuda-cudart-dev =={ver}"], license=CUDA_LICENSE))
+    out.append(Pkg("cuda-nvcc_linux-64", ver, "h0_0", [f"cuda-nvcc =={ver}", f"cuda-cudart-dev =={ver}"],
+                   license=CUDA_LICENSE))
     return out
 
 
@@ -320,7 +359,7 @@ def tool_pkgs(gcc_bin: Path) -> list[Pkg]:
 
 
 def rdma_pkg(rdma: Path) -> Pkg:
-    pkg = Pkg("rdma-core", "44.0", "h0_0_debian", [])
+    pkg = Pkg("rdma-core", "44.0", "h0_0_debian", [], license=RDMA_LICENSE)
     pkg.add_tree(rdma / "include", "include")
     libdir = rdma / "lib/x86_64-linux-gnu"
     pkg.add_tree(libdir, "lib")

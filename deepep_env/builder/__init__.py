@@ -35,10 +35,10 @@ from deepep_env.builder.channel import Channel, index, make_build_channel
 from deepep_env.builder.check import compare_packages, compare_with_sha
 from deepep_env.builder.driver import recipe_context, run as run_rattler_build
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
-from deepep_env.builder.normalize import epoch_for, normalize_conda
+from deepep_env.builder.normalize import BUILD_INPUTS_MEMBER, epoch_for, normalize_conda
 from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.buildplan import BuildNode
-from deepep_env.buildplan import plan as build_plan
+from deepep_env.buildplan import live_host, plan as build_plan
 from deepep_env.errors import SolveError, UserError
 from deepep_env.formats import BUILD_MANIFEST, BUILD_REPORT
 from deepep_env.hashing import short_id, tree_sha256
@@ -274,8 +274,10 @@ class _Builder:
             raise
         epoch = epoch_for(node.id or "")
         aliases = mirror_aliases()
+        info = {BUILD_INPUTS_MEMBER: (json.dumps({"id": node.id, "preimage": node.preimage}, indent=1, sort_keys=True,
+                                                 ensure_ascii=False) + "\n").encode()}
         for f in res.packages:
-            normalize_conda(f, epoch, aliases)
+            normalize_conda(f, epoch, aliases, info)
         return res.packages, time.monotonic() - started, res.notes
 
     def _import_local_sources(self, nodes: Sequence[BuildNode]) -> None:
@@ -292,10 +294,14 @@ class _Builder:
                                 file=local, accepted="run the command again")
             self.cache.add_tree(Path(local), digest=pin.tree_sha256)
 
-    def publish(self, entry: StoreEntry) -> bool:
+    def publish(self, entry: StoreEntry, notes: list[str]) -> bool:
+        """Copy the entry's outputs into the channel where its copy is missing or not the store's
+        file (a damaged copy is never called cached); what was replaced goes to ``notes``."""
         changed = False
         for o in entry.outputs:
             changed |= self.channel.put(entry.file(o), o.file, o.sha256)
+        notes += self.channel.notes
+        self.channel.notes.clear()
         return changed
 
     def run(self, nodes: Sequence[BuildNode], name: str, *, check: bool | Sequence[str] = False) -> BuildReport:
@@ -331,6 +337,8 @@ class _Builder:
                         entry = self.store.add(bid, node.package, node.preimage or {}, files, seconds)
                         shutil.rmtree(work, ignore_errors=True)
                         status = "built"
+            notes += self.store.notes   # an entry found corrupt (and rebuilt) is said once
+            self.store.notes.clear()
             self.entries[node.package] = entry
             # The version a dependent pins (dep_<pkg>, <pkg>_version) is the one actually built: a
             # recipe may compute it with an expression graph.py does not evaluate.
@@ -338,7 +346,7 @@ class _Builder:
             if version != node.version:
                 node = dataclasses.replace(node, version=version)
                 by[node.package] = node
-            if self.publish(entry):
+            if self.publish(entry, notes):
                 index(self.channel.root)
             result = NodeResult(node.package, bid, version, status, seconds,
                                 [o.file for o in entry.outputs],
@@ -417,7 +425,8 @@ def write_manifest(report: BuildReport, state: Path, env: str) -> Path:
         for o in entry.outputs:
             pkgs.append({"name": o.name, "version": o.version, "build": o.build, "subdir": o.subdir,
                          "file": o.file, "build_id": n.id, "sha256": o.sha256})
-    data = {"format": BUILD_MANIFEST.stamp, "env": env, "channel": str(report.channel), "packages": pkgs}
+    data = {"format": BUILD_MANIFEST.stamp, "env": env, "channel": str(report.channel), "store": str(report.store),
+            "packages": pkgs}
     return write_text(state / "builds" / f"{env}.json", json.dumps(data, indent=2) + "\n")
 
 
@@ -448,7 +457,7 @@ def build_env(env_name: str, project, *, store: Optional[Path] = None, channel: 
               jobs: Optional[int] = None, progress: Optional[Progress] = None) -> BuildReport:
     """Build the graph of env spec ``env_name`` (``deepep-env build ENV``)."""
     resolved = load_resolved(env_name, project)
-    bp = build_plan(resolved, project)
+    bp = build_plan(resolved, project, live_host)   # built here: this machine's host externals
     extra = spec_channels_for_build(resolved.channels, offline=offline)
     report = build_graph(
         list(bp.nodes), store=store or project.store, channel=channel or project.channel,

@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
@@ -64,6 +64,7 @@ def forget(root: Path, rel: str) -> None:
 @dataclass(frozen=True)
 class Channel:
     root: Path
+    notes: list = field(default_factory=list, compare=False)   # copies found damaged and replaced
 
     def ensure(self) -> "Channel":
         if not (self.root / "noarch" / "repodata.json").is_file():
@@ -79,7 +80,8 @@ class Channel:
         under the same name (a generic recipe whose build string does not carry our id) is
         replaced: the channel shows the build of the current graph."""
         dst = self.root / rel
-        if dst.is_file() and file_sha256(dst) == sha256:
+        have = file_sha256(dst) if dst.is_file() else None
+        if have == sha256:
             return False
         # A copy, never a hard link: a file shared by store and channel is one file, so damage to
         # either (an editor, a tool writing in place) would reach both and then every publish.
@@ -91,6 +93,9 @@ class Channel:
         if dst.exists():
             forget(self.root, rel)
         write_bytes(dst, data)
+        if have is not None:
+            self.notes.append(f"the channel's {rel} was not the store's file (sha256 {have[7:23]}…, the store "
+                              f"records {sha256[7:23]}…): replaced by a copy of the verified store entry")
         return True
 
     def url(self) -> str:

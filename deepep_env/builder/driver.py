@@ -134,6 +134,17 @@ _GENERIC = re.compile(r"^(Script failed|Script execution failed|Test failed|Buil
 _KEYWORDS = re.compile(r"error|failed|not found|no such file|undefined reference|cannot", re.I)
 
 
+def _script_start(lines: Sequence[str], end: int) -> int:
+    """Index of the first line the build script may have written: the line after rattler-build's last
+    "✔" step before ``end`` ("✔ Successfully updated the host environment" comes right before the
+    script), else its first xtrace line ("+ cmd": scripts run with ``set -x``; the script's stdout
+    and the trace on stderr interleave, so the trace is the second choice), else 0."""
+    steps = [i for i in range(end) if lines[i].lstrip().startswith("✔")]
+    if steps:
+        return steps[-1] + 1
+    return next((i for i in range(end) if lines[i].lstrip().startswith("+ ")), 0)
+
+
 def _failure_hint(lines: Sequence[str]) -> str:
     """The line of a build log most likely to name the cause: the last error-looking line the
     script printed before rattler-build's "Script failed with status N"."""
@@ -144,11 +155,13 @@ def _failure_hint(lines: Sequence[str]) -> str:
         if keep[i].startswith("Script failed with status"):
             status, end = keep[i].rsplit(" ", 1)[-1], i
             break
-    # rattler-build's own progress lines ("✔ Successfully updated the host environment", table
-    # borders) are never the cause: only what the script printed is a candidate.
-    window = [ln.strip() for ln in keep[max(0, end - 60):end]
+    # rattler-build's own lines (resolving, "Finalized run dependencies", "✔ Successfully updated the
+    # host environment", table borders) are never the cause: only what the script printed, after it
+    # started, is a candidate.
+    start = _script_start(keep, end)
+    window = [ln.strip() for ln in keep[max(start, end - 60):end]
               if not ln.lstrip().startswith(("+ ", "✔", "│", "╭", "╰", "├", "╞", "┆"))]
-    fallback = window[-1] if window else "the build script printed nothing that names the cause; see the log"
+    fallback = window[-1] if window else "the build script printed nothing before it failed; see the log"
     hint = next((ln for ln in reversed(window) if _KEYWORDS.search(ln)), fallback)
     return hint[:300] + (f" (exit {status})" if status else "")
 

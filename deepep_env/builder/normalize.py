@@ -87,13 +87,34 @@ def _fix_channels(data: bytes, aliases: dict[str, str]) -> bytes:
     return data
 
 
-def _retar(data: bytes, epoch: int, aliases: Optional[dict[str, str]] = None) -> bytes:
-    """A tar with the same members and contents, in name order, with fixed metadata."""
+# What the builder adds to every package's info/: the build id and its pre-image (docs/build-id.md §2),
+# so a package says what it was built from — the host externals' fingerprints included.
+BUILD_INPUTS_MEMBER = "info/deepep-env/build-inputs.json"
+
+
+def _added_members(src: tarfile.TarFile, extra: Optional[dict[str, bytes]]) -> list[tarfile.TarInfo]:
+    have = set(src.getnames())
+    if not extra or "info/index.json" not in have:   # info/ lives in the info-*.tar.zst only
+        return []
+    return [tarfile.TarInfo(name) for name in extra if name not in have]
+
+
+def _retar(data: bytes, epoch: int, aliases: Optional[dict[str, str]] = None,
+           extra: Optional[dict[str, bytes]] = None) -> bytes:
+    """A tar with the same members and contents (plus ``extra`` files in the info tar), in name order,
+    with fixed metadata."""
     src = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
-    members = sorted(src.getmembers(), key=lambda m: m.name.encode())
+    added = _added_members(src, extra)
+    members = sorted(src.getmembers() + added, key=lambda m: m.name.encode())
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as dst:
         for m in members:
+            if m in added:
+                assert extra is not None
+                m.size, m.mode, m.type = len(extra[m.name]), 0o644, tarfile.REGTYPE
+                m.mtime, m.uid, m.gid, m.uname, m.gname = epoch, 0, 0, "", ""
+                dst.addfile(m, io.BytesIO(extra[m.name]))
+                continue
             f = src.extractfile(m) if m.isreg() else None   # None only for non-regular members
             content = f.read() if f is not None else None
             if m.name in _FIXERS and content is not None:
@@ -108,9 +129,11 @@ def _retar(data: bytes, epoch: int, aliases: Optional[dict[str, str]] = None) ->
     return out.getvalue()
 
 
-def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, str]] = None) -> bool:
+def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, str]] = None,
+                    info_files: Optional[dict[str, bytes]] = None) -> bool:
     """Rewrite ``path`` (a ``.conda``) in place, atomically; True when its bytes changed.
-    ``channel_aliases``: mirror URL → the channel's own URL.
+    ``channel_aliases``: mirror URL → the channel's own URL; ``info_files``: added to info/ (kept
+    when already there, so normalizing twice changes nothing).
 
     Idempotent: normalizing a normalized package gives the same bytes."""
     path = Path(path)
@@ -122,7 +145,7 @@ def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, 
         for info in zin.infolist():
             data = zin.read(info)
             if info.filename.endswith(".tar.zst"):
-                data = _zstd_compress(_retar(_zstd_decompress(data), epoch, channel_aliases))
+                data = _zstd_compress(_retar(_zstd_decompress(data), epoch, channel_aliases, info_files))
             zi = zipfile.ZipInfo(info.filename, date_time=_ZIP_TIME)
             zi.compress_type = zipfile.ZIP_STORED
             zi.external_attr = 0o644 << 16

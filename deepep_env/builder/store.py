@@ -103,6 +103,15 @@ class Store:
         return StoreEntry(path, data["id"], data["package"], data.get("preimage") or {}, outs,
                           float(data.get("seconds", 0.0)), data.get("built_at", ""))
 
+    def find(self, build_id: str) -> Optional[StoreEntry]:
+        """The verified entry of ``build_id``, whichever package it is of (None: no such entry)."""
+        prefix = _entry_name(build_id, "")
+        for p in sorted(self.root.glob(f"{prefix}*")) if self.root.is_dir() else ():
+            entry = self.lookup(build_id, p.name[len(prefix):])
+            if entry is not None:
+                return entry
+        return None
+
     def quarantine(self, path: Path, why: str) -> Path:
         """Move a corrupt entry out of the way (atomically: a rename), with a note saying why."""
         dest_dir = self.root / ".corrupt"

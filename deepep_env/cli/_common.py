@@ -25,8 +25,10 @@ def print_json(data: Any) -> None:
 
 def print_warnings(warnings: Iterable[str]) -> None:
     """A library result's warnings, one line each on stderr (stdout stays the result, or its JSON)."""
+    from deepep_env.channels.auth import redact
+
     for w in warnings:
-        print(f"deepep-env: warning: {w}", file=sys.stderr)
+        print(f"deepep-env: warning: {redact(w)}", file=sys.stderr)
 
 
 def console():

@@ -16,7 +16,7 @@ from deepep_env.project import Project, find_project
 PROGRESS_EVERY_S = 20.0
 
 
-def _progress(console):
+def progress_printer(console):
     """Live status on a terminal; elsewhere (CI, a log file) timestamped lines: the start of each
     package, then its latest build-log line at most every PROGRESS_EVERY_S seconds."""
     import time
@@ -117,7 +117,7 @@ def register(app: typer.Typer) -> None:
             raise UserError("--lock names no file", file=lock, accepted="a pixi.lock written by `deepep-env lock`")
 
         console = Console(stderr=True)
-        progress = _progress(console)
+        progress = progress_printer(console)
         check_arg = list(check_package) if check_package else check
         if recipes is not None:
             if env:

@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         env: Optional[str] = typer.Argument(None, metavar="[ENV]", help="installed env to check (env_specs/<ENV>.toml); omit for host-only checks"),
         root: str = typer.Option("/", "--root", help="read the host under this directory instead of /"),
-        prefix: Optional[str] = typer.Option(None, "--prefix", help="the env's prefix (default: $DEEPEP_ENV_PREFIX, else the project's .deepep-env/envs/ENV)"),
+        prefix: Optional[str] = typer.Option(None, "--prefix", help="the env's prefix (default: $DEEPEP_ENV_PREFIX, else the project's .pixi/envs/ENV)"),
         platform: Optional[str] = typer.Option(None, "--platform", help="platform profile instead of the detected one"),
         project_dir: Optional[str] = typer.Option(None, "--project", help="project folder (default: nearest parent with env_specs/)"),
         env_file: Optional[str] = typer.Option(None, "--env-file", help="check this KEY=VALUE file as the current environment (e.g. a captured host's env.txt)"),

@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("env", metavar="ENV", help="installed env name")
     parser.add_argument("--root", default="/", help="read the host under this directory (default /)")
     parser.add_argument("--shell", choices=SHELL_CHOICES, default=None, help="default: from $SHELL, else bash")
-    parser.add_argument("--prefix", default=None, help="the env's prefix (default $DEEPEP_ENV_PREFIX or .deepep-env/envs/ENV)")
+    parser.add_argument("--prefix", default=None, help="the env's prefix (default $DEEPEP_ENV_PREFIX, else the project's .pixi/envs/ENV)")
     parser.add_argument("--platform", default=None, help="platform profile (default: detected)")
     args = parser.parse_args(argv)
     return run_activate(args.env, root=args.root, shell=args.shell, prefix=args.prefix, platform=args.platform)

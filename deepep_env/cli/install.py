@@ -21,14 +21,22 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Install ENV from its lock; a second run is a no-op."""
         # library imports stay local: main.build_app imports every command module on every run
+        from rich.console import Console
+
+        from deepep_env.cli.build import progress_printer
         from deepep_env.install import install_env
 
-        res = install_env(env, project(project_dir), prefix=prefix, lock_path=lock, mirrors=mirror or (), force=force)
+        # a package no channel serves is rebuilt from its recipe: the same progress as `build` (stderr)
+        progress = progress_printer(Console(stderr=True))
+        res = install_env(env, project(project_dir), prefix=prefix, lock_path=lock, mirrors=mirror or (), force=force,
+                          progress=progress)
         data = res.to_dict()
         print_warnings(data["warnings"])
         if as_json:
             print_json(data)
             return
+        for n in res.notes:
+            print(f"{res.env}: {n}")
         if res.status == "up-to-date":
             print(f"{res.env}: {res.prefix} is up to date ({len(res.packages)} packages)")
         else:

@@ -69,6 +69,14 @@ def _typer_exceptions() -> tuple[type[Exception], type[Exception], type[Exceptio
     return usage, typer.Abort, typer.Exit
 
 
+def _error(line: str) -> None:
+    """The one error line, redacted: whatever a message quotes (a spec entry, a URL, an argument),
+    no credential reaches the terminal or a CI log."""
+    from deepep_env.channels.auth import redact
+
+    print(f"deepep-env: error: {redact(line)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["activate"]:
@@ -88,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = app(args=argv, prog_name="deepep-env", standalone_mode=False)
     except UserError as err:
-        print(f"deepep-env: error: {err}", file=sys.stderr)
+        _error(str(err))
         return err.exit_code
     except (NotRegular, TooLarge) as exc:  # the bounded reader's refusal, where no caller worded it
         print(f"deepep-env: error: {as_user_error(exc, exc.filename)}", file=sys.stderr)
@@ -96,10 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     except usage_exc as exc:
-        print(f"deepep-env: error: {_usage_line(exc)}", file=sys.stderr)
+        _error(_usage_line(exc))
         return 2
-    except abort_exc:
-        # click turns KeyboardInterrupt and EOFError into Abort: never end without a word.
+    except abort_exc as exc:
+        # typer turns an EOFError that escaped a command into Abort (a KeyboardInterrupt into exit
+        # 130). No command reads the terminal, so that EOFError is data that ended early (a truncated
+        # archive, say) that no library call turned into a UserError: an error, never Ctrl-C.
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, EOFError):
+            _error(f"a file or stream ended before its data did ({cause or 'EOFError'}): truncated or corrupt input")
+            return 1
         print("deepep-env: aborted (interrupted, or input ended)", file=sys.stderr)
         return 130
     except exit_exc as exc:

@@ -13,11 +13,12 @@ from typing import Any, Mapping, Optional, Sequence
 
 from deepep_env.doctor.context import DoctorContext, EnvView, PathView, effective_environment, site_dirs_of_python
 from deepep_env.doctor.model import Evidence, Finding, one_line
-from deepep_env.envcontext import HostContext, host_overlay, platform_mismatch, with_prefix_activation
+from deepep_env.envcontext import HostContext, host_overlay, platform_mismatch, prefix_meta, with_prefix_activation
 from deepep_env.errors import UnknownEnvError, UserError
 from deepep_env.overlay.activation import run_environment
 from deepep_env.overlay.changes import Overlay, Source
-from deepep_env.overlay.prefix import META_RELPATH, PREFIX_ENV_VAR, PrefixMeta, check_env_name, default_prefix, read_prefix_meta
+from deepep_env.overlay.prefix import (META_RELPATH, PREFIX_ENV_VAR, PrefixMeta, check_env_name, default_prefix, has_marker,
+                                       is_conda_prefix, read_prefix_meta)
 from deepep_env.overlay.rules import default_site_dirs
 from deepep_env.project import Project
 from deepep_env.project import find_project as locate_project
@@ -80,7 +81,15 @@ def load_spec(env: Optional[str], proj: Any, prefix_given: bool, notes: list[str
 def read_marker(env: Optional[str], pfx: str, findings: list[Finding]) -> Optional[PrefixMeta]:
     """The prefix's install marker, or None with an ``env.not-installed`` finding."""
     marker = os.path.join(pfx, META_RELPATH)
-    if not os.path.exists(marker):
+    if env and not has_marker(pfx) and is_conda_prefix(pfx):
+        try:   # a prefix pixi installed from the lock: the spec says what our marker would
+            return prefix_meta(env, pfx)
+        except UserError as err:
+            findings.append(setup_finding("env.not-installed", "error", f"the prefix has no deepep-env marker and "
+                                          f"the spec cannot stand in for it: {one_line(err.message)}",
+                                          [Evidence(value="absent", file=marker)], f"`deepep-env install {env}`"))
+            return None
+    if not has_marker(pfx):
         findings.append(setup_finding(
             "env.not-installed", "error", f"env {env or '?'} is not installed at {pfx} (no {META_RELPATH})",
             [Evidence(value="absent", file=marker)],

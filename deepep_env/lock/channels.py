@@ -75,8 +75,18 @@ def channel_mirrors(environ: Optional[dict] = None) -> dict[str, Path]:
         if not sep or not chan or not d or not Path(d).is_absolute():
             raise UserError(f"not a mirror: {redact(item)!r}", field=MIRRORS_ENV,
                             accepted="CHANNEL=/abs/dir items separated by spaces, e.g. conda-forge=/srv/conda-forge")
-        out[channel_url(chan)] = Path(d)
+        out[channel_url(chan)] = mirror_dir(Path(d), field=MIRRORS_ENV, item=item)
     return out
+
+
+def mirror_dir(d: Path, *, field: str, item: str) -> Path:
+    """A mirror folder that exists: one that does not would be skipped package by package without a
+    word, and the channel (or the builder's copy of it) read instead."""
+    if not d.is_dir():
+        what = "is not a folder" if d.exists() else "does not exist"
+        raise UserError(f"mirror folder {d} {what} (in {redact(item)!r})", field=field,
+                        accepted="an existing folder holding the channel's subdirs (linux-64/, noarch/)")
+    return d
 
 
 @dataclass(frozen=True)

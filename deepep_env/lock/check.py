@@ -166,6 +166,8 @@ class LockCheck:
     path: Path
     reasons: list[Reason] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Facts that change nothing about freshness (said once, never as a warning next to "fresh").
+    notes: list[str] = field(default_factory=list)
     made_from: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -175,7 +177,7 @@ class LockCheck:
     def to_dict(self) -> dict[str, Any]:
         return {"env": self.env, "path": str(self.path), "status": "fresh" if self.fresh else "stale",
                 "fresh": self.fresh, "reasons": [r.to_dict() for r in self.reasons], "warnings": self.warnings,
-                "made_from": self.made_from}
+                "notes": self.notes, "made_from": self.made_from}
 
 
 _NAME = re.compile(r"^\s*([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
@@ -308,7 +310,7 @@ def _check_builds(req: LockRequest, pname: str, pkgs: list[LockedPackage], res: 
 def _check_tool(node, pname: str, pkgs: list[LockedPackage], res: LockCheck) -> set[str]:
     """deepep-env's own package is pinned by version: its build id moves with every change to the
     tool's code, which is not a change of the environment (docs/lockfiles.md §2). Another build of
-    the same version is a warning that says how to pick the current one up."""
+    the same version is fresh: a note says which build is locked and how to pick this checkout's up."""
     found = [p for p in pkgs if p.name == node.package]
     if not found:
         res.reasons.append(PackageMissing(pname, node.package, f"=={node.version}"))
@@ -317,8 +319,8 @@ def _check_tool(node, pname: str, pkgs: list[LockedPackage], res: LockCheck) -> 
     if p.version != node.version:
         res.reasons.append(PinChanged(pname, node.component, p.name, f"{p.version} {p.build}", f"=={node.version}"))
     elif p.build != node.build_string:
-        res.warnings.append(f"{pname}: {p.name} {p.version} is locked at build {p.build}, this checkout's is "
-                            f"{node.build_string} (`deepep-env build` and `lock` pick it up)")
+        res.notes.append(f"{pname}: {p.name} is locked by version: the lock's build {p.build} and this checkout's "
+                         f"{node.build_string} are both {p.version} (`deepep-env build` and `lock` pick this one up)")
     return {p.name}
 
 

@@ -6,8 +6,8 @@ what comes out is plain dataclasses that the check, the diff, the export and the
 Writing: one pixi.lock holds every environment (the project's root ``pixi.lock``, the file pixi
 reads beside pixi.toml). :func:`write_env` replaces one environment and keeps every other one as
 it was: their channels and records are read back and written again by rattler, which writes a
-record the same bytes it read (tested). rattler writes the lock; deepep-env prepends one comment
-line with its provenance per environment (``# deepep-env-lock: {json}``: spec version, our build
+record the same bytes it read (tested), less ``indexed_timestamp`` (:func:`_inputs_only`). rattler
+writes the lock; deepep-env prepends one comment line with its provenance per environment (``# deepep-env-lock: {json}``: spec version, our build
 ids, channels). YAML comments are ignored by pixi and rattler, so the file stays a plain pixi.lock;
 the line is what `lock --check` and reviewers read to see which build ids a lock was made from. A
 lock pixi rewrote has no such line: build ids are then read from build strings (``h<id>_N``).
@@ -180,20 +180,23 @@ def read_lock(path: str | Path) -> LockData:
                 le.packages[names[plat.name]] = [_locked(p, str(plat.subdir)) for p in pkgs]
                 le.subdirs[names[plat.name]] = str(plat.subdir)
             envs[name] = le
-    _refuse_secrets(envs, path)
+    refuse_secrets(lf, path)
     return LockData(path=path, platforms=platforms, envs=envs, meta=read_meta(text, path), version=version, rattler=lf)
 
 
-def _refuse_secrets(envs: dict[str, "LockedEnv"], path: Path) -> None:
+def refuse_secrets(lf: Any, path: Path) -> None:
     """A lock is committed and reviewed: a credential in a channel or package URL (written by hand or
     by another tool) is refused on read, in one line that does not repeat it, before any report of
-    the lock could print it."""
-    for name, env in envs.items():
-        for c in env.channels:
-            check_url_has_no_secret(c, field=f"environments.{name}.channels", file=path)
-        for plat, pkgs in env.packages.items():
+    the lock could print it. ``lf``: the rattler LockFile; every reader of a lock calls this
+    (``read_lock``: install, diff, lock --check; ``pixi verdict``)."""
+    names = row_names(lf.platforms())
+    for name, env in lf.environments():
+        for c in env.channels():
+            check_url_has_no_secret(str(c), field=f"environments.{name}.channels", file=path)
+        for plat, pkgs in env.packages_by_platform().items():
             for p in pkgs:
-                check_url_has_no_secret(p.url, field=f"environments.{name}.packages.{plat}", file=path)
+                check_url_has_no_secret(str(p.location), field=f"environments.{name}.packages.{names[plat.name]}",
+                                        file=path)
 
 
 def _locked(p: Any, subdir: str) -> LockedPackage:
@@ -273,6 +276,14 @@ def _refuse_two_records_for_one_url(path: Path, env: str, sections: dict[str, En
                                              "reproducible (same id, same bytes)")
 
 
+def _inputs_only(rec: Any) -> Any:
+    """The record without ``indexed_timestamp``: when a channel was indexed is a fact of the machine
+    that indexed it, not of the package (two machines indexing the same bytes would write two locks),
+    and pixi drops it on any rewrite. Every record, every channel, kept environments too."""
+    rec.indexed_timestamp = None
+    return rec
+
+
 def write_env(path: Path, env: str, section: EnvSection, platforms: list) -> tuple[bytes, bool]:
     """Write ``env`` into the pixi.lock at ``path`` (created if absent), every other environment kept
     as it is; atomically. ``platforms``: the workspace's :class:`LockPlatformDef` s in the
@@ -300,7 +311,7 @@ def write_env(path: Path, env: str, section: EnvSection, platforms: list) -> tup
         lf.set_channels(name, [LockChannel(c) for c in s.channels])
         for pname, recs in sorted(s.records.items()):
             for rec in sorted(recs, key=lambda r: (r.name.normalized, str(r.version), str(r.build))):
-                lf.add_conda_package(name, by_name[alias[pname]], rec)
+                lf.add_conda_package(name, by_name[alias[pname]], _inputs_only(rec))
     with tempfile.TemporaryDirectory(prefix="deepep-env-lock-") as tmp:
         tmp_path = Path(tmp) / "pixi.lock"
         lf.to_path(tmp_path)

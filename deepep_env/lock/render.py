@@ -182,4 +182,6 @@ def check_text(data: dict[str, Any]) -> str:
         lines.append(f"  [{r['kind']}] {r['message']}")
     for w in data.get("warnings", []):
         lines.append(f"  warning: {w}")
+    for n in data.get("notes", []):
+        lines.append(f"  note: {n}")
     return "\n".join(lines)

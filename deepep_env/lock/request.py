@@ -62,6 +62,9 @@ class LockRequest:
     # Every platform the manifest declares, in its order (pixi numbers the lock's rows by it);
     # empty: this request's own platforms.
     workspace: list[LockPlatformDef] = field(default_factory=list)
+    plan_nodes: list = field(default_factory=list)   # the BuildNodes (pre-images) behind ``built``
+    # The build store whose entries the local channel's files are copies of (None: not checked).
+    store: Optional[Path] = None
 
     @property
     def workspace_platforms(self) -> list[LockPlatformDef]:
@@ -179,12 +182,15 @@ def request_for_env(r, project, *, channel_dir: Optional[Path] = None, for_check
                     client_obj=None) -> LockRequest:
     """The lock request a resolved spec implies (build plan included)."""
     # local: pydantic and yaml; and buildplan imports lock.platforms, so at the top this would be a cycle
-    from deepep_env.buildplan import plan as build_plan
+    from deepep_env.buildplan import live_host, plan as build_plan
 
     refs = resolve_channels(list(r.channels), publish_url=r.publish_url,
                             local_dir=Path(channel_dir) if channel_dir else project.channel,
                             explicit_dir=channel_dir is not None, for_check=for_check)
-    nodes = built_nodes(build_plan(r, project))
+    # Locking records what was built here (this machine's host externals); a check reads the host
+    # facts the committed lock recorded (lockfiles/build-inputs.json), so CI can check a GPU lock.
+    bp = build_plan(r, project, None if for_check else live_host)
+    nodes = built_nodes(bp)
     index: list[dict] = []
     if not for_check:
         for ref in refs:
@@ -193,4 +199,5 @@ def request_for_env(r, project, *, channel_dir: Optional[Path] = None, for_check
     reqs = built_requirements(nodes, index) + component_requirements(r)
     return LockRequest(env=r.name, platforms=[platform_for(s, r.cuda.version) for s in r.subdirs], channels=refs,
                        workspace=workspace_platforms(project),
-                       requirements=reqs, built=nodes, spec_version=r.version, publish_url=r.publish_url)
+                       requirements=reqs, built=nodes, spec_version=r.version, publish_url=r.publish_url,
+                       plan_nodes=list(bp.nodes), store=project.store)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deepep_env.errors import UserError
+from deepep_env.lock.lockfile import refuse_secrets
 from deepep_env.lock.platforms import VirtualPkg, identity, subdir_defaults
 from deepep_env.readfile import read_text
 
@@ -193,6 +194,7 @@ def read_lock_view(path: Path, platforms: list[Platform]) -> LockView:
     except Exception as exc:  # noqa: BLE001 - yaml's and rattler's own errors
         raise UserError(f"pixi cannot read this lock: {str(exc).splitlines()[0] if str(exc) else exc!r}",
                         file=path) from None
+    refuse_secrets(lf, path)   # the one refusal every reader of a lock makes (install and diff too)
     rows = {p.name: (str(p.subdir), list(p.virtual_packages)) for p in lf.platforms()}
     names = align_rows(rows, platforms)
     envs = {}

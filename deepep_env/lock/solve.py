@@ -6,7 +6,6 @@ atomically (unchanged content is not rewritten).
 """
 from __future__ import annotations
 
-import contextlib
 
 import asyncio
 import datetime as _dt
@@ -16,9 +15,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deepep_env.channels.auth import redact
+from deepep_env.copies import check_copy, store_sha
 from deepep_env.errors import UserError
 from deepep_env.lock.channels import client as make_client
-from deepep_env.lock.channels import probe
+from deepep_env.lock.channels import probe, url_to_path
+from deepep_env.lock.inputs import write_env_inputs
 from deepep_env.lock.lockfile import EnvSection, write_env
 from deepep_env.lock.request import LockRequest, request_for_env
 from deepep_env.rattler_errors import rattler_errors
@@ -90,16 +91,29 @@ def ref_is_local(req: LockRequest, url: str) -> bool:
     return any(c.local and url.startswith(c.source) for c in req.channels)
 
 
+def hash_local_files(req: LockRequest, records: dict[str, list]) -> None:
+    """A package of the local channel is locked with the sha256 of its file, hashed here, never the
+    one the channel's index claims; the file must be the store's (else the one in the index)."""
+    ours = {n.build_string: n for n in req.built}
+    for recs in records.values():
+        for rec in recs:
+            if not (ref_is_local(req, rec.url) and rec.url.startswith("file://")):
+                continue
+            node = ours.get(str(rec.build))
+            rel = f"{rec.subdir}/{rec.file_name}"
+            known = store_sha(req.store, node.build_id, rel) if node and req.store else None
+            want = ("the build store", known) if known else \
+                ("the channel's repodata.json", rec.sha256.hex() if rec.sha256 else None)
+            got = check_copy(url_to_path(rec.url), [want],
+                             fix=f"nothing written; `deepep-env build {req.env}` copies it again from the store")
+            rec.sha256, rec.md5, rec.size = bytes.fromhex(got.sha256), bytes.fromhex(got.md5), got.size
+
+
 def rewrite_urls(req: LockRequest, records: dict[str, list]) -> None:
     """Name each package by its channel's lock URL (the local channel → the spec's publish_url)."""
     refs = sorted(req.channels, key=lambda r: len(r.source), reverse=True)
     for recs in records.values():
         for rec in recs:
-            # When the local index ran is not a fact of the package (two machines indexing the same
-            # bytes would write different locks): keep only the package's own timestamp.
-            if ref_is_local(req, rec.url):
-                with contextlib.suppress(AttributeError, TypeError):
-                    rec.indexed_timestamp = None
             for ref in refs:
                 if rec.url.startswith(ref.source):
                     if ref.source != ref.lock_url:
@@ -108,8 +122,9 @@ def rewrite_urls(req: LockRequest, records: dict[str, list]) -> None:
                     break
 
 
-def lock_request(req: LockRequest, path: Path, *, client_obj=None) -> LockResult:
+def lock_request(req: LockRequest, path: Path, *, client_obj=None, project=None) -> LockResult:
     records = solve_request(req, client_obj=client_obj)
+    hash_local_files(req, records)
     rewrite_urls(req, records)
     warnings: list[str] = []
     machine_local = any(c.machine_local for c in req.channels)
@@ -130,6 +145,8 @@ def lock_request(req: LockRequest, path: Path, *, client_obj=None) -> LockResult
     by_platform = {req.platform(sub).name: recs for sub, recs in records.items()}
     _, changed = write_env(path, req.env, EnvSection(channels, by_platform, meta),
                            req.workspace_platforms)
+    if project is not None and path.resolve() == default_lock_path(project, req.env).resolve():
+        write_env_inputs(project, req.env, req.plan_nodes)   # what each locked build was made from
     packages = {p: [{"name": r.name.normalized, "version": str(r.version), "build": str(r.build)}
                     for r in sorted(recs, key=lambda r: r.name.normalized)] for p, recs in by_platform.items()}
     return LockResult(env=req.env, path=path, changed=changed, channels=channels, platforms=platforms,
@@ -147,4 +164,4 @@ def lock_env(env: str, project, *, channel: Optional[str | Path] = None,
     cl = make_client([c for c in r.channels if "://" in c] + ([r.publish_url] if r.publish_url else []))
     req = request_for_env(r, project, channel_dir=Path(channel) if channel else None, client_obj=cl)
     path = Path(output) if output else default_lock_path(project, r.name)
-    return lock_request(req, path, client_obj=cl)
+    return lock_request(req, path, client_obj=cl, project=project)

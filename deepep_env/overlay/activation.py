@@ -12,15 +12,29 @@ stdlib-only (benchmarks/bench_activate.py).
 from __future__ import annotations
 
 import os
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.overlay.changes import Change, Note, Overlay, PrependPath, Set, Source
 from deepep_env.overlay.prefix import META_RELPATH, PrefixMeta
 
 
+PYTHON_VAR = "DEEPEP_ENV_PYTHON"
+
+
+def spec_python(meta: Optional[PrefixMeta]) -> Optional[Set]:
+    """``DEEPEP_ENV_PYTHON``: the spec's interpreter when it is the host's, as the prefix's marker
+    records it. pixi.toml's tasks run ``"$DEEPEP_ENV_PYTHON"`` for such environments, so the
+    committed manifest names no path of one machine; the activation resolves it here."""
+    if meta is None or meta.python_provider != "host" or not meta.python_executable:
+        return None
+    fact = f"{os.path.join(meta.prefix, META_RELPATH)}: python.executable"
+    return Set(PYTHON_VAR, meta.python_executable, "host-python", fact)
+
+
 def prefix_changes(meta: PrefixMeta, shell_scripts: bool = True) -> tuple[list[Change], list[Note]]:
-    """CONDA_PREFIX, PATH, PYTHONPATH (host python) and the activate.d scripts of ``meta.prefix``."""
+    """CONDA_PREFIX, PATH, DEEPEP_ENV_PYTHON and PYTHONPATH (host python) and the activate.d scripts
+    of ``meta.prefix``."""
     p = meta.prefix
     fact = f"{os.path.join(p, META_RELPATH)}: env {meta.env}"
     changes: list[Change] = [
@@ -29,6 +43,9 @@ def prefix_changes(meta: PrefixMeta, shell_scripts: bool = True) -> tuple[list[C
         PrependPath("PATH", (os.path.join(p, "bin"),), "prefix", fact),
     ]
     notes: list[Note] = []
+    py = spec_python(meta)
+    if py is not None:
+        changes.append(py)
     if meta.python_provider == "host":
         sp = meta.site_packages()
         if sp and os.path.isdir(sp):

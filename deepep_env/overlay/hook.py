@@ -11,6 +11,8 @@ puts every variable it changed back as it was; ``deactivate.d`` evaluates it.
 What the prefix itself says: a ``deepep-env install`` marker (``conda-meta/deepep-env.json``)
 gives the spec's ``[env]`` and Python; a prefix pixi installed has none, so a prefix whose Python
 is the host's (no ``bin/python``, a ``lib/python3.X/site-packages``) is recognised from its files.
+Such a prefix gets ``DEEPEP_ENV_PYTHON``, the interpreter pixi.toml's tasks run (the marker's, else
+``python3``): the committed manifest names no host path.
 
 Never fails an activation: on a host with no GPU the overlay is empty (silent); any error is one
 line on stderr and no change. Stdlib-only, like everything on the activate path.
@@ -23,7 +25,9 @@ from typing import Mapping, Optional
 
 from deepep_env.envcontext import overlay_context, read_host
 from deepep_env.errors import UserError
-from deepep_env.overlay.changes import Overlay, PrependPath
+from deepep_env.overlay.activation import PYTHON_VAR, spec_python
+from deepep_env.overlay.changes import Change, Overlay, PrependPath, Set
+from deepep_env.overlay.prefix import PrefixMeta
 from deepep_env.overlay.render import fish_quote, sh_quote
 
 UNDO_VAR = "_DEEPEP_ENV_UNDO"
@@ -43,16 +47,28 @@ def host_python_site(prefix: str) -> Optional[str]:
     return sites[-1] if sites else None
 
 
+def _host_python(prefix: str, meta: Optional[PrefixMeta], ov: Overlay) -> tuple[Change, ...]:
+    """What a prefix whose Python is the host's needs: ``DEEPEP_ENV_PYTHON`` (the marker's
+    interpreter; a prefix pixi installed has no marker: ``python3`` from PATH, as ``bin/deepep-env``
+    falls back) and its site-packages on ``PYTHONPATH``."""
+    site = host_python_site(prefix)
+    py = spec_python(meta)
+    if py is None and site is not None:
+        py = Set(PYTHON_VAR, "python3", "host-python",
+                 f"{prefix} has no python and no deepep-env marker naming the spec's: python3 from PATH")
+    out: list[Change] = [py] if py is not None else []
+    if site is not None and not any(getattr(c, "name", "") == "PYTHONPATH" for c in ov.changes):
+        out.append(PrependPath("PYTHONPATH", (site,), "host-python",
+                               f"{prefix} has no python of its own: the host interpreter does not search its site-packages"))
+    return tuple(out)
+
+
 def hook_overlay(prefix: str, environ: Mapping[str, str]) -> Overlay:
     """The overlay activation applies to ``prefix`` on this host (or under ``$DEEPEP_ENV_HOST_ROOT``)."""
     host = read_host(environ.get(ROOT_VAR) or "/", environ.get(PLATFORM_VAR) or None, environ)
-    ov = overlay_context(host, prefix).overlay
-    site = host_python_site(prefix)
-    if site is None or any(getattr(c, "name", "") == "PYTHONPATH" for c in ov.changes):
-        return ov
-    extra = PrependPath("PYTHONPATH", (site,), "host-python",
-                        f"{prefix} has no python of its own: the host interpreter does not search its site-packages")
-    return Overlay(ov.platform, (extra,) + ov.changes, ov.notes)
+    ctx = overlay_context(host, prefix)
+    ov = ctx.overlay
+    return Overlay(ov.platform, _host_python(prefix, ctx.meta, ov) + ov.changes, ov.notes)
 
 
 def _sh(name: str, value: Optional[str]) -> str:

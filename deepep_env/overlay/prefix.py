@@ -1,6 +1,8 @@
 """Find an installed env prefix and read the small JSON file the installer leaves in it.
 
-``<prefix>/conda-meta/deepep-env.json`` (written by the install step)::
+``<prefix>/conda-meta/deepep-env`` (written by the install step; no ``.json`` extension, like pixi's
+own ``conda-meta/pixi``: rattler's installer, and so pixi, reads every ``conda-meta/*.json`` as a
+package record, so a tool's state there would break ``pixi install`` on the shared prefix)::
 
     {"env": "gcp-b200", "platforms": ["gcp-b200"],
      "python": {"provider": "host" | "conda", "version": "3.12", "executable": "/opt/…/python3"},
@@ -23,16 +25,88 @@ from deepep_env.formats import PREFIX_MARKER
 from deepep_env.project import envs_dir, nearest_root, pixi_env_name
 from deepep_env.readfile import MAX_CONFIG_BYTES, read_json
 
-META_RELPATH = os.path.join("conda-meta", "deepep-env.json")
+META_RELPATH = os.path.join("conda-meta", "deepep-env")
+# Where deepep-env < 0.3 wrote it: still read (and removed by the next install), never written.
+LEGACY_RELPATH = os.path.join("conda-meta", "deepep-env.json")
 
 
 def marker_path(prefix: "str | os.PathLike[str]") -> Path:
-    """The one place that says where a prefix's deepep-env marker is."""
+    """The one place that says where a prefix's deepep-env marker is (written)."""
     return Path(prefix) / META_RELPATH
 
 
+def existing_marker(prefix: "str | os.PathLike[str]") -> Optional[Path]:
+    """The marker a prefix has: the current name, else the legacy ``deepep-env.json``, else None."""
+    for rel in (META_RELPATH, LEGACY_RELPATH):
+        p = Path(prefix) / rel
+        if p.is_file():
+            return p
+    return None
+
+
 def has_marker(prefix: "str | os.PathLike[str]") -> bool:
-    return marker_path(prefix).is_file()
+    return existing_marker(prefix) is not None or (recover_swap(prefix) and existing_marker(prefix) is not None)
+
+
+# What an install leaves beside a prefix NAME while it runs, each named by the installer's pid:
+# .NAME.staging-PID-…, .NAME.pkgs-PID-… (deepep_env.install._staging) and .NAME.old-PID, the
+# previous prefix parked between the two renames of a swap (deepep_env.install._swap).
+_OWNER = re.compile(r"\.(?:staging|pkgs|old)-(\d+)(?:-|$)")
+
+
+def owner_pid(name: str) -> Optional[int]:
+    """The pid of the installer that made a leftover ``name``; None when the name carries none."""
+    m = _OWNER.search(name)
+    return int(m.group(1)) if m else None
+
+
+def pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False   # this process is not in the middle of another swap of the prefix
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True    # another user's process (EPERM): alive
+    return True
+
+
+def recover_swap(prefix: "str | os.PathLike[str]") -> bool:
+    """Roll back a swap killed between its two renames: no prefix, the previous one parked as
+    ``.NAME.old-PID`` by an installer that is gone → the parked one is renamed back. True when a
+    prefix was restored. Every reader of a prefix calls this, so the prefix is never missing."""
+    pfx = os.path.abspath(os.fspath(prefix))
+    parent, name = os.path.split(pfx)
+    if os.path.lexists(pfx):
+        return False
+    try:
+        parked = [n for n in os.listdir(parent) if n.startswith(f".{name}.old-")]
+    except OSError:
+        return False
+    for n in sorted(parked, key=lambda n: _mtime(os.path.join(parent, n)), reverse=True):
+        pid = owner_pid(n)
+        if pid is not None and pid_alive(pid):
+            continue   # that swap is under way right now
+        try:
+            os.rename(os.path.join(parent, n), pfx)
+            return True
+        except OSError:
+            continue   # another reader restored it first, or it went
+    return False
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def is_conda_prefix(prefix: "str | os.PathLike[str]") -> bool:
+    """A prefix some conda installer made (pixi, rattler, conda): package records in conda-meta/."""
+    meta = Path(prefix) / "conda-meta"
+    return meta.is_dir() and any(p.name != os.path.basename(LEGACY_RELPATH) for p in meta.glob("*.json"))
 ENV_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 PREFIX_ENV_VAR = "DEEPEP_ENV_PREFIX"
 
@@ -82,11 +156,20 @@ def read_prefix_meta(prefix: str | os.PathLike[str], env: Optional[str] = None) 
     """Read ``<prefix>/conda-meta/deepep-env.json``; UserError when missing, malformed, or
     naming another env than ``env``."""
     prefix = os.path.abspath(os.fspath(prefix))
-    path = os.path.join(prefix, META_RELPATH)
+    found = existing_marker(prefix)
+    if found is None:
+        recover_swap(prefix)
+        found = existing_marker(prefix)
+    path = str(found or os.path.join(prefix, META_RELPATH))
     if not os.path.lexists(path):
         what = f"env {env!r} is not installed there" if env else "no deepep-env install there"
         raise UserError(f"{what} (no {META_RELPATH})", file=prefix, accepted=f"run `deepep-env install {env or 'ENV'}` first, or pass --prefix")
     data: Any = read_json(path, what="install marker", limit=MAX_CONFIG_BYTES)
+    return parse_prefix_meta(data, path, prefix, env)
+
+
+def parse_prefix_meta(data: Any, path: str, prefix: str, env: Optional[str] = None) -> PrefixMeta:
+    """A marker's fields, checked (``path`` names it in messages)."""
     if not isinstance(data, dict):
         raise UserError("expected a JSON object", file=path)
     PREFIX_MARKER.check(data, file=path, missing=1)   # markers before stamps had none: read as v1

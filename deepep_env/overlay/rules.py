@@ -210,6 +210,9 @@ def device_hca_mapping(ctx: RuleContext) -> None:
     value = mapping_string(ctx.mapping)
     detail = "; ".join(f"GPU{e.cuda_index} {e.gpu}→{e.hca} {e.level}" for e in ctx.mapping)
     ctx.set("DEEP_EP_DEVICE_TO_HCA_MAPPING", value, r, "PCIe topology (nearest NIC, ties in PCI order): " + detail)
+    for w in ctx.facts.warnings:   # an RDMA device the probes could not read changed the mapping: say so
+        if w.startswith("sys/class/infiniband: device"):
+            ctx.note(r, "sys/class/infiniband", w.split(": ", 1)[1], "warning")
     ctx.set("CUDA_DEVICE_ORDER", "PCI_BUS_ID", r, "the mapping's device indices are in PCI bus order")
 
 

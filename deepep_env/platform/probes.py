@@ -16,7 +16,7 @@ import re
 from typing import Mapping, Optional
 
 from deepep_env.errors import UserError
-from deepep_env.platform.topology import gid_index, gpu_nic_affinity
+from deepep_env.platform.topology import gid_index, gpu_nic_affinity, without_unnamed
 from deepep_env.platform.facts import (
     Driver,
     Gid,
@@ -102,6 +102,12 @@ def _numa(text: Optional[str]) -> Optional[int]:
     return None if n is None or n < 0 else n
 
 
+def _one_line(msg: str) -> str:
+    """One printable line, whatever a hostile file name contains: no line break, and the bytes of a
+    name that is not UTF-8 (surrogates from os.listdir) escaped, so printing it cannot fail."""
+    return " ".join(msg.split()).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 class _Probe:
     """One probing pass: the root, the warnings it collects, the PCI chain cache."""
 
@@ -109,14 +115,14 @@ class _Probe:
         self.fs = fs
         self.warnings: list[str] = []
         self.findings: list[str] = []
+        self.unnamed: list[Nic] = []   # RDMA devices whose name cannot be passed on (probe_nics)
         self._capture_warned = False
 
     def warn(self, msg: str) -> None:
-        # One line each, whatever a hostile file name contains.
-        self.warnings.append(" ".join(msg.split()))
+        self.warnings.append(_one_line(msg))
 
     def find(self, msg: str) -> None:
-        self.findings.append(" ".join(msg.split()))
+        self.findings.append(_one_line(msg))
 
     # -- PCI -----------------------------------------------------------------------------
     def pci_chain(self, bdf: str) -> tuple[str, ...]:
@@ -331,55 +337,70 @@ def probe_port(p: _Probe, hca_dir: str, hca: str, number: int) -> Port:
 DEVICE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
 
+def shown_device_name(name: str) -> str:
+    """A device name for a message: its repr, with the bytes of a name that is not UTF-8 (os.listdir
+    hands those over as surrogates) shown as bytes, e.g. ``b'mlx5_\\xff0'``."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return repr(os.fsencode(name))
+    return repr(name)
+
+
 def probe_nics(p: _Probe) -> tuple[Nic, ...]:
+    """The RDMA devices that can be named to NCCL/NVSHMEM. One whose name cannot be (not UTF-8, or
+    not a device name) is probed all the same into ``p.unnamed`` (named by :func:`shown_device_name`):
+    probe_host says what the mapping did without it."""
     fs = p.fs
-    nics = []
+    nics: list[Nic] = []
     for hca in fs.listdir("sys/class/infiniband"):
         rel = f"sys/class/infiniband/{hca}"
-        if not DEVICE_NAME_RE.match(hca):
-            p.warn(f"sys/class/infiniband: device name {hca!r} is not a valid RDMA device name "
-                   "(letters, digits, '_', '-', '.'); left out")
-            continue
+        named = bool(DEVICE_NAME_RE.match(hca))
+        shown = hca if named else shown_device_name(hca)
         hca_dir = fs.realpath(rel)
         if hca_dir is None or not fs.is_dir(hca_dir):
-            p.warn(f"{rel}: not a readable device directory")
+            p.warn(f"sys/class/infiniband/{shown if not named else hca}: not a readable device directory")
             continue
-        dev = fs.realpath(f"{hca_dir}/device")
-        bdf = None
-        chain: tuple[str, ...] = ()
-        numa = None
-        netdevs: tuple[str, ...] = ()
-        if dev is not None and fs.is_dir(dev):
-            name = dev.rsplit("/", 1)[-1].lower()
-            if BDF_RE.match(name):
-                bdf = name
-                chain = chain_from_path(dev, bdf)
-                numa = _numa(fs.read_attr(f"{dev}/numa_node"))
-            netdevs = tuple(n for n in fs.listdir(f"{dev}/net") if DEVICE_NAME_RE.match(n))
-        if bdf is None:
-            p.find(f"{rel}/device: no PCI function behind {hca}; left out of the GPU↔NIC mapping")
-        ports = []
-        for entry in fs.listdir(f"{hca_dir}/ports"):
-            num = _int_or_none(entry)
-            if num is not None:
-                ports.append(probe_port(p, hca_dir, hca, num))
-        if not ports:
-            p.warn(f"{rel}/ports: no ports readable for {hca}")
-        nics.append(
-            Nic(
-                hca=hca,
-                bdf=bdf,
-                numa_node=numa,
-                pci_chain=chain,
-                ports=tuple(sorted(ports, key=lambda x: x.number)),
-                netdevs=netdevs,
-                fw_ver=fs.read_attr(f"{hca_dir}/fw_ver"),
-                node_guid=fs.read_attr(f"{hca_dir}/node_guid"),
-                hca_type=fs.read_attr(f"{hca_dir}/hca_type"),
-                board_id=fs.read_attr(f"{hca_dir}/board_id"),
-            )
-        )
+        nic = _probe_nic(p, rel, hca_dir, shown)
+        (nics if named else p.unnamed).append(nic)
     return tuple(sorted(nics, key=lambda n: (pci_sort_key(n.bdf) if n.bdf else (1 << 33, 0, 0, 0), n.hca)))
+
+
+def _probe_nic(p: _Probe, rel: str, hca_dir: str, hca: str) -> Nic:
+    fs = p.fs
+    dev = fs.realpath(f"{hca_dir}/device")
+    bdf = None
+    chain: tuple[str, ...] = ()
+    numa = None
+    netdevs: tuple[str, ...] = ()
+    if dev is not None and fs.is_dir(dev):
+        name = dev.rsplit("/", 1)[-1].lower()
+        if BDF_RE.match(name):
+            bdf = name
+            chain = chain_from_path(dev, bdf)
+            numa = _numa(fs.read_attr(f"{dev}/numa_node"))
+        netdevs = tuple(n for n in fs.listdir(f"{dev}/net") if DEVICE_NAME_RE.match(n))
+    if bdf is None:
+        p.find(f"{rel}/device: no PCI function behind {hca}; left out of the GPU↔NIC mapping")
+    ports = []
+    for entry in fs.listdir(f"{hca_dir}/ports"):
+        num = _int_or_none(entry)
+        if num is not None:
+            ports.append(probe_port(p, hca_dir, hca, num))
+    if not ports:
+        p.warn(f"{rel}/ports: no ports readable for {hca}")
+    return Nic(
+        hca=hca,
+        bdf=bdf,
+        numa_node=numa,
+        pci_chain=chain,
+        ports=tuple(sorted(ports, key=lambda x: x.number)),
+        netdevs=netdevs,
+        fw_ver=fs.read_attr(f"{hca_dir}/fw_ver"),
+        node_guid=fs.read_attr(f"{hca_dir}/node_guid"),
+        hca_type=fs.read_attr(f"{hca_dir}/hca_type"),
+        board_id=fs.read_attr(f"{hca_dir}/board_id"),
+    )
 
 
 # -- driver, modules, system ------------------------------------------------------------------
@@ -594,6 +615,9 @@ def probe_host(root: str | os.PathLike[str] = "/", environ: Optional[Mapping[str
     affinity, matrix, aff_warnings = gpu_nic_affinity(gpus, nics)
     for w in aff_warnings:
         p.find(w)
+    affinity, notes = without_unnamed(gpus, affinity, nics, p.unnamed)
+    for w in notes:
+        p.warn(w)
     gid = gid_index(nics, affinity)
     return HostFacts(
         root=fs.root,

@@ -147,6 +147,33 @@ def gpu_nic_affinity(
     return tuple(entries), matrix, warnings
 
 
+def without_unnamed(gpus: Sequence[Gpu], affinity: Sequence[AffinityEntry], nics: Sequence[Nic],
+                    unnamed: Sequence[Nic]) -> tuple[tuple[AffinityEntry, ...], list[str]]:
+    """An RDMA device whose name cannot be passed on (not UTF-8, not a device name) is left out of
+    the mapping, and that is said: one note per device naming it and what each GPU that could have
+    used it (as near as its mapped NIC, or nearer) uses instead, and the same in those GPUs' reasons."""
+    by_hca = {n.hca: n for n in nics}
+    entries = {e.cuda_index: e for e in affinity}
+    notes = []
+    for u in unnamed:
+        instead = []
+        for g in gpus:
+            e = entries.get(g.cuda_index)
+            mapped = by_hca.get(e.hca) if e is not None and e.hca else None
+            if u.bdf is None or not u.usable_ports() or (mapped is not None and nearness(g, u) < nearness(g, mapped)):
+                continue
+            level = link_level(g.pci_chain, u.pci_chain, g.numa_node, u.numa_node)
+            if e is not None:
+                entries[g.cuda_index] = e._replace(reason=f"{e.reason}; NIC {u.hca} ({level}) cannot be named, "
+                                                          f"so {e.hca} is used instead")
+            instead.append(f"GPU{g.cuda_index} uses {e.hca if e is not None else 'no NIC'} instead of it ({level})")
+        what = "; ".join(instead) if instead else "no GPU is as near to it as to its mapped NIC"
+        notes.append(f"sys/class/infiniband: device {u.hca} ({u.bdf or 'no PCI function'}) has a name that is not "
+                     f"UTF-8 or not a valid RDMA device name, so it cannot be named to NCCL/NVSHMEM; left out of the GPU→NIC "
+                     f"mapping: {what}")
+    return tuple(entries[i] for i in sorted(entries)), notes
+
+
 def mapping_string(entries: Iterable[AffinityEntry]) -> str:
     """``DEEP_EP_DEVICE_TO_HCA_MAPPING`` value: ``<cuda index>:<hca>:<port>,…`` (DeepEP PR #466)."""
     return ",".join(f"{e.cuda_index}:{e.hca}:{e.port}" for e in entries if e.hca and e.port is not None)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Optional
 
+from deepep_env.copies import check_copy, store_sha
 from deepep_env.errors import UserError
 from deepep_env.formats import BUILD_MANIFEST
 from deepep_env.hashing import file_sha256
@@ -67,6 +68,19 @@ def inspect_package(path: str | Path, *, build_id: str | None = None) -> LocalPa
     )
 
 
+def _check_copy(pkg: LocalPackage, entry: dict, store: object, env: str, path: Path, field: str) -> None:
+    """The channel file is the one the build recorded: its sha256 is the manifest's and, when the
+    store still has the entry, the store's. Checked before anything is uploaded."""
+    want = entry.get("sha256")
+    if not isinstance(want, str) or not want:
+        raise UserError(f"the manifest records no sha256: rebuild with `deepep-env build {env}`", file=path,
+                        field=f"{field}.sha256")
+    expected: list[tuple[str, Optional[str]]] = [(f"the build manifest {path}", want)]
+    if isinstance(store, str) and store and isinstance(entry.get("build_id"), str):
+        expected.append((f"the store {store}", store_sha(Path(store), entry["build_id"], entry["file"])))
+    check_copy(pkg.path, expected, fix=f"nothing published; `deepep-env build {env}` copies it again from the store")
+
+
 def read_manifest(env: str, state: str | Path | None, project: str | Path | None = None) -> list[LocalPackage]:
     path = manifest_path(env, state, project)
     data = read_json(path, what="build manifest", limit=MAX_CONFIG_BYTES,
@@ -85,6 +99,7 @@ def read_manifest(env: str, state: str | Path | None, project: str | Path | None
         if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
             raise UserError("each package needs a `file` (relative to `channel`)", file=path, field=field)
         pkg = inspect_package(Path(channel) / entry["file"], build_id=entry.get("build_id"))
+        _check_copy(pkg, entry, data.get("store"), env, path, field)
         for key in ("name", "version", "build", "subdir"):
             want = entry.get(key)
             have = getattr(pkg, key)

@@ -97,12 +97,14 @@ ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", "
 
 
 def is_archive(path: Path) -> bool:
+    """An archive by its content, or by its name when the content cannot be read to the end (a
+    truncated .tar.gz makes tarfile raise EOFError): :func:`unpack` then says what is wrong with it."""
     if not path.is_file():
         return False
     try:
         return tarfile.is_tarfile(path) or zipfile.is_zipfile(path)
-    except OSError:
-        return False
+    except (OSError, EOFError, tarfile.TarError, zlib.error):
+        return path.name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
 def _extract_zip(path: Path, dest: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
 from deepep_env.readfile import decode, parse_toml, read_bytes
 from deepep_env.spec.model import ENV_NAME_RE, KNOWN_ARCHS, NAME_RE, SUPPORTED_FORMATS, EnvSpec
@@ -154,7 +155,7 @@ def parse_spec_text(text: str, file: str | Path = "<spec>", expect_name: str | N
     bad = _hygiene(data)
     if bad:
         loc, problem, accepted = bad
-        raise UserError(problem, file=file, field=_field(loc), line=_line_of(text, loc), accepted=accepted)
+        raise UserError(redact(problem), file=file, field=_field(loc), line=_line_of(text, loc), accepted=accepted)
     try:
         spec = EnvSpec.model_validate(data)
     except ValidationError as exc:
@@ -173,7 +174,7 @@ def parse_spec_text(text: str, file: str | Path = "<spec>", expect_name: str | N
         more = len(exc.errors()) - 1
         if more:
             msg += f" (+{more} more error{'s' if more > 1 else ''})"
-        raise UserError(msg, file=file, field=field, line=_line_of(text, loc), accepted=_accepted_for(err)) from None
+        raise UserError(redact(msg), file=file, field=field, line=_line_of(text, loc), accepted=_accepted_for(err)) from None
     if expect_name is not None and spec.name != expect_name:
         raise UserError(f"spec name {show(spec.name)} does not match its file name", file=file, field="name",
                         line=_line_of(text, ("name",)), accepted=show(expect_name))

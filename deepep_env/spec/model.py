@@ -300,7 +300,11 @@ class EnvSpec(Strict):
     @field_validator("packages")
     @classmethod
     def _packages(cls, v: list[str]) -> list[str]:
-        for p in v:
+        for i, p in enumerate(v, 1):
+            secret = url_secret(p.partition("::")[0]) if "://" in p else None
+            if secret is not None:   # the credential refusal of channels: the entry is not repeated
+                raise ValueError(f"package #{i} names a channel URL that carries {secret.carries}; a spec is "
+                                 f"committed and its packages are written into locks: use {secret.instead}")
             if not PACKAGE_SPEC_RE.match(p):
                 raise ValueError(f"not a conda match spec: {p[:60]!r} (e.g. 'numpy', 'numpy >=2', 'numpy ==2.1 py312*')")
             name = re.split(r"[\s=<>!~\[]", p.split("::")[-1], maxsplit=1)[0].lower()

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Issue 25 on a GPU machine (one GPU): the lock is enough.
+#
+# Usage (repo root):  bash benchmarks/gpu/lock_enough.sh MODE ENV
+#   relock ENV    cold build of ENV with the project's own commands, lock it into pixi.lock (and
+#                 lockfiles/build-inputs.json), install, run DeepEP's test through `deepep-env task`;
+#                 returns pixi.lock, pixi.toml and build-inputs.json in $OUT to commit.
+#   reinstall ENV what a fresh clone does: an empty store and channel, sources from the carry folder,
+#                 then only `deepep-env install ENV` (substitute, else rebuild from the recipe; accepted
+#                 only if every sha256 equals the committed lock's), then the test through `task`.
+# Inputs: $GPU_DIR (default .gpu): sources/ (DeepEP 8a07e7e, NVSHMEM 3.4.5, DeepEP dd758ca+fmt, NCCL
+# 2.30.7), debs/, pysite/, bin/patchelf (benchmarks/gpu/README.md); optional evidence/*.conda (a
+# package to compare with this run's: same-named members, sha256 each).
+# Output: name=value figures; the last line is the headline.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+MODE=${1:?relock or reinstall}
+ENV_NAME=${2:?env name}
+GPU_DIR=${GPU_DIR:-.gpu}
+PY=${PYTHON:-python3}
+. benchmarks/gpu/common.sh
+export DEEPEP_ENV_STATE=$PWD/.deepep-env-$MODE          # an empty store and channel every run
+rm -rf "$DEEPEP_ENV_STATE" .pixi
+setup_tools
+$DE fetch "$ENV_NAME" --from "$GPU_DIR/sources" > "$OUT/fetch.txt" 2>&1 || { cat "$OUT/fetch.txt"; exit 1; }
+
+facts() {  # what the build ids of this host say about it (the fingerprints), and the image's compilers
+  step "host facts"
+  $DE plan "$ENV_NAME" --json 2>/dev/null > "$OUT/plan.json"
+  $PY - "$OUT/plan.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for n in d.get("builds") or []:
+    for comp, ident in ((n.get("preimage") or {}).get("externals") or {}).items():
+        for k, v in (ident.get("fingerprint") or {}).items():
+            print(f"fp_{n['package']}_{comp}_{k}={v}")
+PYEOF
+  dpkg-query -W -f='${Package}=${Version}\n' 'g++-13' 'gcc-13' 'python3.12' 'libpython3.12-dev' 2>/dev/null
+  /opt/torch/.venv/bin/python3 -c "import setuptools, pip; print('setuptools', setuptools.__version__, 'pip', pip.__version__)"
+}
+
+test_task() {
+  local task=deepep-test-low-latency
+  [ "${ENV_NAME%-v2}" != "$ENV_NAME" ] && task=deepep-test-elastic-ep
+  step "DeepEP test through the task ($task)"
+  local t=$(now) args="--num-processes 1"
+  [ "$task" = deepep-test-elastic-ep ] && args="--num-processes 1 --test-first-only"
+  timeout 300 $DE task "$task" -e "$ENV_NAME" -- $args > "$OUT/test.log" 2>&1
+  fig test_exit $?
+  fig test_s "$(since "$t")"
+  tail -15 "$OUT/test.log"
+  $PY benchmarks/gpu/parse_deepep.py "$OUT/test.log" "test_" | figs
+}
+
+evidence() {  # compare this run's deep-ep with a carried package, member by member
+  local e
+  for e in "$GPU_DIR"/evidence/*.conda; do
+    [ -f "$e" ] || continue
+    step "this run's package against $(basename "$e")"
+    $PY - "$e" "$DEEPEP_ENV_STATE/channel" <<'PYEOF'
+import sys, glob, os
+from deepep_env.builder.check import compare_packages
+ev = sys.argv[1]
+name = os.path.basename(ev).rsplit("-", 2)[0]
+mine = sorted(glob.glob(f"{sys.argv[2]}/*/{name}-*.conda"))
+for m in mine:
+    diffs = compare_packages(ev, m)
+    print(f"evidence_diff_members={len(diffs)}")
+    for d in diffs[:40]:
+        print("  ", d)
+PYEOF
+  done
+}
+
+if [ "$MODE" = relock ]; then
+  step "cold build of $ENV_NAME"
+  t=$(now)
+  $DE build "$ENV_NAME" --offline 2>&1 | tail -8; rc=${PIPESTATUS[0]}
+  fig build_s "$(since "$t")"; fig build_exit "$rc"
+  [ "$rc" = 0 ] || { for l in "$DEEPEP_ENV_STATE"/logs/*.log; do tail -40 "$l"; done; exit 1; }
+  $DE lock "$ENV_NAME" && $DE pixi sync >/dev/null || exit 1
+  cp pixi.lock pixi.toml lockfiles/build-inputs.json "$RESULTS/"
+  facts
+  evidence
+  t=$(now); $DE install "$ENV_NAME" || exit 1; fig install_s "$(since "$t")"
+else
+  step "fresh clone: install $ENV_NAME from the committed lock alone"
+  t=$(now)
+  $DE install "$ENV_NAME" 2>&1 | tail -12; rc=${PIPESTATUS[0]}
+  fig install_rebuild_s "$(since "$t")"; fig install_exit "$rc"
+  [ "$rc" = 0 ] || exit 1
+  $PY - "$ENV_NAME" <<'PYEOF' | figs
+import sys, glob, os
+from deepep_env.hashing import file_sha256
+from deepep_env.lock.lockfile import read_lock
+env = read_lock("pixi.lock").env(sys.argv[1])
+chan = os.environ["DEEPEP_ENV_STATE"] + "/channel"
+same = total = 0
+for ps in env.packages.values():
+    for q in ps:
+        f = glob.glob(f"{chan}/*/{q.name}-{q.version}-{q.build}.conda")
+        if f:
+            total += 1
+            ok = file_sha256(f[0]) == f"sha256:{q.sha256}"
+            same += ok
+            print(f"rebuilt_{q.name.replace('-', '_')}_same_sha256_as_lock={int(ok)}")
+print(f"rebuilt_packages={total}")
+print(f"rebuilt_same_sha256={same}")
+PYEOF
+fi
+test_task
+fig headline_"$MODE"_ok "$( [ "$(grep -c '^test_exit=0' "$FIG")" = 1 ] && echo 1 || echo 0)"

@@ -1,0 +1,152 @@
+"""Substitute or build: the lock is enough (the Nix model, docs/lockfiles.md "The lock is enough").
+
+A locked package deepep-env builds carries its build id in its build string (``h<10 hex>_0``).
+When an install cannot take it from the lock's URL, a mirror or a channel, it is *realised* here:
+
+1. from the store, when an entry of that id holds a file with the lock's sha256 (copied into the
+   project's channel, which the install reads as the mirror of the spec's ``publish_url``);
+2. else rebuilt from its recipe and pinned sources, if this machine plans the same id — the same
+   recipes, sources and spec, and the same host externals (their fingerprints are in the id);
+3. and accepted only when the rebuilt file's sha256 equals the lock's.
+
+Every refusal is one line that says what differs and what to do next: another host (the externals
+that differ, by name: relock), a stale lock (recipes or spec changed: ``lock --check``), missing
+sources (``fetch``), other bytes (``build --check``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from deepep_env.builder.channel import Channel, index
+from deepep_env.builder.store import Store
+from deepep_env.buildplan import BuildNode, BuildPlan, live_host, plan as build_plan
+from deepep_env.errors import UserError
+from deepep_env.hashing import file_sha256
+from deepep_env.lock.lockfile import build_id_of
+from deepep_env.sources import SourceCache, require_present, wants_for_nodes
+from deepep_env.sources.hostprint import differences
+
+Progress = Callable[[str, Any, Any], None]
+
+
+@dataclass
+class Realiser:
+    """Realises the locked builds of one environment on this machine (one per install)."""
+
+    env: str
+    resolved: Any                       # the env's ResolvedSpec
+    project: Any
+    lock_path: Path
+    progress: Optional[Progress] = None
+    built: bool = False
+    notes: list[str] = field(default_factory=list)
+    why: str = ""                       # what the channel said, quoted in every refusal
+
+    @staticmethod
+    def ours(build: str) -> bool:
+        """Whether a locked build string carries a deepep-env build id (``h<10 hex>_0``)."""
+        return build_id_of(build) is not None
+
+    def from_store(self, build: str, filename: str, sha256: str) -> Optional[Path]:
+        """The locked file from a store entry of its id (verified by the lookup), copied into the
+        project's channel; None when no entry has those bytes."""
+        hex10 = (build_id_of(build) or "")[:10]
+        store = Store(Path(self.project.store).resolve())
+        for d in sorted(store.root.glob(f"{hex10}-*")) if hex10 and store.root.is_dir() else []:
+            full = _entry_id(d)
+            entry = store.lookup(full, d.name[11:]) if full else None
+            if entry is None:
+                continue
+            for o in entry.outputs:
+                if Path(o.file).name == filename and o.sha256 == f"sha256:{sha256}":
+                    chan = Channel(Path(self.project.channel).resolve()).ensure()
+                    if chan.put(entry.file(o), o.file, o.sha256):
+                        index(chan.root)
+                    return chan.root / o.file
+        return None
+
+    def rebuilt(self, name: str, version: str, build: str, filename: str, sha256: str, *, why: str = "") -> Path:
+        """Rebuild the locked package from its recipe here and return it, if its bytes are the lock's.
+        ``why``: what the channel said (it is in every refusal, so the user sees both halves)."""
+        label = f"{name} {version} {build}"
+        self.why = why or f"{label}: not in any channel"
+        live = build_plan(self.resolved, self.project, live_host)
+        node = next((n for n in live.nodes if n.build_string == build), None)
+        if node is None:
+            raise self._not_here(label, build, live)
+        if not self.built:
+            self._build(live)
+        got = next(iter(sorted(Path(self.project.channel).resolve().glob(f"*/{filename}"))), None)
+        if got is None:
+            raise UserError(f"{label}: the rebuild of {node.package} produced no {filename}", file=self.lock_path,
+                            field=name, accepted=f"`deepep-env build {self.env}` and its log")
+        actual = file_sha256(got)
+        if actual != f"sha256:{sha256}":
+            raise UserError(
+                f"{label}: rebuilt from its recipe with sha256 {actual[7:23]}…, the lock says {sha256[:16]}…: same id, "
+                f"other bytes; refusing to install", file=self.lock_path, field=name,
+                accepted=f"`deepep-env build {self.env} --check` shows which members differ")
+        return got
+
+    def _not_here(self, label: str, build: str, live: BuildPlan) -> UserError:
+        recorded = build_plan(self.resolved, self.project)          # the host facts the lock recorded
+        node = next((n for n in recorded.nodes if n.build_string == build), None)
+        if node is None:
+            return UserError(f"{self.why}; and this checkout's recipes and spec give another build id for it (the "
+                             f"lock is stale), so it cannot be rebuilt", file=self.lock_path,
+                             accepted=f"`deepep-env lock {self.env} --check` says what changed; then build and relock")
+        here = next(n for n in live.nodes if n.package == node.package)
+        diffs = _external_differences(node, here)
+        return UserError(f"{self.why}; and it was built for another host "
+                         f"({'; '.join(diffs[:3]) or 'host externals differ'}): the lock does not apply to this host",
+                         file=self.lock_path, field=node.package,
+                         accepted=f"a channel that has it, or relock here: `deepep-env build {self.env} && "
+                                  f"deepep-env lock {self.env}`")
+
+    def _build(self, live: BuildPlan) -> None:
+        # local: the builder imports this module's siblings; realising is its last step
+        from deepep_env.builder import build_graph, spec_channels_for_build, write_manifest
+
+        cache = SourceCache(Path(self.project.source_cache).resolve())
+        store = Store(Path(self.project.store).resolve())
+        todo = [n for n in live.nodes if n.id and store.lookup(n.id, n.package) is None]
+        try:
+            require_present(wants_for_nodes([n for n in todo if not n.meta.get("local_source")]), cache,
+                            offline=True, env=self.env)
+        except UserError as exc:
+            raise UserError(f"{self.why}; and to rebuild it here its sources must be cached ({exc.message})",
+                            file=self.lock_path, accepted=f"`deepep-env fetch {self.env}` (network) or "
+                                                         f"`deepep-env fetch {self.env} --from DIR`") from None
+        report = build_graph(list(live.nodes), store=self.project.store, channel=self.project.channel,
+                             source_cache=self.project.source_cache, state=self.project.state, offline=True,
+                             progress=self.progress, name=self.env, env=self.env,
+                             extra_channels=spec_channels_for_build(self.resolved.channels, offline=True))
+        write_manifest(report, self.project.state, self.env)
+        self.built = True
+        self.notes += [f"rebuilt {n.package} {n.version} ({n.status}, {n.seconds:.1f} s)" for n in report.nodes
+                       if n.status == "built"]
+
+
+def _entry_id(entry_dir: Path) -> Optional[str]:
+    import json
+
+    try:
+        data = json.loads((entry_dir / "entry.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
+
+
+def _external_differences(recorded: BuildNode, live: BuildNode) -> list[str]:
+    out = []
+    for comp, ident in sorted(recorded.externals.items()):
+        fp = ident.get("fingerprint") if isinstance(ident, dict) else None
+        here = (live.externals.get(comp) or {}).get("fingerprint")
+        if isinstance(fp, dict) and isinstance(here, dict):
+            out += [f"{comp}.{d}" for d in differences(fp, here)]
+    return out
+
+
+__all__ = ["Realiser"]

@@ -1,0 +1,98 @@
+"""What each locked build was made from: its build id's pre-image, committed beside pixi.lock.
+
+``lockfiles/build-inputs.json`` holds, per lock environment and per package deepep-env builds, the
+id and the whole pre-image (docs/build-id.md §2): sources, patches, recipe, variant, dependencies,
+virtual packages and the host externals' fingerprints. It is the Nix ``.drv`` of a lock: anyone can
+check ``id == sha256(canonical_json(preimage))``, a PR that changes an environment shows *which
+input* moved, and a machine without the GPU image's CUDA or PyTorch (CI) can still check that the
+lock is in step with the recipes, reading the host facts the lock was built with instead of its own.
+
+Written by ``deepep-env lock`` (live facts: what was just built), read by every command that plans
+against the committed lock (``lock --check``, ``pixi sync``, ``plan``, ``install``).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from deepep_env.atomic import write_text
+from deepep_env.errors import UserError
+from deepep_env.formats import BUILD_INPUTS
+from deepep_env.hashing import build_id
+
+INPUTS_FILE = Path("lockfiles") / "build-inputs.json"
+_MAX_BYTES = 16 << 20
+
+Record = dict[str, Any]          # {"id", "build", "version", "preimage"}
+Inputs = dict[str, dict[str, Record]]   # env -> package (recipe node) -> record
+
+
+def inputs_path(project) -> Path:
+    return Path(project.root) / INPUTS_FILE
+
+
+def read_inputs(project) -> Inputs:
+    """The committed record, checked: its stamp, its shape, and each id against its pre-image."""
+    path = inputs_path(project)
+    if not path.is_file():
+        return {}
+    if path.stat().st_size > _MAX_BYTES:
+        raise UserError(f"larger than {_MAX_BYTES} bytes", file=path, accepted="a build inputs record")
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UserError(f"not valid JSON ({type(exc).__name__})", file=path, accepted="a build inputs record") from None
+    BUILD_INPUTS.check(data, file=path)
+    envs = data.get("environments")
+    if not isinstance(envs, dict):
+        raise UserError("'environments' must be an object", file=path, field="environments")
+    for env, pkgs in envs.items():
+        for pkg, rec in (pkgs.items() if isinstance(pkgs, dict) else [(None, None)]):
+            _check_record(path, env, pkg, rec)
+    return envs
+
+
+def _check_record(path: Path, env: str, pkg: Optional[str], rec: Any) -> None:
+    field = f"environments.{env}.{pkg}"
+    if not isinstance(rec, dict) or not isinstance(rec.get("preimage"), dict) or not isinstance(rec.get("id"), str):
+        raise UserError("each build needs 'id' and 'preimage'", file=path, field=field)
+    if build_id(rec["preimage"]) != rec["id"]:
+        raise UserError(f"id {rec['id'][:19]}… is not the sha256 of its pre-image (edited by hand?)", file=path,
+                        field=field, accepted="the record `deepep-env lock ENV` writes")
+
+
+def recorded_externals(inputs: Inputs, env: str, package: str) -> dict[str, Any]:
+    rec = inputs.get(env, {}).get(package) or {}
+    ext = (rec.get("preimage") or {}).get("externals") or {}
+    return ext if isinstance(ext, dict) else {}
+
+
+def write_env_inputs(project, env: str, nodes: Sequence[Any]) -> Path:
+    """Replace ``env``'s builds in the record (every other environment kept), atomically."""
+    path = inputs_path(project)
+    envs = dict(read_inputs(project))
+    envs[env] = {n.package: {"id": n.id, "version": n.version, "build": n.build_string, "preimage": n.preimage}
+                 for n in nodes if n.id}
+    data = {"format": BUILD_INPUTS.stamp, "environments": {e: envs[e] for e in sorted(envs)}}
+    return write_text(path, json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def drop_env_inputs(project, env: str) -> None:
+    envs = dict(read_inputs(project))
+    if env in envs:
+        envs.pop(env)
+        data = {"format": BUILD_INPUTS.stamp, "environments": {e: envs[e] for e in sorted(envs)}}
+        write_text(inputs_path(project), json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def host_inputs_from_record(project, live) -> Any:
+    """A host-inputs function for :func:`deepep_env.buildplan.plan`: the fingerprint the lock
+    recorded for (env, package, component) where there is one, else this machine's (``live``)."""
+    inputs = read_inputs(project)
+
+    def host(env: str, package: str, component: str, meta: Mapping[str, Any]) -> dict[str, str]:
+        fp = (recorded_externals(inputs, env, package).get(component) or {}).get("fingerprint")
+        return dict(fp) if isinstance(fp, dict) else live(env, package, component, meta)
+
+    return host

@@ -1,0 +1,212 @@
+"""Host externals, fingerprinted: what a build reads from the machine, as facts that enter its id.
+
+A host-mode build compiles against the machine's CUDA toolkit, host compiler, Python, PyTorch,
+rdma-core headers and pip's NCCL/NVSHMEM (Spack's externals). Their *versions* are in the spec; the
+bytes they put into a package (a compiler's patch release in ``.comment`` and DWARF, a header's
+inline function, ``setuptools`` writing ``METADATA``) are not. So each external a node builds
+against is fingerprinted here — tool versions as the tools print them, and the sha256 of the
+headers and libraries the build reads — and the fingerprint is part of the build id
+(docs/build-id.md §2): another host gives another id, never other bytes under the same one.
+
+A fingerprint is a flat ``{fact: value}`` mapping, so two of them can be compared fact by fact
+(:func:`differences`), and the lock's recorded one can name what this machine has changed.
+A missing external is a fact too (``"missing: …"``): the fingerprint of a machine without CUDA.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from deepep_env.hashing import canonical_json, digest, file_sha256, tree_sha256
+
+SCHEME = "deepep-env/host-fingerprint/v1"
+_TIMEOUT_S = 60
+
+Facts = dict[str, str]
+
+
+def _run(argv: list[str]) -> tuple[int, str]:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S, stdin=subprocess.DEVNULL,
+                           errors="replace")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 127, f"{type(exc).__name__}: {exc}"
+    return p.returncode, p.stdout + p.stderr
+
+
+@functools.lru_cache(maxsize=None)
+def _file_digest(path: str, size: int, mtime_ns: int, ino: int) -> str:
+    return file_sha256(path)
+
+
+def files_digest(paths: list[Path]) -> str:
+    """sha256 over ``{basename: content sha256}`` of the files (symlinks resolved); "none" when empty."""
+    named: dict[str, str] = {}
+    for p in sorted(set(paths)):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        named[p.name] = _file_digest(str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    return digest(canonical_json(named)) if named else "none"
+
+
+@functools.lru_cache(maxsize=None)
+def dir_digest(path: str) -> str:
+    """tree_sha256 of a header folder (its real location: /usr/local/cuda/include is a link)."""
+    real = Path(path).resolve()
+    if not real.is_dir():
+        return f"missing: {path}"
+    return tree_sha256(real)
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_version(cxx: str) -> str:
+    """The compiler as it names itself (``g++ (Ubuntu 13.3.0-6ubuntu2~24.04.1) 13.3.0``): the
+    distribution's patch release is in every object's ``.comment`` and DWARF producer."""
+    rc, out = _run([cxx, "--version"])
+    return _first_line(out) if rc == 0 else f"missing: {cxx}"
+
+
+def cuda_facts(meta: Mapping[str, Any]) -> Facts:
+    prefix = Path(str(meta.get("cuda_prefix") or "/usr/local/cuda"))
+    nvcc = prefix / "bin" / "nvcc"
+    rc, out = _run([str(nvcc), "--version"]) if nvcc.exists() else (127, "")
+    real = prefix.resolve()
+    static = [Path(p) for pat in ("lib64/*.a", "targets/*/lib/*.a") for p in glob.glob(str(real / pat))]
+    return {
+        "nvcc": _last_line(out) if rc == 0 else f"missing: {nvcc}",
+        "headers": dir_digest(str(prefix / "include")),
+        "static_libraries": files_digest(static),
+        "host_compiler": compiler_version(str(meta.get("cuda_host_cxx") or "c++")),
+    }
+
+
+def rdma_core_facts(meta: Mapping[str, Any]) -> Facts:
+    prefix = Path(str(meta.get("rdma_core_prefix") or "/usr"))
+    libs = [Path(p) for pat in ("lib/libmlx5.so*", "lib/libibverbs.so*", "lib/*/libmlx5.so*", "lib/*/libibverbs.so*")
+            for p in glob.glob(str(prefix / pat))]
+    return {"headers": dir_digest(str(prefix / "include" / "infiniband")), "libraries": files_digest(libs)}
+
+
+# Run by the host Python: what the build reads from it, PyTorch and pip's NVIDIA packages.
+_PY_PROBE = r"""
+import json, sys, sysconfig, importlib.util, importlib.metadata as md
+def ver(d):
+    try: return md.version(d)
+    except Exception: return "missing"
+def pkgdir(mod):
+    try:
+        s = importlib.util.find_spec(mod)
+    except Exception:
+        return ""
+    return (list(s.submodule_search_locations or []) or [""])[0] if s else ""
+out = {"version": sys.version.split()[0], "include": sysconfig.get_paths().get("include", ""),
+       "flags": {k: sysconfig.get_config_var(k) or "" for k in ("CFLAGS", "LDSHARED", "EXT_SUFFIX", "CC", "CXX")},
+       "tools": {d: ver(d) for d in ("pip", "setuptools", "wheel", "packaging")},
+       "torch": pkgdir("torch"), "nccl": pkgdir("nvidia.nccl"), "nvshmem": pkgdir("nvidia.nvshmem")}
+try:
+    import torch
+    out["torch_facts"] = {"version": torch.__version__, "cuda": str(torch.version.cuda),
+                          "cxx11_abi": str(torch._C._GLIBCXX_USE_CXX11_ABI)}
+except Exception as e:
+    out["torch_facts"] = {"version": "missing: " + type(e).__name__}
+print(json.dumps(out))
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def python_probe(executable: str) -> dict[str, Any]:
+    rc, out = _run([executable, "-I", "-c", _PY_PROBE])
+    if rc != 0:
+        return {"missing": f"missing: {executable}"}
+    try:
+        return json.loads(_last_line(out))
+    except ValueError:
+        return {"missing": f"missing: {executable} printed no probe result"}
+
+
+def python_facts(meta: Mapping[str, Any]) -> Facts:
+    p = python_probe(str(meta.get("python_executable") or "python3"))
+    if "missing" in p:
+        return {"python": p["missing"]}
+    return {"python": p["version"], "headers": dir_digest(p["include"]) if p["include"] else "none",
+            "build_flags": digest(canonical_json(p["flags"])),
+            **{f"tool_{k}": v for k, v in sorted(p["tools"].items())}}
+
+
+_TORCH_LIBS = ("libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so", "libtorch_python.so")
+
+
+def pytorch_facts(meta: Mapping[str, Any]) -> Facts:
+    p = python_probe(str(meta.get("python_executable") or "python3"))
+    if "missing" in p or not p.get("torch"):
+        return {"torch": p.get("missing") or "missing: torch"}
+    root = Path(p["torch"])
+    return {**{f"torch_{k}": v for k, v in p["torch_facts"].items()},
+            "headers": dir_digest(str(root / "include")),
+            "libraries": files_digest([root / "lib" / n for n in _TORCH_LIBS])}
+
+
+def _pip_nvidia_facts(meta: Mapping[str, Any], comp: str) -> Facts:
+    p = python_probe(str(meta.get("python_executable") or "python3"))
+    where = p.get(comp) or ""
+    if not where:
+        return {comp: f"missing: nvidia.{comp} for {meta.get('python_executable') or 'python3'}"}
+    root = Path(where)
+    return {"headers": dir_digest(str(root / "include")),
+            "libraries": files_digest([Path(x) for x in glob.glob(str(root / "lib" / "*.so*"))])}
+
+
+PROBES: dict[str, Callable[[Mapping[str, Any]], Facts]] = {
+    "cuda": cuda_facts,
+    "python": python_facts,
+    "pytorch": pytorch_facts,
+    "rdma_core": rdma_core_facts,
+    "nccl": lambda m: _pip_nvidia_facts(m, "nccl"),
+    "nvshmem": lambda m: _pip_nvidia_facts(m, "nvshmem"),
+}
+
+
+def fingerprint(component: str, meta: Mapping[str, Any]) -> Facts:
+    """This machine's facts for one host external of a node (``meta``: the node's paths)."""
+    probe = PROBES.get(component)
+    return dict(sorted(probe(meta).items())) if probe else {}
+
+
+def differences(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> list[str]:
+    """``fact: recorded → this machine`` for every fact that differs."""
+    out = []
+    for k in sorted(set(recorded) | set(live)):
+        a, b = recorded.get(k, "(none)"), live.get(k, "(none)")
+        if a != b:
+            out.append(f"{k}: {_short(a)} in the lock, {_short(b)} here")
+    return out
+
+
+def _short(v: Any) -> str:
+    s = str(v)
+    return s[:19] + "…" if s.startswith("sha256:") else s
+
+
+def clear_caches() -> None:
+    """Forget probe results (tests change a fake external between two plans)."""
+    for f in (_file_digest, dir_digest, compiler_version, python_probe):
+        f.cache_clear()
+
+
+__all__ = ["SCHEME", "fingerprint", "differences", "clear_caches"]

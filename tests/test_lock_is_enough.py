@@ -1,0 +1,202 @@
+"""Issue 25: the lock is enough. A fresh clone turns pixi.lock (+ recipes + sources) into the exact
+environment: substitute, else rebuild from the recipe and accept only the lock's bytes; another host
+is named, never silently built under the same id; pixi's installer and deepep-env share the prefix.
+
+Small stand-in recipes (build_fixtures.fake_project), the real builder, rattler-build, a real channel,
+real installs; the host "CUDA toolkit" is a folder of our own whose headers a test can change."""
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from build_fixtures import fake_project
+from cli_runner import cli_in_process
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch, capsys):
+    """A project built and locked against a fake host toolkit, then reduced to what a clone has
+    (env_specs, recipes, pixi.lock, lockfiles/) plus the source cache; store and channel gone."""
+    from deepep_env.sources import hostprint
+
+    fp = fake_project(tmp_path)
+    tk = tmp_path / "toolkit"
+    (tk / "bin").mkdir(parents=True)
+    (tk / "include").mkdir()
+    (tk / "include" / "cuda.h").write_text("#define CUDA_VERSION 13000\n")
+    nvcc = tk / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0'\necho 'Build cuda_13.0.fake_0'\n")
+    nvcc.chmod(0o755)
+    spec = fp.root / "env_specs" / "h200-nvlink.toml"
+    spec.write_text(spec.read_text().replace('prefix = "/usr/local/cuda"', f'prefix = "{tk}"'))
+    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(tmp_path / "cache"))
+    hostprint.clear_caches()
+    p = ["--project", str(fp.root)]
+    assert cli_in_process(capsys, "fetch", "h200-nvlink", *p, "--from", str(fp.upstream), "--offline")[0] == 0
+    rc, _, err = cli_in_process(capsys, "build", "h200-nvlink", *p, "--offline", "-j", "7")
+    assert rc == 0, err
+    rc, _, err = cli_in_process(capsys, "lock", "h200-nvlink", *p)
+    assert rc == 0, err
+    shutil.rmtree(fp.project.store)
+    shutil.rmtree(fp.project.channel)
+    yield fp, tk, p
+    hostprint.clear_caches()
+
+
+def _locked(fp) -> dict[str, str]:
+    from deepep_env.lock.lockfile import read_lock
+
+    env = read_lock(fp.root / "pixi.lock").env("h200-nvlink")
+    return {q.name: q.sha256 for ps in env.packages.values() for q in ps}
+
+
+def test_lock_records_every_build_input_and_the_package_carries_them(fresh):
+    from deepep_env.hashing import build_id
+
+    fp, tk, _ = fresh
+    rec = json.loads((fp.root / "lockfiles" / "build-inputs.json").read_text())
+    assert rec["format"] == "deepep-env/build-inputs/v1"
+    builds = rec["environments"]["h200-nvlink"]
+    for b in builds.values():
+        assert build_id(b["preimage"]) == b["id"]
+    cuda = builds["nvshmem"]["preimage"]["externals"]["cuda"]["fingerprint"]
+    assert cuda["nvcc"] == "Build cuda_13.0.fake_0" and cuda["headers"].startswith("sha256:")
+    assert set(builds["deep-ep"]["preimage"]["externals"]) >= {"cuda", "python", "pytorch", "rdma_core"}
+
+
+def test_fresh_clone_rebuilds_what_no_channel_serves_and_matches_the_lock(fresh, capsys):
+    from deepep_env.builder.normalize import BUILD_INPUTS_MEMBER
+    from build_fixtures import read_in_package
+
+    fp, _, p = fresh
+    # jobs is not an input of the id: the fake recipe writes it into the package, so rebuild with
+    # the same -j the lock was built with (the GPU recipes do not record it)
+    import deepep_env.builder as b
+    orig = b._Builder.__init__
+
+    def seven(self, **kw):
+        orig(self, **{**kw, "jobs": 7})
+    b._Builder.__init__ = seven
+    try:
+        rc, out, err = cli_in_process(capsys, "install", "h200-nvlink", *p, "--json")
+    finally:
+        b._Builder.__init__ = orig
+    assert rc == 0, err
+    res = json.loads(out)
+    assert any(n.startswith("rebuilt nvshmem") for n in res["notes"]) and res["verified"] == len(_locked(fp))
+    pkg = next(fp.project.channel.glob("*/nvshmem-*.conda"))
+    inputs = json.loads(read_in_package(pkg, BUILD_INPUTS_MEMBER))
+    assert inputs["id"].startswith("sha256:") and "externals" in inputs["preimage"]
+
+
+def test_rebuilt_bytes_that_differ_are_refused_with_both_hashes(fresh, capsys):
+    fp, _, p = fresh
+    rc, _, err = cli_in_process(capsys, "install", "h200-nvlink", *p)   # -j differs: other bytes, same id
+    assert rc == 2 and "same id, other bytes" in err and "build h200-nvlink --check" in err
+    assert [ln for ln in err.splitlines() if "error" in ln] == [err.strip().splitlines()[-1]]
+    assert not fp.project.prefix_for("h200-nvlink").exists()
+
+
+def test_another_host_is_named_and_the_check_still_reads_the_recorded_host(fresh, capsys):
+    from deepep_env.sources import hostprint
+
+    fp, tk, p = fresh
+    (tk / "include" / "cuda.h").write_text("#define CUDA_VERSION 13001\n")   # this machine's toolkit changed
+    hostprint.clear_caches()
+    rc, _, err = cli_in_process(capsys, "lock", "h200-nvlink", "--check", *p)
+    assert rc == 0, err          # the lock is in step with the recipes: CI checks it on any machine
+    rc, _, err = cli_in_process(capsys, "install", "h200-nvlink", *p)
+    assert rc == 2 and "built for another host" in err and "cuda.headers" in err
+    assert "does not apply to this host" in err and [ln for ln in err.splitlines() if "error" in ln] == [err.strip().splitlines()[-1]]
+
+
+def test_no_sources_says_what_to_fetch(fresh, capsys):
+    fp, _, p = fresh
+    shutil.rmtree(fp.project.source_cache)
+    rc, _, err = cli_in_process(capsys, "install", "h200-nvlink", *p)
+    assert rc == 2 and "sources must be cached" in err and "deepep-env fetch h200-nvlink" in err
+
+
+def test_edited_record_is_refused(fresh, capsys):
+    fp, _, p = fresh
+    path = fp.root / "lockfiles" / "build-inputs.json"
+    path.write_text(path.read_text().replace("fake_0", "fake_1", 1))
+    rc, _, err = cli_in_process(capsys, "lock", "h200-nvlink", "--check", *p)
+    assert rc == 2 and "build-inputs.json" in err and "not the sha256 of its pre-image" in err
+
+
+# --- pixi and deepep-env share .pixi/envs/ENV ---------------------------------------------------------
+
+@pytest.fixture
+def installed(lt_world, tmp_path, monkeypatch, capsys):
+    import lock_fixtures as lf
+
+    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
+    proj = lf.project_copy(lt_world, tmp_path / "proj")
+    assert cli_in_process(capsys, "lock", "lt-host", "--project", proj.root)[0] == 0
+    return proj
+
+
+def _records(proj, env="lt-host"):
+    from deepep_env.lock.lockfile import read_lock
+
+    data = read_lock(proj.pixi_lock)
+    plat = next(n for n in data.env(env).packages)
+    recs = data.conda_records(env, plat)
+    for r in recs:   # the lock names the team URL; the files are in the builder's channel
+        r.url = (proj.channel / r.subdir / r.file_name).as_uri()
+    return recs
+
+
+def test_rattler_install_over_a_deepep_env_prefix_is_a_clean_no_op(installed, capsys, tmp_path):
+    import rattler
+
+    proj = installed
+    assert cli_in_process(capsys, "install", "lt-host", "--project", proj.root)[0] == 0
+    prefix = proj.prefix_for("lt-host")
+    before = sorted(p.name for p in (prefix / "conda-meta").iterdir())
+    marker = (prefix / "conda-meta" / "deepep-env").read_bytes()
+    # what pixi does on `pixi install` over an existing prefix: read conda-meta, link the difference
+    asyncio.run(rattler.install(_records(proj), prefix, cache_dir=tmp_path / "rc", show_progress=False))
+    assert sorted(p.name for p in (prefix / "conda-meta").iterdir()) == before
+    assert (prefix / "conda-meta" / "deepep-env").read_bytes() == marker
+
+
+def test_pixi_sbom_reads_the_prefix_and_agrees_with_the_lock(installed, capsys, tmp_path):
+    import subprocess
+    import sys
+
+    proj = installed
+    assert cli_in_process(capsys, "install", "lt-host", "--project", proj.root)[0] == 0
+    sbom = shutil.which("pixi-sbom") or str(Path(sys.executable).with_name("pixi-sbom"))
+    out = tmp_path / "pfx.json"
+    r = subprocess.run([sbom, "--prefix", str(proj.prefix_for("lt-host")), "--format", "cyclonedx",
+                        "--output", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    names = {c["name"] for c in json.loads(out.read_text()).get("components", [])}
+    assert {r.name.normalized for r in _records(proj)} <= names
+
+
+def test_a_prefix_pixi_made_is_accepted_by_doctor_activate_and_task(installed, capsys, tmp_path, monkeypatch):
+    import rattler
+
+    proj = installed
+    prefix = proj.prefix_for("lt-host")
+    asyncio.run(rattler.install(_records(proj), prefix, cache_dir=tmp_path / "rc", show_progress=False))
+    assert not (prefix / "conda-meta" / "deepep-env").exists()
+    p = ["--project", str(proj.root)]
+    monkeypatch.setenv("DEEPEP_ENV_PROJECT", str(proj.root))
+    rc, out, err = cli_in_process(capsys, "activate", "lt-host", "--shell", "json")
+    assert rc == 0, err
+    assert str(prefix) in out
+    rc, out, err = cli_in_process(capsys, "doctor", "lt-host", *p, "--json")
+    assert "env.not-installed" not in out, out
+    before = sorted(x.name for x in (prefix / "conda-meta").glob("*.json"))
+    rc, out, err = cli_in_process(capsys, "install", "lt-host", *p, "--json")   # what `task` runs first
+    assert rc == 0, err
+    assert json.loads(out)["status"] == "up-to-date" and "adopted" in json.loads(out)["notes"][0]
+    assert sorted(x.name for x in (prefix / "conda-meta").glob("*.json")) == before
