@@ -23,6 +23,7 @@ from deepep_env.hashing import build_id, build_id_preimage, recipe_sha256, short
 from deepep_env.lock.inputs import host_inputs_from_record, resolutions_from_record
 from deepep_env.lock.platforms import platform_for
 from deepep_env.project import Project
+from deepep_env.readfile import present
 from deepep_env.sources import hostprint
 from deepep_env.recipegraph import build_order, read_recipe, recipe_edges
 from deepep_env.spec.catalog import SourcePin
@@ -236,7 +237,7 @@ def nccl_conda_version(version: str, pin: Optional[SourcePin]) -> str:
 
 def _recipe(project: Project, name: str) -> Path:
     d = project.recipes / name
-    if not (d / "recipe.yaml").is_file():
+    if not present(d / "recipe.yaml"):  # present but not a file: the reader names what it is
         raise UserError("missing recipe", file=d / "recipe.yaml", accepted=f"a rattler-build v1 recipe for {name}")
     return d
 

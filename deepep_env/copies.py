@@ -14,10 +14,12 @@ hashes it first and compares the hash with what the store and the build manifest
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import NamedTuple, Optional
 
 from deepep_env.errors import UserError
+from deepep_env.readfile import open_regular
 
 
 class Digests(NamedTuple):
@@ -33,7 +35,7 @@ def bare(sha: str) -> str:
 
 def file_digests(path: Path) -> Digests:
     sha, md5, size = hashlib.sha256(), hashlib.md5(usedforsecurity=False), 0
-    with open(path, "rb") as fh:
+    with os.fdopen(open_regular(path), "rb") as fh:  # never blocks on a FIFO, never reads a device
         for block in iter(lambda: fh.read(1 << 20), b""):
             sha.update(block)
             md5.update(block)

@@ -44,7 +44,9 @@ def canonical_json(obj: Any) -> bytes:
 
 def file_sha256(path: str | Path) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    from deepep_env.readfile import open_regular  # never blocks on a FIFO, never reads /dev/zero
+
+    with os.fdopen(open_regular(path), "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return f"{ALGO}:{h.hexdigest()}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as _dt
+import hashlib
 import json
 import os
 import shutil
@@ -33,6 +34,7 @@ from typing import Any, Iterable, Iterator, Optional
 from deepep_env.atomic import write_text
 from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
+from deepep_env.readfile import MAX_CONFIG_BYTES, read_bytes, read_regular
 from deepep_env.formats import PREFIX_MARKER
 from deepep_env.hashing import file_sha256
 from deepep_env.lock.channels import channel_mirrors, mirror_dir, url_to_path
@@ -51,7 +53,7 @@ def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
     if p is None:
         return None
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(p, MAX_CONFIG_BYTES))
     except (OSError, ValueError):
         return None
     return data if PREFIX_MARKER.accepts(data) else None
@@ -368,14 +370,14 @@ def install_locked(lock: str | Path, env: str, prefix: str | Path, *, mirrors: O
     (``marker`` carries what the spec would add to the completion marker)."""
     t0 = time.perf_counter()
     lock = Path(lock)
-    if not lock.is_file():
-        raise UserError("no lock to install from", file=lock, accepted=f"run `deepep-env lock {env}` first")
+    # read once, bounded: a FIFO or /dev/zero is named as such, a missing lock is "no lock"
+    lock_sha = "sha256:" + hashlib.sha256(read_bytes(lock, what="lock", missing="no lock to install from",
+                                                     accepted=f"run `deepep-env lock {env}` first")).hexdigest()
     pfx = check_prefix(Path(prefix).expanduser(), project_root)
     try:
         pfx = pfx.resolve()
     except OSError as exc:
         raise UserError(f"cannot use {pfx} as a prefix: {exc.strerror or exc}", field="--prefix") from None
-    lock_sha = file_sha256(lock)
     subdir = current_subdir()
     with _prefix_lock(pfx):
         if not force:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -47,7 +46,9 @@ from deepep_env.lock.channels import file_url
 from deepep_env.lock.lockfile import read_lock
 from deepep_env.lock.platforms import platform_for
 from deepep_env.lock.request import component_requirements, workspace_platforms
+from deepep_env.pixi_model import PixiManifest, parse_manifest
 from deepep_env.project import pixi_env_name
+from deepep_env.readfile import present, read_text, read_toml
 
 PIXI_FORMAT = PIXI_MANIFEST.stamp
 HEADER = f"""\
@@ -270,7 +271,7 @@ def render_manifest(envs: list[PixiEnv], platforms: list, unlocked: list[str]) -
 
 
 def _locked_envs(project) -> set[str]:
-    if not project.pixi_lock.is_file():
+    if not present(project.pixi_lock):
         return set()
     return set(read_lock(project.pixi_lock).envs)
 
@@ -319,7 +320,7 @@ def sync(project, *, check: bool = False, path: Optional[Path] = None) -> PixiSy
     """``deepep-env pixi sync [--check]``."""
     path = Path(path) if path else project.pixi_toml
     text, names, warnings = generate(project)
-    current = path.read_text(encoding="utf-8") if path.is_file() else None
+    current = read_text(path, what="pixi.toml", accepted=PIXI_ACCEPTED) if present(path) else None
     if check:
         if current == text:
             return PixiSync(path, text, "fresh", names, warnings)
@@ -339,14 +340,11 @@ def raise_if_stale(res: PixiSync) -> None:
                          file=res.path, accepted="run `deepep-env pixi sync` and commit the result")
 
 
-def load_manifest(path: Path) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError("no pixi.toml", file=path, accepted="run `deepep-env pixi sync`") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"malformed TOML: {exc}", file=path) from None
+PIXI_ACCEPTED = "a UTF-8 pixi.toml written by `deepep-env pixi sync`"
+
+
+def load_manifest(path: Path) -> PixiManifest:
+    """pixi.toml through the bounded reader (a regular UTF-8 file of sane size), its tasks, features
+    and environments checked with pixi's rules (:mod:`deepep_env.pixi_model`) before anything runs."""
+    raw = read_toml(path, what="pixi.toml", accepted=PIXI_ACCEPTED, missing="no pixi.toml (run `deepep-env pixi sync`)")
+    return parse_manifest(raw, Path(path))

@@ -6,7 +6,6 @@ failing the whole plan (a plan is most useful exactly when something is missing)
 """
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,7 +17,7 @@ from deepep_env.hostview import host_view
 from deepep_env.lock import check_lock
 from deepep_env.lock.lockfile import read_lock
 from deepep_env.overlay.prefix import has_marker
-from deepep_env.platform.demo import materialize_demo_host
+from deepep_env.platform.demo import demo_name, host_root
 from deepep_env.project import Project
 from deepep_env.spec.resolve import load_resolved
 from deepep_env.spec.resolved import ResolvedSpec
@@ -126,11 +125,8 @@ def _as_data(obj: Any) -> Any:
 
 def _host_sections(name: str, project: Project, r: ResolvedSpec, root: Optional[str], demo_host: Optional[str],
                    platform: Optional[str]) -> dict[str, Any]:
-    if demo_host:
-        with tempfile.TemporaryDirectory(prefix="deepep-env-demo-host-") as tmp:
-            demo_root = str(materialize_demo_host(demo_host, Path(tmp)))
-            return host_view(r, project, root=demo_root, platform=platform, demo_host=demo_host)
-    return host_view(r, project, root=root or "/", platform=platform, demo_host=demo_host)
+    with host_root(root, demo_host) as host_dir:
+        return host_view(r, project, root=host_dir, platform=platform, demo_host=demo_name(root, demo_host))
 
 
 def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_host: Optional[str] = None,

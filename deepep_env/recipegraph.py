@@ -30,6 +30,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import yaml
 
 from deepep_env.errors import UserError
+from deepep_env.readfile import MAX_CONFIG_BYTES, read_text
 
 _VAR = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _PIN = re.compile(r"""pin_(?:subpackage|compatible)\(\s*['"]([^'"]+)['"]""")
@@ -98,9 +99,8 @@ def _sources(doc: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
 
 def _load(path: Path) -> dict[str, Any]:
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError("missing recipe", file=path, accepted="a rattler-build v1 recipe.yaml") from None
+        doc = yaml.safe_load(read_text(path, what="recipe", accepted="a rattler-build v1 recipe.yaml",
+                                       missing="missing recipe", limit=MAX_CONFIG_BYTES))
     except yaml.YAMLError as exc:
         raise UserError(f"recipe is not valid YAML: {str(exc).splitlines()[0]}", file=path) from None
     if not isinstance(doc, dict):

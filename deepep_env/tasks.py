@@ -29,6 +29,7 @@ from deepep_env.install import install_env
 from deepep_env.overlay.activation import source_activation_scripts, spec_python
 from deepep_env.overlay.prefix import has_marker, read_prefix_meta
 from deepep_env.pixi import load_manifest
+from deepep_env.pixi_model import DependsOn, PixiManifest, Task, TaskArg
 from deepep_env.project import pixi_env_name
 
 
@@ -56,32 +57,17 @@ class TaskPlan:
                 "steps": [s.to_dict() for s in self.steps]}
 
 
-def _env_features(manifest: dict[str, Any], env: str) -> tuple[list[str], bool]:
-    envs = manifest.get("environments") or {}
-    spec = envs.get(env)
-    if spec is None:
-        if env == "default":
-            return [], True
-        raise UserError(f"unknown pixi environment {env!r}", field="-e", accepted=", ".join(sorted(envs)) or "none")
-    if isinstance(spec, list):
-        return list(spec), True
-    return list(spec.get("features") or []), not spec.get("no-default-feature", False)
+def _environment(manifest: PixiManifest, env: str) -> str:
+    if env not in manifest.environments:
+        raise UserError(f"unknown pixi environment {env!r}", field="-e",
+                        accepted=", ".join(sorted(manifest.environments)) or "none")
+    return env
 
 
-def _tasks_of(manifest: dict[str, Any], env: str) -> dict[str, Any]:
-    feats, default = _env_features(manifest, env)
-    out: dict[str, Any] = {}
-    if default:
-        out.update(manifest.get("tasks") or {})
-    for f in feats:
-        out.update(((manifest.get("feature") or {}).get(f) or {}).get("tasks") or {})
-    return out
-
-
-def list_tasks(manifest: dict[str, Any]) -> dict[str, list[str]]:
-    """environment → task names."""
-    envs = sorted((manifest.get("environments") or {}).keys())
-    return {e: sorted(_tasks_of(manifest, e)) for e in envs}
+def list_tasks(manifest: PixiManifest) -> dict[str, list[str]]:
+    """environment → task names (the environments pixi.toml defines)."""
+    envs = sorted(e for e in manifest.environments if e in (manifest.raw.get("environments") or {}))
+    return {e: sorted(manifest.tasks_of(e)) for e in envs}
 
 
 def _spec_for_env(project, env: str) -> str:
@@ -89,26 +75,6 @@ def _spec_for_env(project, env: str) -> str:
         if pixi_env_name(name) == env:
             return name
     return env
-
-
-def _norm(task: Any, name: str) -> dict[str, Any]:
-    if isinstance(task, str):
-        return {"cmd": task}
-    if isinstance(task, list):  # a list of DependsOn tables: an alias
-        return {"depends-on": task}
-    if isinstance(task, dict):
-        return task
-    raise UserError(f"unsupported task definition for {name!r}", field=f"tasks.{name}")
-
-
-def _dep_names(task: dict[str, Any]) -> list[str]:
-    deps = task.get("depends-on", task.get("depends_on", []))
-    if isinstance(deps, (str, dict)):
-        deps = [deps]
-    out = []
-    for d in deps:
-        out.append(d["task"] if isinstance(d, dict) else d)
-    return out
 
 
 def plan_task(project, name: str, *, environment: Optional[str] = None, args: Sequence[str] = (),
@@ -126,82 +92,135 @@ def plan_task(project, name: str, *, environment: Optional[str] = None, args: Se
             raise UserError(f"task {name!r} exists in several environments; choose one with -e", field="-e",
                             accepted=", ".join(having))
         environment = having[0]
-    tasks = _tasks_of(manifest, environment)
+    tasks = manifest.tasks_of(_environment(manifest, environment))
     if name not in tasks:
         raise UserError(f"environment {environment!r} has no task {name!r}", field="NAME",
                         accepted=", ".join(sorted(tasks)) or "no tasks")
-    spec = _spec_for_env(project, environment)
-    prefix = project.prefix_for(environment)
+    plan = TaskPlan(task=name, environment=environment, spec=_spec_for_env(project, environment),
+                    prefix=str(project.prefix_for(environment)))
+    for t, given in _run_order(tasks, DependsOn(name, tuple(args)), path):
+        step = _step(project, tasks[t], given, path)
+        if step is not None:
+            plan.steps.append(step)
+    return plan
 
-    order: list[str] = []
+
+def _run_order(tasks: dict[str, Task], top: DependsOn, path: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """(task, its arguments) in the order they run: dependencies first, each once."""
+    order: list[tuple[str, tuple[str, ...]]] = []
     visiting: set[str] = set()
 
-    def visit(t: str) -> None:
-        if t in order:
+    def visit(d: DependsOn) -> None:
+        if (d.task, d.args) in order:
             return
-        if t in visiting:
-            raise UserError(f"task dependency cycle through {t!r}", file=path, field=f"tasks.{t}.depends-on")
-        if t not in tasks:
-            raise UserError(f"task depends on unknown task {t!r}", file=path, field="depends-on",
+        if d.task in visiting:
+            raise UserError(f"task dependency cycle through {d.task!r}", file=path, field=f"tasks.{d.task}.depends-on")
+        if d.task not in tasks:
+            raise UserError(f"task depends on unknown task {d.task!r}", file=path, field="depends-on",
                             accepted=", ".join(sorted(tasks)))
-        visiting.add(t)
-        for d in _dep_names(_norm(tasks[t], t)):
-            visit(d)
-        visiting.discard(t)
-        order.append(t)
+        visiting.add(d.task)
+        for dep in tasks[d.task].depends_on:
+            visit(dep)
+        visiting.discard(d.task)
+        order.append((d.task, d.args))
 
-    visit(name)
-    plan = TaskPlan(task=name, environment=environment, spec=spec, prefix=str(prefix))
-    for t in order:
-        td = _norm(tasks[t], t)
-        cmd = td.get("cmd")
-        if cmd is None:
-            continue  # an alias: only its dependencies run
-        if isinstance(cmd, list):
-            cmd = " ".join(shlex.quote(c) for c in cmd)
-        given = list(args) if t == name else []
-        if td.get("args"):  # pixi renders declared args into `{{ name }}` placeholders (MiniJinja)
-            cmd = render_task_args(cmd, td["args"], given, task=t, path=path)
-        elif given:
-            cmd = cmd + " " + " ".join(shlex.quote(a) for a in given)  # pixi appends extra arguments
-        cwd = str((project.root / td["cwd"]).resolve()) if td.get("cwd") else str(project.root)
-        plan.steps.append(TaskStep(name=t, cmd=cmd, cwd=cwd, env={str(k): str(v) for k, v in (td.get("env") or {}).items()}))
-    return plan
+    visit(top)
+    return order
+
+
+def _step(project, task: Task, given: Sequence[str], path: Path) -> Optional[TaskStep]:
+    cwd = str((project.root / task.cwd).resolve()) if task.cwd else str(project.root)
+    cmd = task.cmd
+    if cmd is None:  # an alias: only its dependencies run
+        if given:
+            raise UserError(f"task {task.name!r} has no command to pass arguments to", field="ARGS",
+                            accepted="no arguments")
+        return None
+    if task.args:  # pixi renders declared args into `{{ name }}` placeholders (MiniJinja)
+        cmd = render_task_args(cmd, task.args, given, task=task.name, path=path)
+    elif given:
+        cmd = cmd + " " + " ".join(shlex.quote(a) for a in given)  # pixi appends extra arguments
+    return TaskStep(name=task.name, cmd=cmd, cwd=cwd, env=dict(task.env))
 
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
-def render_task_args(cmd: str, declared: Sequence[Any], given: Sequence[str], *, task: str, path: Path) -> str:
+def render_task_args(cmd: str, declared: Sequence[TaskArg], given: Sequence[str], *, task: str, path: Path) -> str:
     """pixi's task ``args``: names (or ``{arg, default}`` tables) filled from the command line in order,
-    defaults for the rest, substituted where the command says ``{{ name }}``."""
-    names: list[str] = []
-    defaults: dict[str, str] = {}
-    for a in declared:
-        n = a.get("arg") if isinstance(a, dict) else a
-        if not isinstance(n, str) or not n:
-            raise UserError(f"task {task!r}: an `args` entry is neither a name nor {{arg, default}}", file=path,
-                            field=f"tasks.{task}.args", accepted='["who", { arg = "greeting", default = "hi" }]')
-        names.append(n)
-        if isinstance(a, dict) and "default" in a:
-            defaults[n] = str(a["default"])
-    if len(given) > len(names):
-        raise UserError(f"task {task!r} takes {len(names)} argument(s) ({', '.join(names)}), got {len(given)}",
-                        field="ARGS", accepted=" ".join(f"<{n}>" for n in names))
-    values = dict(zip(names, given))
-    for n in names[len(given):]:
-        if n not in defaults:
-            raise UserError(f"task {task!r}: argument {n!r} has no default and was not given", field="ARGS",
-                            accepted=" ".join(f"<{x}>" for x in names))
-        values[n] = defaults[n]
+    defaults for the rest, substituted where the command says ``{{ name }}``. A value is data, never
+    code: each is quoted for the shell where it lands (:func:`quote_in`)."""
+    values = _arg_values(declared, given, task)
 
     def sub(m: "re.Match[str]") -> str:
         if m.group(1) not in values:
             raise UserError(f"task {task!r} uses {{{{ {m.group(1)} }}}} but declares no such argument", file=path,
-                            field=f"tasks.{task}.cmd", accepted=", ".join(names))
-        return values[m.group(1)]
+                            field=f"tasks.{task}.cmd", accepted=", ".join(a.name for a in declared))
+        return quote_in(*_quote_state(cmd[: m.start()]), values[m.group(1)])
 
     return _PLACEHOLDER.sub(sub, cmd)
+
+
+def _arg_values(declared: Sequence[TaskArg], given: Sequence[str], task: str) -> dict[str, str]:
+    names = [a.name for a in declared]
+    usage = " ".join(f"<{n}>" for n in names)
+    if len(given) > len(names):
+        raise UserError(f"task {task!r} takes {len(names)} argument(s) ({', '.join(names)}), got {len(given)}",
+                        field="ARGS", accepted=usage)
+    values = dict(zip(names, given))
+    for a in declared[len(given):]:
+        if a.default is None:
+            raise UserError(f"task {task!r}: argument {a.name!r} has no default and was not given", field="ARGS",
+                            accepted=usage)
+        values[a.name] = a.default
+    for a in declared:
+        if a.choices and values[a.name] not in a.choices:
+            raise UserError(f"task {task!r}: argument {a.name!r} is not one of its choices", field="ARGS",
+                            accepted=", ".join(a.choices))
+    return values
+
+
+def _quote_state(text: str) -> tuple[str, int]:
+    """The shell quoting in force at the end of ``text``: "" (none), "'", '"' or "$'" (ANSI-C), and
+    how many backquotes enclose it. A command substitution (``$(…)``, backquotes) starts afresh
+    inside any quoting but single quotes."""
+    stack: list[str] = []
+    state, i = "", 0
+    while i < len(text):
+        c, two = text[i], text[i:i + 2]
+        if c == "\\" and state != "'":
+            i += 2
+            continue
+        if state in ("", '"') and (two == "$(" or c == "`" and not (stack and stack[-1].endswith("`"))):
+            stack.append(state + ("`" if c == "`" else ""))
+            state, i = "", i + (1 if c == "`" else 2)
+            continue
+        if state == "" and stack and (c == ")" and not stack[-1].endswith("`") or c == "`"):
+            state = stack.pop().rstrip("`")
+        elif state == "" and two == "$'":
+            state, i = "$'", i + 1
+        elif state == "" and c in "'\"":
+            state = c
+        elif state and c == state[-1]:
+            state = ""
+        i += 1
+    return state, sum(1 for x in stack if x.endswith("`"))
+
+
+def quote_in(state: str, ticks: int, value: str) -> str:
+    """``value`` as one literal word where the shell is in quoting ``state`` inside ``ticks``
+    backquotes (see :func:`_quote_state`): the backquotes strip one level of ``\\`` escapes each."""
+    if state == "'":
+        word = value.replace("'", "'\\''")
+    elif state == '"':
+        word = re.sub(r'([\\"$`])', r"\\\1", value)
+    elif state == "$'":
+        word = re.sub(r"([\\'])", r"\\\1", value)
+    else:
+        word = shlex.quote(value)
+    for _ in range(ticks):
+        word = re.sub(r"([\\`$])", r"\\\1", word)
+    return word
 
 
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -212,19 +231,8 @@ def _expand(value: str, env: dict[str, str]) -> str:
     return _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), ""), value)
 
 
-def _activation_env(manifest: dict[str, Any], environment: str) -> dict[str, str]:
-    """The ``activation.env`` tables of the environment's features (the default feature's first)."""
-    feats, default = _env_features(manifest, environment)
-    out: dict[str, str] = {}
-    tables = [manifest] if default else []
-    tables += [((manifest.get("feature") or {}).get(f) or {}) for f in feats]
-    for t in tables:
-        out.update({str(k): str(v) for k, v in ((t.get("activation") or {}).get("env") or {}).items()})
-    return out
-
-
 def task_environment(project, plan: TaskPlan, base: Optional[dict[str, str]] = None,
-                     manifest: Optional[dict[str, Any]] = None) -> dict[str, str]:
+                     manifest: Optional[PixiManifest] = None) -> dict[str, str]:
     """What pixi exports for a task of ``plan.environment``: its variables, the features'
     ``activation.env``, then the prefix's ``activate.d`` ``*.sh`` scripts sourced in order (as
     ``pixi run`` runs them) — the deepep-env package's applies the host overlay."""
@@ -242,7 +250,8 @@ def task_environment(project, plan: TaskPlan, base: Optional[dict[str, str]] = N
         "DEEPEP_ENV_PROJECT": str(project.root),
     })
     env["PATH"] = os.pathsep.join([str(Path(prefix) / "bin"), env.get("PATH", os.defpath)])
-    env.update(_activation_env(manifest or {}, plan.environment))
+    if manifest is not None and plan.environment in manifest.environments:
+        env.update(manifest.activation_env(plan.environment))  # the features' activation.env, in order
     env.update(_spec_python(prefix))
     return source_activation_scripts(prefix, env)
 

@@ -118,7 +118,7 @@ def test_default_prefix_locations(host_tree, tmp_path):
     "setup,args,needle",
     [
         ("none", ["gcp-b200"], "not installed there"),
-        ("bad-json", ["gcp-b200"], "unreadable"),
+        ("bad-json", ["gcp-b200"], "not valid JSON"),
         ("other-env", ["gcp-b200"], "holds env 'gke-a4'"),
         ("ok", ["../etc"], "not an env name"),
         ("ok", ["gcp-b200", "--platform", "nope"], "unknown platform"),

@@ -170,12 +170,37 @@ def test_bad_arguments(tmp_path, capsys):
 def test_diff_pixi_json_is_pixi_update_shape(two_locks, capsys):
     """Issue 13 conformance: `--format pixi-json` is what `pixi update --json` prints (pixi's
     LockFileJsonDiff), the input of pixi-diff-to-markdown."""
-    _, old, new, _ = two_locks
-    rc, out, _ = cli_in_process(capsys, "diff", str(old), str(new), "--format", "pixi-json")
-    assert rc == 0
+    proj, old, new, _ = two_locks
+    # No pixi.toml beside the lock yet: pixi's `explicit` has nothing to come from, so it is left out.
+    rc, out, err = cli_in_process(capsys, "diff", str(old), str(new), "--format", "pixi-json")
+    assert rc == 0 and "explicit` left out" in err
+    assert all("explicit" not in r for r in json.loads(out)["environment"]["lt-conda"]["linux-64-cuda129"])
+    assert cli_in_process(capsys, "pixi", "sync", "--project", proj.root)[0] == 0
+    rc, out, err = cli_in_process(capsys, "diff", str(old), str(new), "--format", "pixi-json")
+    assert rc == 0 and err == ""
     data = json.loads(out)
     assert data["version"] == 1
     rows = {r["name"]: r for r in data["environment"]["lt-conda"]["linux-64-cuda129"]}
     assert rows["nccl"]["before"]["version"] == "2.28.9" and rows["nccl"]["after"]["version"] == "2.27.7"
-    assert rows["nccl"]["type"] == "conda" and rows["nccl"]["explicit"] is True
+    assert rows["nccl"]["type"] == "conda" and rows["nccl"]["explicit"] is True   # a manifest dependency
     assert rows["deep-ep"]["before"]["build"] != rows["deep-ep"]["after"]["build"]
+
+
+def test_pixi_json_explicit_is_the_manifests_dependencies(tmp_path):
+    """Issue 26: `explicit` came from "pinned components" (nvshmem and nccl explicit, deepep-env not,
+    the reverse of pixi.toml). pixi sets it from the environment's manifest dependencies (the default
+    feature's only where the environment uses it) and leaves it out when false."""
+    from deepep_env.lock.diff import LockDiff, PackageEntry, PlatformDiff, manifest_explicit, pixi_update_json
+
+    (tmp_path / "pixi.toml").write_text(
+        '[dependencies]\ntop = "*"\n[feature.e.dependencies]\ndeepep-env = "==1"\n'
+        '[feature.e.pypi-dependencies]\nNp2_Typing = "*"\n'
+        '[environments]\ne = { features = ["e"], no-default-feature = true }\nboth = ["e"]\n')
+    added = [PackageEntry(n, "1", "h_0", k, component="nvshmem" if n == "nvshmem" else None) for n, k in
+             (("deepep-env", "conda"), ("nvshmem", "conda"), ("np2-typing", "pypi"), ("top", "conda"))]
+    d = LockDiff(old="a", new="b", sections=[PlatformDiff("e", "linux-64", added=added),
+                                             PlatformDiff("both", "linux-64", added=added)])
+    envs = pixi_update_json(d, manifest_explicit(tmp_path / "pixi.toml"))["environment"]
+    assert {r["name"] for r in envs["e"]["linux-64"] if r.get("explicit")} == {"deepep-env", "np2-typing"}
+    assert {r["name"] for r in envs["both"]["linux-64"] if r.get("explicit")} == {"deepep-env", "np2-typing", "top"}
+    assert all(r.get("explicit", True) is True for e in envs.values() for r in e["linux-64"])

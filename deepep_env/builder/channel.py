@@ -21,6 +21,7 @@ from deepep_env.atomic import write_bytes, write_text
 from deepep_env.errors import UserError
 from deepep_env.hashing import digest, file_sha256
 from deepep_env.rattler_errors import rattler_errors
+from deepep_env.readfile import MAX_REPODATA_BYTES, read_json
 
 
 # Written by rattler's indexer besides repodata.json; we do not write them (zstd at rattler's level
@@ -53,7 +54,7 @@ def forget(root: Path, rel: str) -> None:
     rd = root / sub / "repodata.json"
     if not rd.is_file():
         return
-    data = json.loads(rd.read_text())
+    data = read_json(rd, what="repodata", limit=MAX_REPODATA_BYTES)
     if any(name in (data.get(k) or {}) for k in ("packages", "packages.conda")):
         for k in ("packages", "packages.conda"):
             (data.get(k) or {}).pop(name, None)

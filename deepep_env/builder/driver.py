@@ -56,6 +56,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 from deepep_env.atomic import write_text
 from deepep_env.builder.normalize import epoch_for
 from deepep_env.errors import SolveError, UserError
+from deepep_env.readfile import MAX_CONFIG_BYTES, read_text
 from deepep_env.recipegraph import ident
 
 EXTERNAL_PROVIDERS = ("cuda", "python", "pytorch")
@@ -201,7 +202,7 @@ _BARE = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\||\}\})")
 def _undefined_names(recipe_file: Path, context: Mapping[str, Any]) -> list[str]:
     import yaml
 
-    text = recipe_file.read_text(encoding="utf-8")
+    text = read_text(recipe_file, what="recipe", limit=MAX_CONFIG_BYTES)
     try:
         own = set((yaml.safe_load(text) or {}).get("context") or {})
     except (yaml.YAMLError, AttributeError):

@@ -25,6 +25,7 @@ from deepep_env.buildplan import BuildNode, BuildPlan, live_host, plan as build_
 from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256
 from deepep_env.lock.lockfile import build_id_of
+from deepep_env.readfile import MAX_CONFIG_BYTES, read_regular
 from deepep_env.sources import SourceCache, require_present, wants_for_nodes
 from deepep_env.builder.resolution import differences as differences_of_resolutions
 from deepep_env.sources.hostprint import differences
@@ -158,7 +159,7 @@ def _entry_id(entry_dir: Path) -> Optional[str]:
     import json
 
     try:
-        data = json.loads((entry_dir / "entry.json").read_text(encoding="utf-8"))
+        data = json.loads(read_regular(entry_dir / "entry.json", MAX_CONFIG_BYTES))
     except (OSError, ValueError):
         return None
     return data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None

@@ -33,6 +33,7 @@ from typing import Any, Optional, Sequence
 from deepep_env.atomic import staged_dir, write_text
 from deepep_env.formats import STORE_ENTRY
 from deepep_env.hashing import file_sha256, short_id
+from deepep_env.readfile import MAX_CONFIG_BYTES, read_regular
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ class Store:
     def lookup(self, build_id: str, package: str) -> Optional[StoreEntry]:
         path = self.entry_path(build_id, package)
         try:
-            data = json.loads((path / "entry.json").read_text(encoding="utf-8"))
+            data = json.loads(read_regular(path / "entry.json", MAX_CONFIG_BYTES))
         except (OSError, ValueError):
             return None
         if not STORE_ENTRY.accepts(data) or data.get("id") != build_id:
@@ -161,7 +162,7 @@ class Store:
             if p.name.startswith(".") or not (p / "entry.json").is_file():
                 continue
             try:
-                data = json.loads((p / "entry.json").read_text(encoding="utf-8"))
+                data = json.loads(read_regular(p / "entry.json", MAX_CONFIG_BYTES))
                 e = self.lookup(data["id"], data["package"])
             except (OSError, ValueError, KeyError):
                 continue

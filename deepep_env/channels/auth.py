@@ -65,6 +65,7 @@ from typing import Any, Iterable, Literal, Mapping, TypedDict
 from urllib.parse import urlsplit
 
 from deepep_env.errors import UserError
+from deepep_env.readfile import MAX_CONFIG_BYTES, read_regular
 
 ENV_TOKEN = "DEEPEP_ENV_CHANNEL_TOKEN"
 ENV_USER = "DEEPEP_ENV_CHANNEL_USER"
@@ -153,7 +154,7 @@ def register_secret(value: str | None) -> None:
 
 def _auth_file_secrets(path: Path) -> list[str]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, MAX_CONFIG_BYTES))
     except (OSError, ValueError):
         return []
     out: list[str] = []
@@ -441,7 +442,7 @@ def _lookup_keys(url: str) -> list[str]:
 
 def _from_file(path: Path, keys: list[str], source: str) -> Credentials | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, MAX_CONFIG_BYTES))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:

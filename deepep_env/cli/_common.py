@@ -11,6 +11,8 @@ from deepep_env.project import find_project
 
 ProjectOpt = typer.Option(None, "--project", help="project folder (default: nearest parent with env_specs/)")
 JsonOpt = typer.Option(False, "--json", help="print JSON instead of a table")
+DemoHostOpt = typer.Option(None, "--demo-host", help="use a bundled captured host (gcp-b200-demo, h200x8-nvlink) "
+                           "instead of this machine; --root NAME works too")
 
 
 def project(path: Optional[str]):

@@ -111,8 +111,9 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from deepep_env.builder import build_env, check_against_lock
+        from deepep_env.readfile import present
 
-        if lock is not None and not lock.is_file():
+        if lock is not None and not present(lock):
             raise UserError("--lock names no file", file=lock, accepted="a pixi.lock written by `deepep-env lock`")
 
         console = Console(stderr=True)

@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from deepep_env.cli._common import DemoHostOpt
+
 
 def register(app: typer.Typer) -> None:
     @app.command("detect")
@@ -13,11 +15,14 @@ def register(app: typer.Typer) -> None:
         root: str = typer.Option("/", "--root", help="Read the host under this directory (a captured tree); default /."),
         platform: Optional[str] = typer.Option(None, "--platform", help="Use this platform profile instead of the detected one."),
         as_json: bool = typer.Option(False, "--json", help="Print every fact as JSON (docs/overlay.md)."),
+        demo_host: Optional[str] = DemoHostOpt,
     ) -> None:
         """Detect GPUs, RDMA NICs, PCIe topology, driver and platform from sysfs/procfs."""
         from deepep_env.platform import detect
+        from deepep_env.platform.demo import host_root
 
-        det = detect(root, platform)
+        with host_root(root, demo_host) as host_dir:
+            det = detect(host_dir, platform)
         if as_json:
             typer.echo(json.dumps(det.to_dict(), indent=2))
         else:

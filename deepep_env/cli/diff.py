@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
 
-from deepep_env.cli._common import console
+from deepep_env.cli._common import console, print_warnings
 from deepep_env.errors import UserError
 
 
@@ -20,11 +21,14 @@ def register(app: typer.Typer) -> None:
         env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="only these environments (repeatable)"),
         fmt: str = typer.Option("table", "--format", "-f", help="table, markdown, json, or pixi-json (the `pixi update --json` shape)"),
         as_json: bool = typer.Option(False, "--json", help="same as --format json"),
+        manifest: Optional[str] = typer.Option(None, "--manifest", help="pixi.toml whose dependencies are `explicit` "
+                                               "in pixi-json (default: the one beside NEW)"),
     ) -> None:
         """Added, removed and changed packages (pinned components first) and changed build ids."""
         # library imports stay local: main.build_app imports every command module on every run
         from deepep_env.lock import diff_locks, render
-        from deepep_env.lock.diff import pixi_update_json
+        from deepep_env.lock.diff import manifest_beside, manifest_explicit, pixi_update_json
+        from deepep_env.readfile import present
 
         if as_json:
             fmt = "json"
@@ -32,7 +36,14 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"unknown format {fmt!r}", field="--format", accepted="table, markdown, json, pixi-json")
         d = diff_locks(old, new, envs=env)
         if fmt == "pixi-json":
-            sys.stdout.write(json.dumps(pixi_update_json(d), indent=2) + "\n")
+            mpath = Path(manifest) if manifest else manifest_beside(new)
+            if manifest or present(mpath):
+                explicit = manifest_explicit(mpath)
+            else:
+                explicit = None
+                print_warnings([f"no pixi.toml at {mpath}: `explicit` left out (pixi sets it from the "
+                                "manifest's dependencies; pass --manifest)"])
+            sys.stdout.write(json.dumps(pixi_update_json(d, explicit), indent=2) + "\n")
         elif fmt == "json":
             sys.stdout.write(render.diff_json(d))
         elif fmt == "markdown":

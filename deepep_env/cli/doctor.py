@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
+
+from deepep_env.cli._common import DemoHostOpt
 from typer.core import TyperCommand
 
 CMD_KEY = "deepep_env.doctor.cmd"
@@ -24,12 +26,10 @@ class _DoctorCommand(TyperCommand):
 
 
 def _read_env_file(path: str) -> dict[str, str]:
-    from deepep_env.errors import UserError
+    from deepep_env.readfile import MAX_CONFIG_BYTES, read_text
 
-    try:
-        text = open(path, encoding="utf-8", errors="replace").read()
-    except OSError as exc:
-        raise UserError(f"cannot read: {exc.strerror or exc}", file=path, field="--env-file") from None
+    text = read_text(path, what="--env-file", accepted="a KEY=VALUE file such as a captured host's env.txt",
+                     limit=MAX_CONFIG_BYTES)
     out = {}
     for line in text.splitlines():
         line = line.strip()
@@ -60,6 +60,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
         strict: bool = typer.Option(False, "--strict", help="exit 1 on warnings"),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="print notes too"),
+        demo_host: Optional[str] = DemoHostOpt,
     ) -> None:
         """Find the failures the seeds record, before a test runs: each with its evidence and fix."""
         from deepep_env.errors import UserError
@@ -71,9 +72,16 @@ def register(app: typer.Typer) -> None:
             raise UserError("a command after `--` is only run with --traffic", field="CMD", accepted="deepep-env doctor [ENV] --traffic -- CMD [ARGS…]")
         environ = _read_env_file(env_file) if env_file else None
         from deepep_env.doctor import render_text, run_doctor
+        from deepep_env.platform.demo import demo_name, host_root
 
-        report = run_doctor(env, root=root, prefix=prefix, platform=platform, environ=environ,
-                            project=project_dir, traffic=cmd if traffic else None)
+        with host_root(root, demo_host) as host_dir:
+            report = run_doctor(env, root=host_dir, prefix=prefix, platform=platform, environ=environ,
+                                project=project_dir, traffic=cmd if traffic else None)
+        demo = demo_name(root, demo_host)
+        if demo:  # the temporary tree is gone: name the capture instead
+            import dataclasses
+
+            report = dataclasses.replace(report, root=f"bundled capture {demo}")
         if as_json:
             from deepep_env.cli._common import print_json
 

@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         return fast_activate.hook_main(argv[1:])
     # imports stay below the fast paths: activate and hook load only what they use
     from deepep_env.errors import UserError
+    from deepep_env.readfile import NotRegular, TooLarge, as_user_error
 
     app = build_app()
     usage_exc, abort_exc, exit_exc = _typer_exceptions()
@@ -97,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         _error(str(err))
         return err.exit_code
+    except (NotRegular, TooLarge) as exc:  # the bounded reader's refusal, where no caller worded it
+        print(f"deepep-env: error: {as_user_error(exc, exc.filename)}", file=sys.stderr)
+        return 2
     except SystemExit as exc:
         return int(exc.code or 0)
     except usage_exc as exc:

@@ -48,13 +48,15 @@ def register(app: typer.Typer) -> None:
         # library imports stay local: main.build_app imports every command module on every run
         from deepep_env.lock.satisfy import verdict
         from deepep_env.pixi import load_manifest
+        from deepep_env.readfile import present
 
         mpath = Path(manifest) if manifest else project(project_dir).pixi_toml
         lpath = Path(lock) if lock else mpath.parent / "pixi.lock"
-        if not lpath.is_file():
+        pixi_manifest = load_manifest(mpath)  # first: a missing manifest is named, not its lock
+        if not present(lpath):
             raise StaleError("no pixi.lock: pixi would solve every environment", file=lpath,
                              accepted="run `deepep-env lock ENV`")
-        res = verdict(load_manifest(mpath), lpath, mpath.parent.resolve())
+        res = verdict(pixi_manifest.raw, lpath, mpath.parent.resolve())
         if as_json:
             print_json({"manifest": str(mpath), "lock": str(lpath), "environments": [v.to_dict() for v in res]})
         else:

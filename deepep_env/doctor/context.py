@@ -21,7 +21,8 @@ from deepep_env.doctor.model import Evidence, Finding, one_line
 from deepep_env.envcontext import HostContext
 from deepep_env.overlay.changes import Overlay, PrependPath, Set, Source, Unset
 from deepep_env.platform.facts import Nic
-from deepep_env.platform.rootfs import RootFS, open_regular
+from deepep_env.platform.rootfs import RootFS
+from deepep_env.readfile import open_regular
 
 # Top-level directories that hold installed software. A captured tree with none of them (the real
 # H200 capture has only etc/, proc/, sys/) says nothing about /usr/local/cuda: a path the

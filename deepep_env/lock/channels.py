@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 from deepep_env.channels.auth import authenticated_client, check_url_has_no_secret, redact
 from deepep_env.errors import UserError
+from deepep_env.readfile import MAX_REPODATA_BYTES, present, read_bytes
 
 PROBE_TIMEOUT_S = float(os.environ.get("DEEPEP_ENV_CHANNEL_PROBE_TIMEOUT", "3"))
 REQUEST_TIMEOUT_S = 60
@@ -190,8 +191,8 @@ def read_index(ref: ChannelRef, subdirs: Iterable[str], client_obj=None) -> list
         data: Optional[bytes] = None
         if url.startswith("file://"):
             p = url_to_path(url)
-            if p.is_file():
-                data = p.read_bytes()
+            if present(p):
+                data = read_bytes(p, what="repodata", limit=MAX_REPODATA_BYTES)
         elif client_obj is not None:
             import asyncio
 

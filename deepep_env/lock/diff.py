@@ -16,11 +16,13 @@ import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
+from deepep_env.argv import operand
 from deepep_env.errors import UserError
 from deepep_env.formats import LOCK_DIFF
 from deepep_env.lock.lockfile import LockData, LockedEnv, LockedPackage, read_lock
+from deepep_env.readfile import present
 
 # Review order of the pinned components (issue 5); every other package follows, by name.
 # Names are conda's (normalised, lower case) and PyPI's (`torch`, NVIDIA's `nvidia-*-cu12` wheels, which
@@ -168,26 +170,57 @@ class LockDiff:
                 "build_ids": [asdict(b) for b in self.build_ids]}
 
 
-def pixi_update_json(d: LockDiff) -> dict[str, Any]:
+def _pypi_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pixi_update_json(d: LockDiff, explicit: Optional[Callable[[str], tuple[set[str], set[str]]]] = None) -> dict[str, Any]:
     """The shape of ``pixi update --json`` (pixi's ``LockFileJsonDiff``: ``{"version": 1, "environment":
     {env: {platform: [{name, before, after, type, explicit}]}}}``), which pixi-diff-to-markdown and
-    other pixi tooling read. ``explicit`` marks the spec's pinned components. Changes of bytes only
-    (same version and build) have no place in it: they stay in ``--format json``."""
+    other pixi tooling read. ``explicit`` is pixi's: the package is one of the environment's manifest
+    dependencies (``explicit(env)`` gives the conda and PyPI names), and the key is left out when
+    false. Changes of bytes only (same version and build) have no place in it: they stay in
+    ``--format json``."""
     def rec(version: str, build: str, kind: str) -> dict[str, str]:
         return {"version": version, "build": build} if kind == "conda" else {"version": version}
 
+    def row(env: str, name: str, kind: str, before: Optional[dict], after: Optional[dict]) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": name, "before": before, "after": after, "type": kind}
+        conda, pypi = explicit(env) if explicit else (set(), set())
+        if (kind == "conda" and name.lower() in conda) or (kind != "conda" and _pypi_name(name) in pypi):
+            out["explicit"] = True
+        return out
+
     envs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for s in d.sections:
-        rows = [{"name": a.name, "before": None, "after": rec(a.version, a.build, a.kind), "type": a.kind,
-                 "explicit": a.component is not None} for a in s.added]
-        rows += [{"name": r.name, "before": rec(r.version, r.build, r.kind), "after": None, "type": r.kind,
-                  "explicit": r.component is not None} for r in s.removed]
-        rows += [{"name": c.name, "before": rec(c.old_version, c.old_build, c.kind),
-                  "after": rec(c.new_version, c.new_build, c.kind), "type": c.kind, "explicit": c.pinned}
+        rows = [row(s.env, a.name, a.kind, None, rec(a.version, a.build, a.kind)) for a in s.added]
+        rows += [row(s.env, r.name, r.kind, rec(r.version, r.build, r.kind), None) for r in s.removed]
+        rows += [row(s.env, c.name, c.kind, rec(c.old_version, c.old_build, c.kind), rec(c.new_version, c.new_build, c.kind))
                  for c in s.changed if (c.old_version, c.old_build) != (c.new_version, c.new_build)]
         if rows:
             envs.setdefault(s.env, {})[s.platform] = sorted(rows, key=lambda r: r["name"])
     return {"version": 1, "environment": envs}
+
+
+def manifest_explicit(path: Path) -> Callable[[str], tuple[set[str], set[str]]]:
+    """``explicit`` for :func:`pixi_update_json` from the pixi.toml at ``path``."""
+    from deepep_env.pixi import load_manifest
+
+    m = load_manifest(path)
+
+    def names(env: str) -> tuple[set[str], set[str]]:
+        conda, pypi = m.explicit(env)
+        return {n.lower() for n in conda}, {_pypi_name(n) for n in pypi}
+
+    return names
+
+
+def manifest_beside(new: str, cwd: Optional[Path] = None) -> Path:
+    """The pixi.toml a diff's NEW side belongs to: beside the lock (``REV:path``: beside ``path`` in
+    the working tree)."""
+    m = _REV_PATH.match(new)
+    rel = new if present(Path(new)) or not m else m.group("path")
+    return Path(cwd or ".") / Path(rel).parent / "pixi.toml"
 
 
 def _channel_of(url: str, channels: list[str], kind: str = "conda") -> str:
@@ -345,14 +378,15 @@ _REV_PATH = re.compile(r"^(?P<rev>[^:\s]+):(?P<path>.+)$")
 def load_lock_arg(arg: str, *, cwd: Optional[Path] = None) -> tuple[LockData, str]:
     """A lock named by path, or by ``REV:path`` in the git repository at ``cwd``."""
     p = Path(arg)
-    if p.exists():
+    if present(p):
         return read_lock(p), arg
     m = _REV_PATH.match(arg)
     if not m:
         raise UserError("lock file not found", file=arg, accepted="a path, or REV:path such as HEAD~1:pixi.lock")
-    rev, rel = m.group("rev"), m.group("path")
+    rev = operand(m.group("rev"), field="REV", file=arg, accepted="REV:path such as HEAD~1:pixi.lock")
+    rel = m.group("path")
     try:
-        out = subprocess.run(["git", "show", f"{rev}:{rel}"], cwd=cwd, capture_output=True, check=False, timeout=60)
+        out = subprocess.run(["git", "show", "--end-of-options", f"{rev}:{rel}"], cwd=cwd, capture_output=True, check=False, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UserError(f"cannot run git: {exc}", file=arg) from None
     if out.returncode != 0:

@@ -24,6 +24,7 @@ from deepep_env.atomic import write_bytes
 from deepep_env.errors import StaleError, UserError
 from deepep_env.lock.lockfile import LockData, LockedEnv, LockedPackage, read_lock
 from deepep_env.lock.solve import default_lock_path
+from deepep_env.readfile import present
 
 LOCK_SUFFIX = ".conda-lock.yml"   # micromamba takes a `*-lock.yml` for a conda-lock file
 SOURCE_SUFFIX = ".environment.yml"
@@ -248,7 +249,7 @@ def export_conda_lock(env: str, project, *, lock_path: Optional[str | Path] = No
     """``deepep-env export ENV``: ``lockfiles/ENV.conda-lock.yml`` and its source (``--check``: write
     nothing, :class:`StaleError` naming the first file that differs)."""
     src = Path(lock_path) if lock_path else default_lock_path(project, env)
-    if not src.is_file():
+    if not present(src):
         raise UserError("no lock to export", file=src, accepted=f"run `deepep-env lock {env}` first")
     out = Path(output) if output else project.root / "lockfiles" / f"{env}{LOCK_SUFFIX}"
     ex = render_env(read_lock(src), env, out, platform)

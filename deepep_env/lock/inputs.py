@@ -20,6 +20,7 @@ from deepep_env.atomic import write_text
 from deepep_env.errors import UserError
 from deepep_env.formats import BUILD_INPUTS
 from deepep_env.hashing import build_id
+from deepep_env.readfile import present, read_json
 
 INPUTS_FILE = Path("lockfiles") / "build-inputs.json"
 _MAX_BYTES = 16 << 20
@@ -35,14 +36,9 @@ def inputs_path(project) -> Path:
 def read_inputs(project) -> Inputs:
     """The committed record, checked: its stamp, its shape, and each id against its pre-image."""
     path = inputs_path(project)
-    if not path.is_file():
+    if not present(path):
         return {}
-    if path.stat().st_size > _MAX_BYTES:
-        raise UserError(f"larger than {_MAX_BYTES} bytes", file=path, accepted="a build inputs record")
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise UserError(f"not valid JSON ({type(exc).__name__})", file=path, accepted="a build inputs record") from None
+    data = read_json(path, what="build inputs record", accepted="a build inputs record", limit=_MAX_BYTES)
     BUILD_INPUTS.check(data, file=path)
     envs = data.get("environments")
     if not isinstance(envs, dict):

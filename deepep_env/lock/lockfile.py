@@ -27,6 +27,7 @@ from deepep_env.errors import UserError
 from deepep_env.formats import LOCK_META
 from deepep_env.lock.platforms import ALIAS_RE, aliases, canonical_name
 from deepep_env.rattler_errors import rattler_errors
+from deepep_env.readfile import read_text
 
 META_PREFIX = "# deepep-env-lock: "
 # Its stamp is formats.LOCK_META. v1: one environment's fields at the top level (``env`` names it);
@@ -161,16 +162,8 @@ def read_lock(path: str | Path) -> LockData:
     from rattler import LockFile
 
     path = Path(path)
-    if path.is_dir():
-        raise UserError("is a directory, not a lock file", file=path, accepted="a pixi.lock file")
-    if not path.is_file():
-        raise UserError("lock file not found", file=path, accepted="a pixi.lock written by `deepep-env lock ENV`")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError("not a pixi.lock (not UTF-8 text)", file=path, accepted="a pixi.lock (v1-v7)") from None
-    except OSError as exc:
-        raise UserError(f"cannot read lock: {exc.strerror or exc}", file=path) from None
+    text = read_text(path, what="lock", missing="lock file not found",
+                     accepted="a pixi.lock (v1-v7) written by `deepep-env lock ENV`")
     # Versions 1-3 (the conda-lock layout pixi wrote until 0.13) read too: rattler_lock upgrades them,
     # and real pixi repositories carry such locks in their history (prefix-dev/pixi examples/qgis).
     version = _read_version(text)

@@ -22,6 +22,7 @@ from typing import Any, Optional
 from deepep_env.errors import UserError
 from deepep_env.lock.lockfile import refuse_secrets
 from deepep_env.lock.platforms import VirtualPkg, identity, subdir_defaults
+from deepep_env.readfile import read_text
 
 CHANNEL_ALIAS = "https://conda.anaconda.org"   # pixi's Config skips it in serde: not configurable
 
@@ -186,8 +187,9 @@ def read_lock_view(path: Path, platforms: list[Platform]) -> LockView:
     import yaml
     from rattler import LockFile
 
+    text = read_text(path, what="lock", accepted="a pixi.lock (v1-v7)", missing="lock file not found")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.safe_load(text)
         lf = LockFile.from_path(path)
     except Exception as exc:  # noqa: BLE001 - yaml's and rattler's own errors
         raise UserError(f"pixi cannot read this lock: {str(exc).splitlines()[0] if str(exc) else exc!r}",

@@ -15,7 +15,6 @@ Where the prefix is, in order: ``--prefix``; ``$DEEPEP_ENV_PREFIX`` (the prefix 
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 from deepep_env.errors import UserError
 from deepep_env.formats import PREFIX_MARKER
 from deepep_env.project import envs_dir, nearest_root, pixi_env_name
+from deepep_env.readfile import MAX_CONFIG_BYTES, read_json
 
 META_RELPATH = os.path.join("conda-meta", "deepep-env")
 # Where deepep-env < 0.3 wrote it: still read (and removed by the next install), never written.
@@ -161,14 +161,10 @@ def read_prefix_meta(prefix: str | os.PathLike[str], env: Optional[str] = None) 
         recover_swap(prefix)
         found = existing_marker(prefix)
     path = str(found or os.path.join(prefix, META_RELPATH))
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data: Any = json.load(fh)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         what = f"env {env!r} is not installed there" if env else "no deepep-env install there"
-        raise UserError(f"{what} (no {META_RELPATH})", file=prefix, accepted=f"run `deepep-env install {env or 'ENV'}` first, or pass --prefix") from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"unreadable: {exc}", file=path) from None
+        raise UserError(f"{what} (no {META_RELPATH})", file=prefix, accepted=f"run `deepep-env install {env or 'ENV'}` first, or pass --prefix")
+    data: Any = read_json(path, what="install marker", limit=MAX_CONFIG_BYTES)
     return parse_prefix_meta(data, path, prefix, env)
 
 

@@ -25,6 +25,7 @@ import os
 from typing import Optional
 
 from deepep_env.overlay.rulebase import RuleContext, rule
+from deepep_env.readfile import MAX_CONFIG_BYTES, read_regular
 
 NCCL_LIB = "libnccl.so.2"
 # Where pip's NCCL wheels put the library (nvidia-nccl-cu12/13; CUDA 13 wheels may use nvidia/cu13).
@@ -38,9 +39,8 @@ def v2_record(prefix: Optional[str]) -> Optional[dict]:
         return None
     for path in sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages", "deep_ep", BUILD_RECORD))):
         try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
+            data = json.loads(read_regular(path, MAX_CONFIG_BYTES))
+        except (OSError, ValueError, RecursionError):
             continue
         if isinstance(data, dict) and data.get("engine") == "v2":
             return data

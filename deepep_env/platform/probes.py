@@ -579,7 +579,9 @@ def check_root(root: str | os.PathLike[str]) -> RootFS:
     """A RootFS for ``root``, or UserError (exit 2) when it is not a host tree at all."""
     path = os.fspath(root)
     if not os.path.isdir(path):
-        raise UserError("not a directory", field="--root", file=path, accepted="a host root such as / or a captured tree with sys/ and proc/")
+        raise UserError("not a directory", field="--root", file=path,
+                        accepted="a host root such as / or a captured tree with sys/ and proc/, "
+                        "or a bundled capture: --demo-host gcp-b200-demo or h200x8-nvlink")
     fs = RootFS(path)
     if not (fs.is_dir("sys") or fs.is_dir("proc")):
         raise UserError(

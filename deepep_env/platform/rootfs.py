@@ -14,26 +14,14 @@ import os
 import stat
 from typing import Optional
 
+from deepep_env.readfile import open_regular, read_fd
+
 MAX_SYMLINK_HOPS = 40  # Linux's own limit (MAXSYMLINKS) before ELOOP
 
 
-def _require_regular(fd: int, name: str) -> None:
-    """Probes never block: a FIFO, socket or device planted in a captured host tree (or left on a
-    host) is refused like a missing file instead of hanging the read (opened with O_NONBLOCK, so
-    even the open of a FIFO returns at once)."""
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        raise OSError(22, "not a regular file", name)
-
-
-def open_regular(path: str) -> int:
-    """A read-only fd of a regular file, never blocking; OSError for anything else."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        _require_regular(fd, path)
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
+# A host file is a sysfs attribute, a /proc table or dpkg's status (a few MB on a full system):
+# the cap only stops /dev/zero planted in a captured tree.
+HOST_FILE_LIMIT = 32 << 20
 
 
 def is_live_root(root: "str | os.PathLike[str]") -> bool:
@@ -170,29 +158,20 @@ class RootFS:
         if base is None:
             raise OSError(40, "too many levels of symbolic links", rel)
         path = self._abs(f"{base}/{tail}" if base else tail)
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
         try:
             # Fast path: the directory is resolved; O_NOFOLLOW refuses a final symlink (ELOOP)
-            # instead of following it out of the root.
-            fd = os.open(path, flags)
+            # instead of following it out of the root. Probes never block: a FIFO, socket or device
+            # planted in a captured tree (or left on a host) is refused like a missing file.
+            fd = open_regular(path, os.O_NOFOLLOW)
         except OSError as exc:
             if exc.errno != 40:  # ELOOP: the file itself is a symlink, resolve it in the root
                 raise
             r = self.resolve(rel)
             if r is None:
                 raise
-            fd = os.open(self._abs(r), flags)
-        try:
-            _require_regular(fd, rel)
-            chunks = []
-            while True:
-                b = os.read(fd, 65536)
-                if not b:
-                    break
-                chunks.append(b)
-        finally:
-            os.close(fd)
-        return b"".join(chunks).decode("utf-8", errors="replace")
+            fd = open_regular(self._abs(r), os.O_NOFOLLOW)
+        raw = read_fd(fd, HOST_FILE_LIMIT, rel)
+        return raw.decode("utf-8", errors="replace")
 
     def read_attr(self, rel: str) -> Optional[str]:
         """A one-value sysfs attribute, stripped; ``None`` when absent or unreadable."""

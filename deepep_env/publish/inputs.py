@@ -8,7 +8,6 @@ under the wrong subdir would be invisible to the solver.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Iterable, Optional
@@ -20,6 +19,7 @@ from deepep_env.hashing import file_sha256
 from deepep_env.project import find_project
 from deepep_env.publish.model import LocalPackage
 from deepep_env.rattler_errors import rattler_errors
+from deepep_env.readfile import MAX_CONFIG_BYTES, read_json
 
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
 
@@ -83,17 +83,8 @@ def _check_copy(pkg: LocalPackage, entry: dict, store: object, env: str, path: P
 
 def read_manifest(env: str, state: str | Path | None, project: str | Path | None = None) -> list[LocalPackage]:
     path = manifest_path(env, state, project)
-    if not path.is_file():
-        raise UserError(f"no build manifest for env {env!r}: run `deepep-env build {env}` first",
-                        file=path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise UserError(f"not UTF-8 (byte {exc.start})", file=path, accepted="a UTF-8 JSON file")
-    except json.JSONDecodeError as exc:
-        raise UserError(f"not valid JSON ({exc.msg} at line {exc.lineno})", file=path)
-    except ValueError as exc:   # e.g. an integer longer than Python's int-from-string limit
-        raise UserError(f"not valid JSON ({exc})", file=path)
+    data = read_json(path, what="build manifest", limit=MAX_CONFIG_BYTES,
+                     missing=f"no build manifest for env {env!r}: run `deepep-env build {env}` first")
     BUILD_MANIFEST.check(data, file=path)
     channel = data.get("channel")
     if not isinstance(channel, str) or not channel:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from deepep_env import atomic
+from deepep_env import atomic, readfile
 from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256
 from deepep_env.publish.common import classify, uploaded
@@ -19,9 +19,9 @@ from deepep_env.publish.repodata import index_dir, listed, parse
 
 def _read_index(channel: Path, subdir: str) -> dict[str, Any] | None:
     path = channel / subdir / "repodata.json"
-    if not path.is_file():
+    if not readfile.present(path):
         return None
-    return parse(path.read_bytes(), str(path))
+    return parse(readfile.read_bytes(path, what="repodata", limit=readfile.MAX_REPODATA_BYTES), str(path))
 
 
 def publish_dir(channel: Path, packages: list[LocalPackage], report: PublishReport) -> PublishReport:

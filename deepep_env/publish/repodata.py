@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from deepep_env.errors import UserError
+from deepep_env.readfile import MAX_REPODATA_BYTES, read_json
 from deepep_env.publish.isolated import IsolatedError
 from deepep_env.publish.isolated import call as call_isolated
 from deepep_env.publish.model import LocalPackage
@@ -49,7 +50,7 @@ def records_for(packages: list[LocalPackage]) -> dict[str, dict[str, dict[str, A
                 shutil.copyfile(p.path, dest)
         index_dir(stage, {p.subdir for p in packages}, derived=False)
         for sd in {p.subdir for p in packages}:
-            data = json.loads((stage / sd / "repodata.json").read_text(encoding="utf-8"))
+            data = read_json(stage / sd / "repodata.json", what="repodata", limit=MAX_REPODATA_BYTES)
             merged = {**data.get("packages", {}), **data.get("packages.conda", {})}
             out[sd] = {}
             for p in packages:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal, Optional, Sequence
 
+from deepep_env.argv import operand
 from deepep_env.errors import UserError
 from deepep_env.formats import FETCH_REPORT
 from deepep_env.hashing import file_sha256, tree_sha256
@@ -174,8 +175,8 @@ def _git_clone_at(remote: str, ref: str, dest: Path) -> None:
     def git(*args: str, cwd: Optional[Path] = None) -> None:
         subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True)
 
-    git("clone", "--quiet", "--no-checkout", remote, str(dest))
-    git("-c", "advice.detachedHead=false", "checkout", "--quiet", str(ref), cwd=dest)
+    git("clone", "--quiet", "--no-checkout", "--", operand(remote, field="git"), str(dest))
+    git("-c", "advice.detachedHead=false", "checkout", "--quiet", operand(ref, field="rev/tag"), cwd=dest)
     # DeepEP 2.x has the fmt submodule, which archives leave out (recipes/deep-ep/sources.toml).
     git("submodule", "update", "--init", "--recursive", "--quiet", cwd=dest)
     _strip_vcs(dest)

@@ -8,20 +8,15 @@ it can be fetched (the hash is printed for review, like ``nix flake lock``) but 
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from typing import Literal, Optional
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 from pydantic import Field, ValidationError, field_validator
 
 from deepep_env.errors import UserError
 from deepep_env.hashing import is_digest
-from deepep_env.spec.load import read_spec_bytes, show
+from deepep_env.readfile import read_toml
+from deepep_env.spec.load import show
 from deepep_env.spec.model import Strict, _check_range
 
 CATALOG_FORMAT = 1
@@ -127,16 +122,8 @@ def load_catalog(recipes_dir: Path, package: str, *, same_name: bool = True) -> 
     """``recipes_dir/package/sources.toml``. ``same_name``: the catalog's ``package`` must be the folder's
     name (the project's recipes; a recipe graph's folders may be named otherwise)."""
     path = recipes_dir / package / "sources.toml"
-    if not path.exists():
-        raise UserError("missing source catalog", file=path, accepted="recipes/<package>/sources.toml")
-    try:  # same guards as a spec: regular file, size cap, UTF-8, bounded nesting
-        data = tomllib.loads(read_spec_bytes(path).decode("utf-8"))
-    except UnicodeDecodeError:
-        raise UserError("not UTF-8", file=path, accepted="a UTF-8 TOML file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"malformed TOML: {exc}", file=path, accepted="TOML 1.0") from None
-    except RecursionError:
-        raise UserError("malformed TOML: nested too deeply", file=path) from None
+    data = read_toml(path, what="source catalog", accepted="recipes/<package>/sources.toml, a UTF-8 TOML file",
+                     missing="missing source catalog")
     if data.get("format") != CATALOG_FORMAT or isinstance(data.get("format"), bool):
         raise UserError(f"unknown catalog format {show(data.get('format'))}", file=path, field="format",
                         accepted=str(CATALOG_FORMAT))

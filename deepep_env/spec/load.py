@@ -1,24 +1,17 @@
 """TOML → :class:`EnvSpec`, with errors that name the file, the field, the line and the fix."""
 from __future__ import annotations
 
-import os
 import re
-import stat
-import sys
 import unicodedata
 from pathlib import Path
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
+from deepep_env.readfile import decode, parse_toml, read_bytes
 from deepep_env.spec.model import ENV_NAME_RE, KNOWN_ARCHS, NAME_RE, SUPPORTED_FORMATS, EnvSpec
 
 # Specs are a few KiB. The caps turn a hostile input (/dev/zero, a FIFO, a 1 GB file, a 1 MB
@@ -150,15 +143,7 @@ def _accepted_for(err: ErrorDetails) -> str | None:
 
 
 def parse_spec_text(text: str, file: str | Path = "<spec>", expect_name: str | None = None) -> EnvSpec:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        raise UserError(f"malformed TOML: {exc}", file=file, line=int(m.group(1)) if m else None,
-                        accepted="TOML 1.0") from None
-    except RecursionError:  # tomllib recurses per nested array/inline table ([[[[...]]]])
-        raise UserError("malformed TOML: arrays or inline tables nested too deeply", file=file,
-                        accepted=f"at most {MAX_DEPTH} levels") from None
+    data = parse_toml(text, file)
     fmt = data.get("format")
     if fmt is None:
         raise UserError("missing format header", file=file, field="format",
@@ -197,42 +182,10 @@ def parse_spec_text(text: str, file: str | Path = "<spec>", expect_name: str | N
 
 
 def read_spec_bytes(path: Path) -> bytes:
-    """The file's bytes, refusing what is not a regular file of sane size.
-
-    O_NONBLOCK: opening a FIFO for reading would otherwise wait forever for a writer; fstat on
-    the opened descriptor (not a stat before open) so a swapped symlink cannot slip past.
-    """
-    accepted = "a regular file in env_specs/ named <name>.toml"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise UserError("no such spec file", file=path, accepted="a file in env_specs/ named <name>.toml") from None
-    except OSError as exc:
-        raise UserError(f"cannot read spec: {exc.strerror or exc.__class__.__name__}", file=path,
-                        accepted=accepted) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            raise UserError(f"cannot read spec: {kind}", file=path, accepted=accepted)
-        if st.st_size > MAX_SPEC_BYTES:
-            raise UserError(f"spec is {st.st_size} bytes", file=path, accepted=f"at most {MAX_SPEC_BYTES} bytes")
-        chunks, total = [], 0
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            total += len(chunk)
-            if total > MAX_SPEC_BYTES:  # grew while we read
-                raise UserError("spec grew past the size limit while reading", file=path,
-                                accepted=f"at most {MAX_SPEC_BYTES} bytes")
-            chunks.append(chunk)
-    except OSError as exc:
-        raise UserError(f"cannot read spec: {exc.strerror or exc.__class__.__name__}", file=path,
-                        accepted=accepted) from None
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
+    """The file's bytes, refusing what is not a regular file of sane size (the one bounded reader,
+    :mod:`deepep_env.readfile`)."""
+    return read_bytes(path, what="spec", accepted="a regular file in env_specs/ named <name>.toml",
+                      missing="no such spec file", limit=MAX_SPEC_BYTES)
 
 
 def load_spec_file(path: str | Path) -> EnvSpec:
@@ -242,10 +195,5 @@ def load_spec_file(path: str | Path) -> EnvSpec:
         # these, so such a file could never match its name anyway.)
         raise UserError("the file name has control characters", file=show(str(path), 200),
                         accepted="env_specs/<name>.toml with a name matching " + NAME_RE)
-    raw = read_spec_bytes(path)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise UserError(f"not UTF-8 (byte {exc.start})", file=path, line=line, accepted="a UTF-8 TOML file") from None
+    text = decode(read_spec_bytes(path), path, what="spec", accepted="a UTF-8 TOML file")
     return parse_spec_text(text, file=path, expect_name=path.stem)

@@ -13,7 +13,7 @@ import re
 from typing import Literal, Optional
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from deepep_env.channels.auth import url_secret
 
@@ -241,6 +241,13 @@ class HostSpec(Strict):
         return v
 
 
+# Packages the tool puts in every env itself (lock/request.py, buildplan.py), with the spec section that
+# sets them: a `packages` entry naming one would be ignored or would contradict that section.
+PINNED_BY_TOOL = {"deep-ep": "[deepep]", "nvshmem": "[nvshmem]", "libnvshmem3": "[nvshmem]", "gdrcopy": "[gdrcopy]",
+                  "python": "[python]", "cuda-version": "[cuda]", "pytorch": "[pytorch]", "nccl": "[nccl]",
+                  "deepep-env": "the tool's own package"}
+
+
 class ToolchainSpec(Strict):
     """The conda compilers a build uses when CUDA comes from conda (conda-forge's variant keys
     ``c_compiler_version``/``cxx_compiler_version`` and ``c_stdlib_version``). Host builds use the
@@ -300,7 +307,21 @@ class EnvSpec(Strict):
                                  f"committed and its packages are written into locks: use {secret.instead}")
             if not PACKAGE_SPEC_RE.match(p):
                 raise ValueError(f"not a conda match spec: {p[:60]!r} (e.g. 'numpy', 'numpy >=2', 'numpy ==2.1 py312*')")
+            name = re.split(r"[\s=<>!~\[]", p.split("::")[-1], maxsplit=1)[0].lower()
+            if name in PINNED_BY_TOOL:
+                raise ValueError(f"{name!r} is a package deepep-env pins itself from {PINNED_BY_TOOL[name]}: "
+                                 "listing it here would do nothing or fight that pin")
         return _unique(v, "package")
+
+    @field_validator("toolchain")
+    @classmethod
+    def _toolchain_applies(cls, v: ToolchainSpec, info: ValidationInfo) -> ToolchainSpec:
+        """Written only when given: a setting the build would ignore is refused, not dropped."""
+        cuda = info.data.get("cuda")
+        if cuda is not None and cuda.provider != "conda":
+            raise ValueError("has no effect with cuda.provider = 'host' (host builds use the machine's compilers); "
+                             "remove [toolchain], or set cuda.provider = 'conda'")
+        return v
 
     _p = field_validator("platforms")(lambda cls, v: _items(v, "platform"))
     _s = field_validator("subdirs")(lambda cls, v: _unique(v, "subdir"))
