@@ -3,6 +3,9 @@
 The GPU machine has no network: its cache is filled from upstream copies carried in a local folder
 (``fetch ENV --from .gpu/sources``), matched by content, so a tarball's file name or origin never
 matters — only that it unpacks to the pinned tree.
+
+It plans the env (:mod:`deepep_env.buildplan`) to know what to fetch, so it sits with the builder,
+above ``sources/`` (the cache itself), not in it: docs/architecture.md, layers.
 """
 from __future__ import annotations
 
