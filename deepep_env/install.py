@@ -9,7 +9,7 @@ failed install in py-rattler 0.28 can crash the interpreter on exit — seen her
 Verify first, then swap: archives are checked against the lock, the environment is assembled in a
 staging folder beside the prefix (from a package cache private to this install, extracted from the
 verified archives), compared with the lock, given its completion marker
-``<prefix>/conda-meta/deepep-env.json``, and renamed into place. A refusal or a crash at any step
+``<prefix>/conda-meta/deepep-env``, and renamed into place. A refusal or a crash at any step
 leaves the previous prefix exactly as it was: a prefix that has a marker is always complete. A
 killed install's staging folder, package cache and parked old prefix are removed by the next
 install; a swap killed between its two renames is rolled back by the next reader of the prefix
@@ -305,7 +305,7 @@ def unmarked_prefix_meta(env: str, pfx: str | Path, project) -> PrefixMeta:
 def install_env(env: str, project, *, prefix: Optional[str | Path] = None, lock_path: Optional[str | Path] = None,
                 mirrors: Iterable[str] = (), force: bool = False, progress=None) -> InstallResult:
     """``deepep-env install ENV``: the locked packages of ENV into ``prefix`` (default
-    ``<state>/envs/<ENV>``). The spec supplies the marker's fields and the default mirror (its
+    ``<project>/.pixi/envs/ENV``, :meth:`Project.prefix_for`). The spec supplies the marker's fields and the default mirror (its
     ``publish_url`` → this project's builder channel); a stale lock is installed with a warning."""
     from deepep_env.spec.resolve import load_resolved   # local: pydantic; install_locked needs no spec
 
