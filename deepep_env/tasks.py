@@ -22,7 +22,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.install import install_env
@@ -30,6 +30,9 @@ from deepep_env.overlay.activation import source_activation_scripts, spec_python
 from deepep_env.overlay.prefix import has_marker, read_prefix_meta
 from deepep_env.pixi import load_manifest
 from deepep_env.project import pixi_env_name
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.project import Project
 
 
 @dataclass
@@ -84,7 +87,7 @@ def list_tasks(manifest: dict[str, Any]) -> dict[str, list[str]]:
     return {e: sorted(_tasks_of(manifest, e)) for e in envs}
 
 
-def _spec_for_env(project, env: str) -> str:
+def _spec_for_env(project: Project, env: str) -> str:
     for name in project.spec_names():
         if pixi_env_name(name) == env:
             return name
@@ -111,7 +114,7 @@ def _dep_names(task: dict[str, Any]) -> list[str]:
     return out
 
 
-def plan_task(project, name: str, *, environment: Optional[str] = None, args: Sequence[str] = (),
+def plan_task(project: Project, name: str, *, environment: Optional[str] = None, args: Sequence[str] = (),
               manifest_path: Optional[Path] = None) -> TaskPlan:
     """Resolve ``name`` (and what it depends on) in ``pixi.toml`` into steps to run, in order."""
     path = Path(manifest_path) if manifest_path else project.pixi_toml
@@ -223,7 +226,7 @@ def _activation_env(manifest: dict[str, Any], environment: str) -> dict[str, str
     return out
 
 
-def task_environment(project, plan: TaskPlan, base: Optional[dict[str, str]] = None,
+def task_environment(project: Project, plan: TaskPlan, base: Optional[dict[str, str]] = None,
                      manifest: Optional[dict[str, Any]] = None) -> dict[str, str]:
     """What pixi exports for a task of ``plan.environment``: its variables, the features'
     ``activation.env``, then the prefix's ``activate.d`` ``*.sh`` scripts sourced in order (as
@@ -254,7 +257,7 @@ def _spec_python(prefix: str) -> dict[str, str]:
     return {py.name: py.value} if py is not None else {}
 
 
-def ensure_installed(project, plan: TaskPlan) -> None:
+def ensure_installed(project: Project, plan: TaskPlan) -> None:
     """pixi installs the locked environment before it runs a task: so does this runner."""
     res = install_env(plan.spec, project)
     for w in res.warnings:
@@ -264,7 +267,7 @@ def ensure_installed(project, plan: TaskPlan) -> None:
               file=sys.stderr, flush=True)
 
 
-def run_task(project, plan: TaskPlan, *, base_env: Optional[dict[str, str]] = None, install: bool = True) -> int:
+def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, str]] = None, install: bool = True) -> int:
     """Install (unless told not to), activate, run the steps in order; stop at the first failure and
     return its exit status."""
     if install:
