@@ -22,6 +22,7 @@ from deepep_env.formats import BUILD_INPUTS
 from deepep_env.hashing import build_id
 
 if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.buildplan import HostInputs
     from deepep_env.project import Project
 
 
@@ -90,7 +91,7 @@ def drop_env_inputs(project: Project, env: str) -> None:
         write_text(inputs_path(project), json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def host_inputs_from_record(project: Project, live) -> Any:
+def host_inputs_from_record(project: Project, live: HostInputs) -> Any:
     """A host-inputs function for :func:`deepep_env.buildplan.plan`: the fingerprint the lock
     recorded for (env, package, component) where there is one, else this machine's (``live``)."""
     inputs = read_inputs(project)

@@ -27,6 +27,7 @@ from deepep_env.lock.channels import ChannelRef, read_index, resolve_channels
 from deepep_env.lock.platforms import LockPlatformDef, VirtualPkg, platform_for
 
 if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.buildplan import BuildPlan
     from deepep_env.project import Project
     from deepep_env.spec.resolved import ResolvedSpec
 
@@ -137,7 +138,7 @@ def component_requirements(r: ResolvedSpec) -> list[Requirement]:
     return reqs
 
 
-def built_nodes(plan) -> list[BuiltNode]:
+def built_nodes(plan: BuildPlan) -> list[BuiltNode]:
     roots = {n.package for n in plan.roots()}
     out = []
     for n in plan.nodes:

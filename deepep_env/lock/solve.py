@@ -126,7 +126,7 @@ def rewrite_urls(req: LockRequest, records: dict[str, list]) -> None:
                     break
 
 
-def lock_request(req: LockRequest, path: Path, *, client_obj=None, project=None) -> LockResult:
+def lock_request(req: LockRequest, path: Path, *, client_obj=None, project: Optional[Project] = None) -> LockResult:
     records = solve_request(req, client_obj=client_obj)
     hash_local_files(req, records)
     rewrite_urls(req, records)
