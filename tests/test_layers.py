@@ -193,12 +193,11 @@ def test_the_checks_catch_an_upward_import_and_a_cycle():
 
 
 def test_the_architecture_page_shows_these_layers():
-    """docs/architecture.md's table of layers is deepep_env/layers.py's, in order (modules that exist)."""
+    """docs/architecture.md's table of layers is deepep_env/layers.py's, in order."""
     import re
 
     doc = (PKG.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| (\d+) \| (\w+) \| (.*?) \| .* \|$", doc, re.M)
-    tops = {_top(m) for m in _modules()}
-    want = [(name, sorted(m for m in mods if m and m in tops)) for name, mods, _ in LAYERS]
+    want = [(name, sorted(m for m in mods if m)) for name, mods, _ in LAYERS]
     got = [(name, sorted(x.rstrip("/") for x in re.findall(r"`([\w/]+)`", cell))) for _, name, cell in rows]
     assert got == want
