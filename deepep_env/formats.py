@@ -12,7 +12,7 @@ accepts both JSON conventions:
 1. one key ``"format": "deepep-env/<name>/v<N>"`` (:attr:`Format.stamp`): the pixi.lock header
    comment (``# deepep-env-lock: {"envs":…,"format":"deepep-env/lock-meta/v2"}``), store entries,
    build manifests and reports, publish and fetch reports, lock diffs, the prefix marker
-   (``conda-meta/deepep-env.json``), and (in words) the pixi.toml header comment;
+   (``conda-meta/deepep-env``), and (in words) the pixi.toml header comment;
 2. ``"_meta": {"format": "deepep-env/<name>", "version": N}`` (:meth:`Format.meta`): doctor, overlay
    and host-facts JSON;
 3. a bare integer ``format = N`` where the name is implied by the file: hand-written TOML (env
@@ -126,7 +126,7 @@ FETCH_REPORT = Format("deepep-env/fetch-report", 1, "fetch report")
 LOCK_DIFF = Format("deepep-env/lock-diff", 1, "lock diff")
 PIXI_MANIFEST = Format("deepep-env/pixi", 1, "pixi.toml written by `deepep-env pixi sync`")
 LAUNCH_PLAN = Format("deepep-env/launch", 1, "launch plan")   # convention 3: "format": 1 in launch --json
-PREFIX_MARKER = Format("deepep-env/prefix", 1, "deepep-env install marker")   # conda-meta/deepep-env.json
+PREFIX_MARKER = Format("deepep-env/prefix", 1, "deepep-env install marker")   # conda-meta/deepep-env
 DOCTOR_REPORT = Format("deepep-env/doctor", 1, "doctor report")   # convention 2: doctor --json
 OVERLAY_DOC = Format("deepep-env/overlay", 1, "overlay")   # convention 2: overlay -f json
 HOST_FACTS = Format("deepep-env/host-facts", 1, "host facts")   # convention 2: detect --json

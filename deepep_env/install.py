@@ -9,7 +9,7 @@ failed install in py-rattler 0.28 can crash the interpreter on exit — seen her
 Verify first, then swap: archives are checked against the lock, the environment is assembled in a
 staging folder beside the prefix (from a package cache private to this install, extracted from the
 verified archives), compared with the lock, given its completion marker
-``<prefix>/conda-meta/deepep-env.json``, and renamed into place. A refusal or a crash at any step
+``<prefix>/conda-meta/deepep-env``, and renamed into place. A refusal or a crash at any step
 leaves the previous prefix exactly as it was: a prefix that has a marker is always complete. A
 killed install's staging folder, package cache and parked old prefix are removed by the next
 install; a swap killed between its two renames is rolled back by the next reader of the prefix
@@ -29,7 +29,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
 
 from deepep_env.atomic import write_text
 from deepep_env.channels.auth import redact
@@ -46,6 +46,11 @@ from deepep_env.builder.realise import Realiser
 from deepep_env.overlay.prefix import (LEGACY_RELPATH, PrefixMeta, existing_marker, has_marker, marker_path, owner_pid,
                                        parse_prefix_meta, pid_alive, recover_swap)
 from deepep_env.rattler_errors import rattler_errors
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.project import Project
+    from deepep_env.spec.resolved import ResolvedSpec
+
 
 def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
     """The completion marker of a prefix, or None when the prefix is not a complete install."""
@@ -281,7 +286,7 @@ def _fetch_verified(recs: list, *, lock_path: Path, mirrors: dict[str, Path], cl
     return verified, downloaded
 
 
-def spec_marker(r) -> dict[str, Any]:
+def spec_marker(r: ResolvedSpec) -> dict[str, Any]:
     """The fields of the completion marker that come from the spec (the rest come from the lock)."""
     return {
         "spec_version": r.version,
@@ -293,7 +298,7 @@ def spec_marker(r) -> dict[str, Any]:
     }
 
 
-def unmarked_prefix_meta(env: str, pfx: str | Path, project) -> PrefixMeta:
+def unmarked_prefix_meta(env: str, pfx: str | Path, project: Project) -> PrefixMeta:
     """What the marker would say of a prefix pixi (or rattler) installed, which has none of ours:
     the spec's fields, and the interpreter the prefix holds. Read-only (``install`` adopts it)."""
     from deepep_env.spec.resolve import load_resolved   # local: pydantic; the activate path has no spec otherwise
@@ -304,10 +309,10 @@ def unmarked_prefix_meta(env: str, pfx: str | Path, project) -> PrefixMeta:
     return parse_prefix_meta(m, str(pfx / "conda-meta"), str(pfx), env)
 
 
-def install_env(env: str, project, *, prefix: Optional[str | Path] = None, lock_path: Optional[str | Path] = None,
+def install_env(env: str, project: Project, *, prefix: Optional[str | Path] = None, lock_path: Optional[str | Path] = None,
                 mirrors: Iterable[str] = (), force: bool = False, progress=None) -> InstallResult:
     """``deepep-env install ENV``: the locked packages of ENV into ``prefix`` (default
-    ``<state>/envs/<ENV>``). The spec supplies the marker's fields and the default mirror (its
+    ``<project>/.pixi/envs/ENV``, :meth:`Project.prefix_for`). The spec supplies the marker's fields and the default mirror (its
     ``publish_url`` → this project's builder channel); a stale lock is installed with a warning."""
     from deepep_env.spec.resolve import load_resolved   # local: pydantic; install_locked needs no spec
 

@@ -37,7 +37,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from deepep_env.atomic import write_text
 from deepep_env.errors import StaleError, UserError
@@ -48,7 +48,13 @@ from deepep_env.lock.platforms import platform_for
 from deepep_env.lock.request import component_requirements, workspace_platforms
 from deepep_env.pixi_model import PixiManifest, parse_manifest
 from deepep_env.project import pixi_env_name
-from deepep_env.readfile import present, read_text, read_toml
+from deepep_env.pixi_model import PIXI_ACCEPTED, load_manifest  # noqa: F401 - load_manifest: callers import it here too
+from deepep_env.readfile import present, read_text
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.project import Project
+    from deepep_env.spec.resolved import ResolvedSpec
+
 
 PIXI_FORMAT = PIXI_MANIFEST.stamp
 HEADER = f"""\
@@ -147,7 +153,7 @@ class PixiSync:
 HOST_PYTHON = '"$DEEPEP_ENV_PYTHON"'
 
 
-def _python_cmd(r) -> str:
+def _python_cmd(r: ResolvedSpec) -> str:
     return HOST_PYTHON if r.python.provider == "host" else "python"
 
 
@@ -160,11 +166,11 @@ def task_command(script: str, python: str = "python") -> str:
     return f"{python} {TESTS_DIR}/{script}"
 
 
-def _nvlink_only(r) -> bool:
+def _nvlink_only(r: ResolvedSpec) -> bool:
     return bool(r.platforms) and all(p == "nvlink" for p in r.platforms)
 
 
-def _channels(r, project, warnings: list[str]) -> list[str]:
+def _channels(r: ResolvedSpec, project: Project, warnings: list[str]) -> list[str]:
     """The spec's channels as pixi.toml names them (``local``: its publish_url, else this machine's)."""
     channels: list[str] = []
     for c in r.channels:
@@ -182,7 +188,7 @@ def _channels(r, project, warnings: list[str]) -> list[str]:
     return channels
 
 
-def _built_dependencies(r, project, comments: list[str], warnings: list[str]) -> dict[str, Any]:
+def _built_dependencies(r: ResolvedSpec, project: Project, comments: list[str], warnings: list[str]) -> dict[str, Any]:
     """Our builds the environment asks for by name (the build plan's roots), pinned to their build."""
     # local: pydantic and yaml, which `deepep-env task` (load_manifest) does not need
     from deepep_env.buildplan import plan as build_plan
@@ -205,7 +211,7 @@ def _built_dependencies(r, project, comments: list[str], warnings: list[str]) ->
     return deps
 
 
-def _tasks(r) -> dict[str, dict[str, Any]]:
+def _tasks(r: ResolvedSpec) -> dict[str, dict[str, Any]]:
     python = _python_cmd(r)
     tasks: dict[str, dict[str, Any]] = {}
     for tname, (script, desc) in {**TEST_TASKS, **(V2_TEST_TASKS if r.deepep.engine == "v2" else {})}.items():
@@ -215,7 +221,7 @@ def _tasks(r) -> dict[str, dict[str, Any]]:
     return tasks
 
 
-def env_for_spec(r, project, warnings: list[str]) -> PixiEnv:
+def env_for_spec(r: ResolvedSpec, project: Project, warnings: list[str]) -> PixiEnv:
     name = pixi_env_name(r.name)
     if not PIXI_NAME_RE.match(name):
         raise UserError(f"spec name {r.name!r} cannot be a pixi environment name", field="name",
@@ -270,13 +276,13 @@ def render_manifest(envs: list[PixiEnv], platforms: list, unlocked: list[str]) -
     return "\n".join(parts)
 
 
-def _locked_envs(project) -> set[str]:
+def _locked_envs(project: Project) -> set[str]:
     if not present(project.pixi_lock):
         return set()
     return set(read_lock(project.pixi_lock).envs)
 
 
-def _not_locked_note(r, project) -> str:
+def _not_locked_note(r: ResolvedSpec, project: Project) -> str:
     from deepep_env.buildplan import plan as build_plan   # local: see _built_dependencies
 
     try:
@@ -288,7 +294,7 @@ def _not_locked_note(r, project) -> str:
     return f"{r.name}: not in pixi.lock (`deepep-env build {r.name} && deepep-env lock {r.name}`)"
 
 
-def generate(project) -> tuple[str, list[str], list[str]]:
+def generate(project: Project) -> tuple[str, list[str], list[str]]:
     """(pixi.toml text, environment names, warnings): one environment per spec locked in
     pixi.lock, the platforms of every spec."""
     from deepep_env.spec.resolve import load_resolved   # local: pydantic (see _built_dependencies)
@@ -316,7 +322,7 @@ def generate(project) -> tuple[str, list[str], list[str]]:
     return render_manifest(envs, workspace_platforms(project), unlocked), [e.name for e in envs], warnings
 
 
-def sync(project, *, check: bool = False, path: Optional[Path] = None) -> PixiSync:
+def sync(project: Project, *, check: bool = False, path: Optional[Path] = None) -> PixiSync:
     """``deepep-env pixi sync [--check]``."""
     path = Path(path) if path else project.pixi_toml
     text, names, warnings = generate(project)
@@ -340,11 +346,3 @@ def raise_if_stale(res: PixiSync) -> None:
                          file=res.path, accepted="run `deepep-env pixi sync` and commit the result")
 
 
-PIXI_ACCEPTED = "a UTF-8 pixi.toml written by `deepep-env pixi sync`"
-
-
-def load_manifest(path: Path) -> PixiManifest:
-    """pixi.toml through the bounded reader (a regular UTF-8 file of sane size), its tasks, features
-    and environments checked with pixi's rules (:mod:`deepep_env.pixi_model`) before anything runs."""
-    raw = read_toml(path, what="pixi.toml", accepted=PIXI_ACCEPTED, missing="no pixi.toml (run `deepep-env pixi sync`)")
-    return parse_manifest(raw, Path(path))

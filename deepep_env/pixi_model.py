@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deepep_env.errors import UserError
+from deepep_env.readfile import read_toml
 
 TASK_KEYS = ("cmd", "depends-on", "depends_on", "cwd", "env", "description", "args", "inputs", "outputs",
              "clean-env", "default-environment")
@@ -322,3 +323,13 @@ def parse_manifest(raw: dict[str, Any], path: Path) -> PixiManifest:
 
 
 __all__ = ["DependsOn", "Environment", "Feature", "PixiManifest", "Task", "TaskArg", "parse_manifest"]
+
+
+PIXI_ACCEPTED = "a UTF-8 pixi.toml written by `deepep-env pixi sync`"
+
+
+def load_manifest(path: Path) -> PixiManifest:
+    """pixi.toml through the bounded reader (a regular UTF-8 file of sane size), its tasks, features
+    and environments checked with pixi's rules before anything runs: the one reader of pixi.toml."""
+    raw = read_toml(path, what="pixi.toml", accepted=PIXI_ACCEPTED, missing="no pixi.toml (run `deepep-env pixi sync`)")
+    return parse_manifest(raw, Path(path))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deepep_env.builder.preview import preview_plan
-from deepep_env.buildplan import BuildPlan, plan as build_plan
+from deepep_env.buildplan import BuildNode, BuildPlan, plan as build_plan
 from deepep_env.errors import UserError
 from deepep_env.hashing import short_id
 from deepep_env.hostview import host_view
@@ -45,7 +45,7 @@ def store_entry(project: Project, package: str, build_id: str) -> Path:
     return project.store / f"{short_id(build_id, 10)}-{package}" / "entry.json"
 
 
-def _to_pin(n) -> list[dict[str, Any]]:
+def _to_pin(n: BuildNode) -> list[dict[str, Any]]:
     """Each source or patch of a node that has no content hash yet: where it would be fetched from,
     so a user on a networked machine knows exactly what `deepep-env fetch` will pin."""
     out: list[dict[str, Any]] = []

@@ -32,9 +32,16 @@ def pixi_env_name(spec_name: str) -> str:
     return spec_name.replace(".", "-").replace("_", "-")
 
 
+# The default prefix, written once: pixi's environments folder under the workspace, one folder per
+# environment. :func:`envs_dir` and :meth:`Project.prefix_for` build it; CLI help and docs quote
+# DEFAULT_PREFIX (``ENV`` stands for the env's pixi name, :func:`pixi_env_name`).
+ENVS_DIR = ".pixi/envs"
+DEFAULT_PREFIX = f"{ENVS_DIR}/ENV"
+
+
 def envs_dir(root: Path) -> Path:
     """pixi's environments folder for a workspace at ``root``."""
-    return root / ".pixi" / "envs"
+    return root / ENVS_DIR
 
 
 def state_dir(root: Path, environ: Optional[Mapping[str, str]] = None) -> Path:

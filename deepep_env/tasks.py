@@ -22,7 +22,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.install import install_env
@@ -31,6 +31,9 @@ from deepep_env.overlay.prefix import has_marker, read_prefix_meta
 from deepep_env.pixi import load_manifest
 from deepep_env.pixi_model import DependsOn, PixiManifest, Task, TaskArg
 from deepep_env.project import pixi_env_name
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.project import Project
 
 
 @dataclass
@@ -70,14 +73,14 @@ def list_tasks(manifest: PixiManifest) -> dict[str, list[str]]:
     return {e: sorted(manifest.tasks_of(e)) for e in envs}
 
 
-def _spec_for_env(project, env: str) -> str:
+def _spec_for_env(project: Project, env: str) -> str:
     for name in project.spec_names():
         if pixi_env_name(name) == env:
             return name
     return env
 
 
-def plan_task(project, name: str, *, environment: Optional[str] = None, args: Sequence[str] = (),
+def plan_task(project: Project, name: str, *, environment: Optional[str] = None, args: Sequence[str] = (),
               manifest_path: Optional[Path] = None) -> TaskPlan:
     """Resolve ``name`` (and what it depends on) in ``pixi.toml`` into steps to run, in order."""
     path = Path(manifest_path) if manifest_path else project.pixi_toml
@@ -231,7 +234,7 @@ def _expand(value: str, env: dict[str, str]) -> str:
     return _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), ""), value)
 
 
-def task_environment(project, plan: TaskPlan, base: Optional[dict[str, str]] = None,
+def task_environment(project: Project, plan: TaskPlan, base: Optional[dict[str, str]] = None,
                      manifest: Optional[PixiManifest] = None) -> dict[str, str]:
     """What pixi exports for a task of ``plan.environment``: its variables, the features'
     ``activation.env``, then the prefix's ``activate.d`` ``*.sh`` scripts sourced in order (as
@@ -263,7 +266,7 @@ def _spec_python(prefix: str) -> dict[str, str]:
     return {py.name: py.value} if py is not None else {}
 
 
-def ensure_installed(project, plan: TaskPlan) -> None:
+def ensure_installed(project: Project, plan: TaskPlan) -> None:
     """pixi installs the locked environment before it runs a task: so does this runner."""
     res = install_env(plan.spec, project)
     for w in res.warnings:
@@ -273,7 +276,7 @@ def ensure_installed(project, plan: TaskPlan) -> None:
               file=sys.stderr, flush=True)
 
 
-def run_task(project, plan: TaskPlan, *, base_env: Optional[dict[str, str]] = None, install: bool = True) -> int:
+def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, str]] = None, install: bool = True) -> int:
     """Install (unless told not to), activate, run the steps in order; stop at the first failure and
     return its exit status."""
     if install:

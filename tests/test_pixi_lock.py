@@ -25,7 +25,7 @@ def _verdict(manifest_path: Path, lock_path: Path) -> dict[str, list[str]]:
     from deepep_env.lock.satisfy import verdict
 
     m = tomllib.loads(manifest_path.read_text())
-    return {v.env: v.reasons for v in verdict(m, lock_path, manifest_path.parent)}
+    return {v.env: v.messages() for v in verdict(m, lock_path, manifest_path.parent)}
 
 
 def test_repo_lock_is_what_pixi_accepts_for_repo_manifest(repo_root):
@@ -245,3 +245,20 @@ def test_the_lock_holds_no_indexing_time(repo_root, tmp_path):
     write_env(lock, "h200-nvlink-conda", sections["h200-nvlink-conda"],
               [platform_for("linux-64", "12.9"), platform_for("linux-64", "13.0")])
     assert lock.read_bytes() == committed
+
+
+def test_verdict_reasons_are_typed(tmp_path, repo_root):
+    """The reasons are data, as pixi's EnvironmentUnsat/PlatformUnsat are: a kind, the facts, and the
+    one line `pixi verdict` prints (issue 29.3)."""
+    from deepep_env.lock.satisfy import ChannelsExtended, EnvironmentUnsat, verdict
+
+    _, manifest_edit, env, _ = CASES["channel-appended"]
+    m, lk = tmp_path / "pixi.toml", tmp_path / "pixi.lock"
+    m.write_text(manifest_edit((repo_root / "pixi.toml").read_text()))
+    lk.write_text((repo_root / "pixi.lock").read_text())
+    v = next(v for v in verdict(tomllib.loads(m.read_text()), lk, tmp_path) if v.env == env)
+    r = v.reasons[0]
+    assert isinstance(r, ChannelsExtended) and isinstance(r, EnvironmentUnsat) and r.kind == "ChannelsExtended"
+    assert r.manifest[:len(r.locked)] == r.locked and len(r.manifest) > len(r.locked)
+    assert str(r) == r.message() == v.to_dict()["reasons"][0]
+    assert str(r).startswith("channels extended: locked [") and str(r).endswith("(ChannelsExtended)")

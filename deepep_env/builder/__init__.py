@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 from deepep_env.atomic import write_text
 from deepep_env.builder.channel import Channel, index, make_build_channel
@@ -49,6 +49,9 @@ from deepep_env.lock.channels import channel_mirrors, channel_url, file_url
 from deepep_env.lock.lockfile import read_lock
 from deepep_env.sources import SourceCache, fetch, primary_source, require_present, stage, wants_for_nodes
 from deepep_env.spec import load_resolved
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.project import Project
 
 
 # (event, node, result): "start", "done" (result: NodeResult), "check", "log" (result: a line of the
@@ -511,7 +514,7 @@ def spec_channels_for_build(channels: Sequence[str], *, offline: bool) -> list[s
     return out
 
 
-def build_env(env_name: str, project, *, store: Optional[Path] = None, channel: Optional[Path] = None,
+def build_env(env_name: str, project: Project, *, store: Optional[Path] = None, channel: Optional[Path] = None,
               source_cache: Optional[Path] = None, offline: bool = False, check: bool | Sequence[str] = False,
               jobs: Optional[int] = None, progress: Optional[Progress] = None) -> BuildReport:
     """Build the graph of env spec ``env_name`` (``deepep-env build ENV``)."""

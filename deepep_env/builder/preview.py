@@ -9,10 +9,13 @@ they are resolved against the host env when the build runs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from deepep_env.builder.driver import recipe_context, render
 from deepep_env.sources.stage import primary_source
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.buildplan import BuildNode, BuildPlan
 
 SECTIONS = ("build", "host", "run", "run_constraints")
 
@@ -47,7 +50,7 @@ def requirements_of(variants: Sequence[Any]) -> dict[str, dict[str, list[str]]]:
     return out
 
 
-def preview_node(node, deps: Sequence) -> dict[str, dict[str, list[str]]]:
+def preview_node(node: BuildNode, deps: Sequence) -> dict[str, dict[str, list[str]]]:
     """Render ``node``'s recipe (a :class:`deepep_env.buildplan.BuildNode`) as the builder would."""
     names = sorted(node.sources)
     staged = {n: Path(f"/staged/{node.package}/{n}") for n in names}  # placeholders: render reads no file
@@ -55,7 +58,7 @@ def preview_node(node, deps: Sequence) -> dict[str, dict[str, list[str]]]:
     return requirements_of(render(node.recipe_dir / "recipe.yaml", ctx, package=node.package))
 
 
-def preview_plan(plan) -> dict[str, dict[str, dict[str, list[str]]]]:
+def preview_plan(plan: BuildPlan) -> dict[str, dict[str, dict[str, list[str]]]]:
     """{package: {output: {section: [spec]}}} for every node of a build plan."""
     by = {n.package: n for n in plan.nodes}
     return {n.package: preview_node(n, [by[d] for d in n.deps if d in by]) for n in plan.nodes}

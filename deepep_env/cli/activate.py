@@ -12,6 +12,8 @@ from typing import List, Optional
 
 import typer
 
+from deepep_env.project import DEFAULT_PREFIX
+
 
 def register(app: typer.Typer) -> None:
     @app.command("activate")
@@ -19,7 +21,7 @@ def register(app: typer.Typer) -> None:
         env: str = typer.Argument(..., help="Installed env name."),
         root: str = typer.Option("/", "--root", help="Read the host under this directory; default /."),
         shell: Optional[str] = typer.Option(None, "--shell", help="bash, zsh, fish or json; default from $SHELL."),
-        prefix: Optional[str] = typer.Option(None, "--prefix", help="The env's prefix; default $DEEPEP_ENV_PREFIX, else the project's .pixi/envs/ENV."),
+        prefix: Optional[str] = typer.Option(None, "--prefix", help=f"The env's prefix; default $DEEPEP_ENV_PREFIX, else the project's {DEFAULT_PREFIX}."),
         platform: Optional[str] = typer.Option(None, "--platform", help="Platform profile; default: detected."),
     ) -> None:
         """Print a script for `eval`: the env's prefix activation plus the host overlay."""

@@ -11,6 +11,8 @@ import typer
 from deepep_env.cli._common import DemoHostOpt
 from typer.core import TyperCommand
 
+from deepep_env.project import DEFAULT_PREFIX
+
 CMD_KEY = "deepep_env.doctor.cmd"
 
 
@@ -52,7 +54,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         env: Optional[str] = typer.Argument(None, metavar="[ENV]", help="installed env to check (env_specs/<ENV>.toml); omit for host-only checks"),
         root: str = typer.Option("/", "--root", help="read the host under this directory instead of /"),
-        prefix: Optional[str] = typer.Option(None, "--prefix", help="the env's prefix (default: $DEEPEP_ENV_PREFIX, else the project's .pixi/envs/ENV)"),
+        prefix: Optional[str] = typer.Option(None, "--prefix", help=f"the env's prefix (default: $DEEPEP_ENV_PREFIX, else the project's {DEFAULT_PREFIX})"),
         platform: Optional[str] = typer.Option(None, "--platform", help="platform profile instead of the detected one"),
         project_dir: Optional[str] = typer.Option(None, "--project", help="project folder (default: nearest parent with env_specs/)"),
         env_file: Optional[str] = typer.Option(None, "--env-file", help="check this KEY=VALUE file as the current environment (e.g. a captured host's env.txt)"),

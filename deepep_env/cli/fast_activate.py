@@ -90,12 +90,14 @@ def _parser(prog: str, description: str):
 
 
 def main(argv: list[str]) -> int:
+    from deepep_env.project import DEFAULT_PREFIX   # stdlib only; envcontext imports it anyway
+
     parser = _parser("deepep-env activate",
                      "Print a script for eval that activates ENV's installed prefix plus the host overlay.")
     parser.add_argument("env", metavar="ENV", help="installed env name")
     parser.add_argument("--root", default="/", help="read the host under this directory (default /)")
     parser.add_argument("--shell", choices=SHELL_CHOICES, default=None, help="default: from $SHELL, else bash")
-    parser.add_argument("--prefix", default=None, help="the env's prefix (default $DEEPEP_ENV_PREFIX, else the project's .pixi/envs/ENV)")
+    parser.add_argument("--prefix", default=None, help=f"the env's prefix (default $DEEPEP_ENV_PREFIX, else the project's {DEFAULT_PREFIX})")
     parser.add_argument("--platform", default=None, help="platform profile (default: detected)")
     args = parser.parse_args(argv)
     return run_activate(args.env, root=args.root, shell=args.shell, prefix=args.prefix, platform=args.platform)

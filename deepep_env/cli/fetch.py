@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Fill the source cache; every source and patch is verified by content hash."""
         # library imports stay local: main.build_app imports every command module on every run
-        from deepep_env.sources.env import fetch_sources
+        from deepep_env.builder.fetch_env import fetch_sources
 
         try:
             proj = find_project(project)

@@ -6,13 +6,14 @@ from typing import List, Optional
 import typer
 
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
+from deepep_env.project import DEFAULT_PREFIX
 
 
 def register(app: typer.Typer) -> None:
     @app.command("install")
     def install_cmd(
         env: str = typer.Argument(..., help="env name (env_specs/<name>.toml)"),
-        prefix: Optional[str] = typer.Option(None, "--prefix", help="target prefix (default <state>/envs/<ENV>)"),
+        prefix: Optional[str] = typer.Option(None, "--prefix", help=f"target prefix (default: the project's {DEFAULT_PREFIX})"),
         lock: Optional[str] = typer.Option(None, "--lock", help="lock file (default: the project's pixi.lock)"),
         mirror: Optional[List[str]] = typer.Option(None, "--mirror", help="URL=DIR: take packages the lock names under URL from DIR"),
         force: bool = typer.Option(False, "--force", help="reinstall even when the prefix is up to date"),

@@ -36,7 +36,7 @@ def setup_finding(id: str, severity: str, title: str, evidence: Sequence[Evidenc
     return Finding(id=id, severity=severity, title=title, evidence=tuple(evidence), fix=fix, check="env")
 
 
-def find_project(project: Any):
+def find_project(project: Any) -> Optional[Project]:
     if isinstance(project, Project):
         return project
     try:

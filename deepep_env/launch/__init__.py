@@ -5,6 +5,8 @@ the choices. The one entry point the CLI calls is :func:`launch`.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Optional
+
 from deepep_env.launch.model import (
     DEFAULT_MASTER_PORT, TARGETS, TESTS, EnvInfo, K8sOptions, LaunchOptions, LaunchPlan, Rendering,
     SlurmOptions,
@@ -12,6 +14,9 @@ from deepep_env.launch.model import (
 from deepep_env.launch.plan import plan_launch
 from deepep_env.launch.shell import render_shell
 from deepep_env.launch.slurm import render_slurm
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.project import Project
 
 
 def render(plan: LaunchPlan) -> Rendering:
@@ -25,7 +30,7 @@ def render(plan: LaunchPlan) -> Rendering:
     return render_shell(plan)
 
 
-def launch(env: str, options: LaunchOptions, project=None) -> Rendering:
+def launch(env: str, options: LaunchOptions, project: Optional[Project] = None) -> Rendering:
     """Resolve env spec ``env`` (name or path) and render the launch ``options`` describe."""
     from deepep_env.spec import load_resolved   # local: pydantic; the renderers are used without a spec
 

@@ -15,9 +15,12 @@ one process per GPU or counts GPUs in ``WORLD_SIZE`` breaks every DeepEP test.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 from deepep_env.formats import LAUNCH_PLAN
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.spec.resolved import ResolvedSpec
 
 Target = Literal["k8s", "slurm", "shell"]
 TARGETS: tuple[str, ...] = ("k8s", "slurm", "shell")
@@ -64,7 +67,7 @@ class EnvInfo:
     env: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def from_resolved(cls, spec) -> "EnvInfo":
+    def from_resolved(cls, spec: ResolvedSpec) -> "EnvInfo":
         return cls(name=spec.name, version=spec.version, platforms=tuple(spec.platforms),
                    env=tuple(sorted(spec.env.items())))
 

@@ -16,12 +16,15 @@ import fnmatch
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from deepep_env.hashing import file_sha256
 from deepep_env.lock.lockfile import LockData, LockedPackage, read_lock
-from deepep_env.lock.request import LockRequest, request_for_env
+from deepep_env.lock.request import BuiltNode, LockRequest, request_for_env
 from deepep_env.lock.solve import default_lock_path
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.project import Project
 
 
 @dataclass(frozen=True)
@@ -307,7 +310,7 @@ def _check_builds(req: LockRequest, pname: str, pkgs: list[LockedPackage], res: 
     return roots
 
 
-def _check_tool(node, pname: str, pkgs: list[LockedPackage], res: LockCheck) -> set[str]:
+def _check_tool(node: BuiltNode, pname: str, pkgs: list[LockedPackage], res: LockCheck) -> set[str]:
     """deepep-env's own package is pinned by version: its build id moves with every change to the
     tool's code, which is not a change of the environment (docs/lockfiles.md §2). Another build of
     the same version is fresh: a note says which build is locked and how to pick this checkout's up."""
@@ -347,7 +350,7 @@ def _check_closure(pname: str, roots: set[str], by_name: dict[str, list[LockedPa
             res.reasons.append(PackageNotRequired(pname, name))
 
 
-def check_lock(env: str, project, *, channel: Optional[str | Path] = None,
+def check_lock(env: str, project: Project, *, channel: Optional[str | Path] = None,
                lock_path: Optional[str | Path] = None, request: Optional[LockRequest] = None) -> LockCheck:
     """``deepep-env lock ENV --check``: is ENV in the project's ``pixi.lock`` still what the spec asks?"""
     # local: pydantic, which diff, verdict and install (no spec) do not need

@@ -204,7 +204,7 @@ def pixi_update_json(d: LockDiff, explicit: Optional[Callable[[str], tuple[set[s
 
 def manifest_explicit(path: Path) -> Callable[[str], tuple[set[str], set[str]]]:
     """``explicit`` for :func:`pixi_update_json` from the pixi.toml at ``path``."""
-    from deepep_env.pixi import load_manifest
+    from deepep_env.pixi_model import load_manifest
 
     m = load_manifest(path)
 

@@ -16,7 +16,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
@@ -25,6 +25,10 @@ from deepep_env.errors import StaleError, UserError
 from deepep_env.lock.lockfile import LockData, LockedEnv, LockedPackage, read_lock
 from deepep_env.lock.solve import default_lock_path
 from deepep_env.readfile import present
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.project import Project
+
 
 LOCK_SUFFIX = ".conda-lock.yml"   # micromamba takes a `*-lock.yml` for a conda-lock file
 SOURCE_SUFFIX = ".environment.yml"
@@ -243,7 +247,7 @@ def write_files(files: dict[Path, bytes]) -> bool:
     return bool(todo)
 
 
-def export_conda_lock(env: str, project, *, lock_path: Optional[str | Path] = None,
+def export_conda_lock(env: str, project: Project, *, lock_path: Optional[str | Path] = None,
                       output: Optional[str | Path] = None, platform: Optional[str] = None,
                       check: bool = False) -> ExportResult:
     """``deepep-env export ENV``: ``lockfiles/ENV.conda-lock.yml`` and its source (``--check``: write

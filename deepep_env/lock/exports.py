@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from deepep_env.errors import StaleError, UserError
 from deepep_env.lock.export import LOCK_SUFFIX, SOURCE_SUFFIX, render_env, stale, write_files
 from deepep_env.lock.lockfile import LockData, read_lock
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.project import Project
+
 
 LOCKFILES = "lockfiles"
 
@@ -65,7 +69,7 @@ def _first_difference(files: dict[Path, bytes], extra: list[Path], lock: Path) -
     return None
 
 
-def sync_exports(project, *, lock_path: Optional[str | Path] = None, folder: Optional[str | Path] = None,
+def sync_exports(project: Project, *, lock_path: Optional[str | Path] = None, folder: Optional[str | Path] = None,
                  check: bool = False) -> ExportsResult:
     """``deepep-env export --all [--check]``."""
     src = Path(lock_path) if lock_path else project.pixi_lock

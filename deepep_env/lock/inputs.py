@@ -14,13 +14,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from deepep_env.atomic import write_text
 from deepep_env.errors import UserError
 from deepep_env.formats import BUILD_INPUTS
 from deepep_env.hashing import build_id
 from deepep_env.readfile import present, read_json
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.buildplan import HostInputs
+    from deepep_env.project import Project
+
 
 INPUTS_FILE = Path("lockfiles") / "build-inputs.json"
 _MAX_BYTES = 16 << 20
@@ -29,11 +34,11 @@ Record = dict[str, Any]          # {"id", "build", "version", "preimage"}
 Inputs = dict[str, dict[str, Record]]   # env -> package (recipe node) -> record
 
 
-def inputs_path(project) -> Path:
+def inputs_path(project: Project) -> Path:
     return Path(project.root) / INPUTS_FILE
 
 
-def read_inputs(project) -> Inputs:
+def read_inputs(project: Project) -> Inputs:
     """The committed record, checked: its stamp, its shape, and each id against its pre-image."""
     path = inputs_path(project)
     if not present(path):
@@ -64,7 +69,7 @@ def recorded_externals(inputs: Inputs, env: str, package: str) -> dict[str, Any]
     return ext if isinstance(ext, dict) else {}
 
 
-def write_env_inputs(project, env: str, nodes: Sequence[Any]) -> Path:
+def write_env_inputs(project: Project, env: str, nodes: Sequence[Any]) -> Path:
     """Replace ``env``'s builds in the record (every other environment kept), atomically."""
     path = inputs_path(project)
     envs = dict(read_inputs(project))
@@ -74,7 +79,7 @@ def write_env_inputs(project, env: str, nodes: Sequence[Any]) -> Path:
     return write_text(path, json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def drop_env_inputs(project, env: str) -> None:
+def drop_env_inputs(project: Project, env: str) -> None:
     envs = dict(read_inputs(project))
     if env in envs:
         envs.pop(env)
@@ -82,7 +87,7 @@ def drop_env_inputs(project, env: str) -> None:
         write_text(inputs_path(project), json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def host_inputs_from_record(project, live) -> Any:
+def host_inputs_from_record(project: Project, live: HostInputs) -> Any:
     """A host-inputs function for :func:`deepep_env.buildplan.plan`: the fingerprint the lock
     recorded for (env, package, component) where there is one, else this machine's (``live``)."""
     inputs = read_inputs(project)
@@ -94,7 +99,7 @@ def host_inputs_from_record(project, live) -> Any:
     return host
 
 
-def resolutions_from_record(project) -> Any:
+def resolutions_from_record(project: Project) -> Any:
     """A resolutions function for :func:`deepep_env.buildplan.plan`: what the lock recorded each
     build's environments resolved to ({} where nothing was recorded)."""
     inputs = read_inputs(project)
@@ -107,7 +112,7 @@ def resolutions_from_record(project) -> Any:
     return resolved
 
 
-def resolutions_from_builds(project, env: str) -> Any:
+def resolutions_from_builds(project: Project, env: str) -> Any:
     """What the last ``deepep-env build ENV`` resolved each node's environments to (its build
     manifest, ``<state>/builds/ENV.json``), else the lock's record: what ``lock`` locks."""
     recorded = resolutions_from_record(project)

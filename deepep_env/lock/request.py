@@ -20,11 +20,17 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from deepep_env.errors import UserError
 from deepep_env.lock.channels import ChannelRef, read_index, resolve_channels
 from deepep_env.lock.platforms import LockPlatformDef, VirtualPkg, platform_for
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.buildplan import BuildPlan
+    from deepep_env.project import Project
+    from deepep_env.spec.resolved import ResolvedSpec
+
 
 @dataclass(frozen=True)
 class Requirement:
@@ -104,7 +110,7 @@ class LockRequest:
 COMPONENT_OF_PACKAGE = {"deep-ep": "deepep", "nvshmem": "nvshmem", "gdrcopy": "gdrcopy"}
 
 
-def component_requirements(r) -> list[Requirement]:
+def component_requirements(r: ResolvedSpec) -> list[Requirement]:
     """The conda-provided components of a resolved spec (``provider = "conda"``)."""
     reqs: list[Requirement] = []
     if r.python.provider == "conda":
@@ -132,7 +138,7 @@ def component_requirements(r) -> list[Requirement]:
     return reqs
 
 
-def built_nodes(plan) -> list[BuiltNode]:
+def built_nodes(plan: BuildPlan) -> list[BuiltNode]:
     roots = {n.package for n in plan.roots()}
     out = []
     for n in plan.nodes:
@@ -160,7 +166,7 @@ def built_requirements(nodes: list[BuiltNode], index: list[dict]) -> list[Requir
     return reqs
 
 
-def workspace_platforms(project) -> list[LockPlatformDef]:
+def workspace_platforms(project: Project) -> list[LockPlatformDef]:
     """The platforms of every spec of the project, by name: pixi.toml's ``[workspace] platforms``.
     A spec that does not load is left out here (``pixi sync`` and ``spec check`` report it)."""
     # local: pydantic, which diff, verdict and install (no spec) do not need
@@ -178,7 +184,7 @@ def workspace_platforms(project) -> list[LockPlatformDef]:
     return [found[n] for n in sorted(found)]
 
 
-def request_for_env(r, project, *, channel_dir: Optional[Path] = None, for_check: bool = False,
+def request_for_env(r: ResolvedSpec, project: Project, *, channel_dir: Optional[Path] = None, for_check: bool = False,
                     client_obj=None) -> LockRequest:
     """The lock request a resolved spec implies (build plan included)."""
     # local: pydantic and yaml; and buildplan imports lock.platforms, so at the top this would be a cycle

@@ -17,7 +17,7 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from deepep_env.errors import UserError
 from deepep_env.lock.lockfile import refuse_secrets
@@ -47,17 +47,200 @@ class Environment:
     unsupported: list[str] = field(default_factory=list)
 
 
+# ---------------------------------------------------------------------------------------------
+# The reasons, typed as pixi's are (sat/mod.rs EnvironmentUnsat and PlatformUnsat): ``kind`` is the
+# pixi variant (or, for the checks around them, a name of ours), the fields are the facts, and
+# ``str()`` is the one line `deepep-env pixi verdict` prints.
+
+
+@dataclass(frozen=True)
+class Unsat:
+    """Why pixi would not take the lock as it is for one environment."""
+
+    kind: ClassVar[str] = "Unsat"
+
+    def message(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.message()
+
+
+@dataclass(frozen=True)
+class LockVersionTooNew(Unsat):
+    kind: ClassVar[str] = "LockVersionTooNew"
+    version: int
+
+    def message(self) -> str:
+        return f"lock version {self.version} is newer than pixi 0.77 reads (lf/update.rs)"
+
+
+@dataclass(frozen=True)
+class EnvironmentRemoved(Unsat):
+    """Rule 3: the lock has an environment the manifest does not."""
+
+    kind: ClassVar[str] = "EnvironmentRemoved"
+
+    def message(self) -> str:
+        return "environment is in the lock but not in the manifest (lf/outdated.rs removed_environments)"
+
+
+@dataclass(frozen=True)
+class NotChecked(Unsat):
+    """An input outside what this module re-implements (PyPI, targets, constraints)."""
+
+    kind: ClassVar[str] = "NotChecked"
+    unsupported: tuple[str, ...]
+
+    def message(self) -> str:
+        return f"not checked here: {', '.join(self.unsupported)} (deepep-env writes conda-only manifests)"
+
+
+@dataclass(frozen=True)
+class EnvironmentMissing(Unsat):
+    """Rule 3: the manifest's environment is not in the lock."""
+
+    kind: ClassVar[str] = "EnvironmentMissing"
+
+    def message(self) -> str:
+        return "environment missing from the lock (Rule 3, lf/outdated.rs)"
+
+
+@dataclass(frozen=True)
+class EnvironmentUnsat(Unsat):
+    """pixi's EnvironmentUnsat: the environment as a whole (channels, options, platform rows)."""
+
+
+@dataclass(frozen=True)
+class ChannelsExtended(EnvironmentUnsat):
+    kind: ClassVar[str] = "ChannelsExtended"
+    locked: tuple[str, ...]
+    manifest: tuple[str, ...]
+
+    def message(self) -> str:
+        return f"channels extended: locked {list(self.locked)}, manifest {list(self.manifest)} (ChannelsExtended)"
+
+
+@dataclass(frozen=True)
+class ChannelsMismatch(EnvironmentUnsat):
+    kind: ClassVar[str] = "ChannelsMismatch"
+    locked: tuple[str, ...]
+    manifest: tuple[str, ...]
+
+    def message(self) -> str:
+        return f"channels differ: locked {list(self.locked)}, manifest {list(self.manifest)} (ChannelsMismatch)"
+
+
+@dataclass(frozen=True)
+class SolveStrategyMismatch(EnvironmentUnsat):
+    kind: ClassVar[str] = "SolveStrategyMismatch"
+    locked: Any
+
+    def message(self) -> str:
+        return f"solve strategy {self.locked!r} != 'highest' (SolveStrategyMismatch)"
+
+
+@dataclass(frozen=True)
+class ChannelPriorityMismatch(EnvironmentUnsat):
+    kind: ClassVar[str] = "ChannelPriorityMismatch"
+    locked: Any
+
+    def message(self) -> str:
+        return f"channel priority {self.locked!r} != 'strict' (ChannelPriorityMismatch)"
+
+
+@dataclass(frozen=True)
+class AdditionalPlatformsInLockFile(EnvironmentUnsat):
+    kind: ClassVar[str] = "AdditionalPlatformsInLockFile"
+    platform: str
+
+    def message(self) -> str:
+        return f"platform {self.platform} is in the lock but not the environment (AdditionalPlatformsInLockFile)"
+
+
+@dataclass(frozen=True)
+class PlatformDefinitionChanged(EnvironmentUnsat):
+    kind: ClassVar[str] = "PlatformDefinitionChanged"
+    platform: str
+    locked_subdir: str
+    locked_virtual_packages: tuple[str, ...]
+    manifest_subdir: str
+    manifest_virtual_packages: tuple[str, ...]
+
+    def message(self) -> str:
+        return (f"platform {self.platform}: locked {self.locked_subdir} {list(self.locked_virtual_packages)}, "
+                f"manifest {self.manifest_subdir} {list(self.manifest_virtual_packages)} (PlatformDefinitionChanged)")
+
+
+@dataclass(frozen=True)
+class PlatformUnsat(Unsat):
+    """pixi's PlatformUnsat: one platform's locked packages."""
+
+    platform: str
+
+
+@dataclass(frozen=True)
+class TooManyPypiPackages(PlatformUnsat):
+    kind: ClassVar[str] = "TooManyPypiPackages"
+
+    def message(self) -> str:
+        return f"{self.platform}: PyPI packages in a conda-only environment (TooManyPypiPackages)"
+
+
+@dataclass(frozen=True)
+class DuplicateEntry(PlatformUnsat):
+    kind: ClassVar[str] = "DuplicateEntry"
+    package: str
+
+    def message(self) -> str:
+        return f"{self.platform}: {self.package} is locked twice (DuplicateEntry)"
+
+
+@dataclass(frozen=True)
+class TooManyCondaPackages(PlatformUnsat):
+    """Packages no requirement reaches (``unused``), or any package where nothing is required."""
+
+    kind: ClassVar[str] = "TooManyCondaPackages"
+    unused: tuple[str, ...] = ()
+
+    def message(self) -> str:
+        if not self.unused:
+            return f"{self.platform}: packages locked for an environment without dependencies (TooManyCondaPackages)"
+        return f"{self.platform}: locked but not required: {', '.join(self.unused)} (TooManyCondaPackages)"
+
+
+@dataclass(frozen=True)
+class UnsatisfiableMatchSpec(PlatformUnsat):
+    """A requirement no locked record (nor virtual package) satisfies; ``locked``: the record of
+    that name that does not match, when there is one."""
+
+    kind: ClassVar[str] = "UnsatisfiableMatchSpec"
+    spec: str
+    required_by: str
+    locked: Optional[str] = None
+
+    def message(self) -> str:
+        if self.locked is None:
+            return (f"{self.platform}: the requirement '{self.spec}' could not be satisfied (required by "
+                    f"{self.required_by}) (UnsatisfiableMatchSpec)")
+        return (f"{self.platform}: locked {self.locked} does not match '{self.spec}' (required by "
+                f"{self.required_by}) (UnsatisfiableMatchSpec)")
+
+
 @dataclass
 class Verdict:
     env: str
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[Unsat] = field(default_factory=list)
 
     @property
     def satisfiable(self) -> bool:
         return not self.reasons
 
+    def messages(self) -> list[str]:
+        return [r.message() for r in self.reasons]
+
     def to_dict(self) -> dict[str, Any]:
-        return {"env": self.env, "satisfiable": self.satisfiable, "reasons": self.reasons}
+        return {"env": self.env, "satisfiable": self.satisfiable, "reasons": self.messages()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,24 +402,22 @@ def verdict(manifest: dict[str, Any], lock_path: Path, root: Path) -> list[Verdi
     view = read_lock_view(lock_path, [parse_platform(p) for p in ws.get("platforms") or []])
     out = []
     if view.version > 7:
-        return [Verdict(e.name, [f"lock version {view.version} is newer than pixi 0.77 reads (lf/update.rs)"])
-                for e in envs]
+        return [Verdict(e.name, [LockVersionTooNew(view.version)]) for e in envs]
     for env in envs:
         out.append(check_environment(env, view))
     for extra in sorted(set(view.envs) - {e.name for e in envs}):
-        out.append(Verdict(extra, ["environment is in the lock but not in the manifest (lf/outdated.rs "
-                                   "removed_environments)"]))
+        out.append(Verdict(extra, [EnvironmentRemoved()]))
     return out
 
 
 def check_environment(env: Environment, view: LockView) -> Verdict:
     v = Verdict(env.name)
     if env.unsupported:
-        v.reasons.append(f"not checked here: {', '.join(env.unsupported)} (deepep-env writes conda-only manifests)")
+        v.reasons.append(NotChecked(tuple(env.unsupported)))
         return v
     locked = view.envs.get(env.name)
     if locked is None:
-        v.reasons.append("environment missing from the lock (Rule 3, lf/outdated.rs)")
+        v.reasons.append(EnvironmentMissing())
         return v
     v.reasons += _channels(env, locked)
     v.reasons += _options(locked)
@@ -248,44 +429,43 @@ def check_environment(env: Environment, view: LockView) -> Verdict:
     return v
 
 
-def _channels(env: Environment, locked: dict) -> list[str]:
+def _channels(env: Environment, locked: dict) -> list[Unsat]:
     """Rule 4 (sat/environment.rs:37-69): equal lists; an extended list is still stale."""
     have = [normalize_channel(c, Path("/")) for c in locked["channels"]]
     if have == env.channels:
         return []
     if env.channels[:len(have)] == have:
-        return [f"channels extended: locked {have}, manifest {env.channels} (ChannelsExtended)"]
-    return [f"channels differ: locked {have}, manifest {env.channels} (ChannelsMismatch)"]
+        return [ChannelsExtended(tuple(have), tuple(env.channels))]
+    return [ChannelsMismatch(tuple(have), tuple(env.channels))]
 
 
-def _options(locked: dict) -> list[str]:
+def _options(locked: dict) -> list[Unsat]:
     """Rule 10 (sat/environment.rs:210-244): defaults strict / highest for our environments."""
     opts = locked["options"]
-    out = []
+    out: list[Unsat] = []
     if opts.get("strategy", "highest") != "highest":
-        out.append(f"solve strategy {opts['strategy']!r} != 'highest' (SolveStrategyMismatch)")
+        out.append(SolveStrategyMismatch(opts["strategy"]))
     if opts.get("channel-priority", "strict") != "strict":
-        out.append(f"channel priority {opts['channel-priority']!r} != 'strict' (ChannelPriorityMismatch)")
+        out.append(ChannelPriorityMismatch(opts["channel-priority"]))
     return out
 
 
-def _platform_rows(env: Environment, locked: dict, view: LockView) -> list[str]:
+def _platform_rows(env: Environment, locked: dict, view: LockView) -> list[Unsat]:
     """Rules 7 and 8 (sat/environment.rs:71-177): no additional platforms; shared names agree on
     subdir and non-default virtual packages (compared as sorted strings)."""
     names = {p.name: p for p in env.platforms}
     subdirs = {p.subdir for p in env.platforms}
-    out = []
+    out: list[Unsat] = []
     for row in sorted(locked["records"]):
         subdir, vps = view.rows.get(row, (row, []))
         if row not in names and subdir not in subdirs:
-            out.append(f"platform {row} is in the lock but not the environment (AdditionalPlatformsInLockFile)")
+            out.append(AdditionalPlatformsInLockFile(row))
         elif row in names:
             p = names[row]
             want = sorted(identity(p.subdir, list(p.virtual_packages))[1])
             have = sorted(identity(subdir, vps)[1])
             if subdir != p.subdir or want != have:
-                out.append(f"platform {row}: locked {subdir} {have}, manifest {p.subdir} {want} "
-                           "(PlatformDefinitionChanged)")
+                out.append(PlatformDefinitionChanged(row, subdir, tuple(have), p.subdir, tuple(want)))
     return out
 
 
@@ -314,29 +494,28 @@ def solver_virtual_packages(plat: Platform) -> list[VirtualPkg]:
     return out
 
 
-def _platform_packages(env: Environment, plat: Platform, row: Optional[str], locked: dict) -> list[str]:
+def _platform_packages(env: Environment, plat: Platform, row: Optional[str], locked: dict) -> list[Unsat]:
     """Rule 13 (sat/platform.rs:172-1270): unique names, every requirement (the manifest's, then each
     visited record's ``depends``) satisfied by a locked record or a virtual package, nothing unused."""
     records = locked["records"].get(row, []) if row else []
     where = f"{plat.name}"
     if row and locked["pypi"].get(row):
-        return [f"{where}: PyPI packages in a conda-only environment (TooManyPypiPackages)"]
+        return [TooManyPypiPackages(where)]
     by_name: dict[str, Any] = {}
     for r in records:
         n = r.name.normalized
         if n in by_name:
-            return [f"{where}: {n} is locked twice (DuplicateEntry)"]
+            return [DuplicateEntry(where, n)]
         by_name[n] = r
     if not env.dependencies:
-        return [f"{where}: packages locked for an environment without dependencies (TooManyCondaPackages)"] \
-            if records else []
+        return [TooManyCondaPackages(where)] if records else []
     return _walk(where, env, by_name, solver_virtual_packages(plat))
 
 
-def _walk(where: str, env: Environment, by_name: dict[str, Any], vps: list[VirtualPkg]) -> list[str]:
+def _walk(where: str, env: Environment, by_name: dict[str, Any], vps: list[VirtualPkg]) -> list[Unsat]:
     from rattler import MatchSpec
 
-    out: list[str] = []
+    out: list[Unsat] = []
     stack = [(spec, f"environment {env.name}") for _, spec in reversed(env.dependencies)]
     seen: set[str] = set()
     while stack:
@@ -346,12 +525,10 @@ def _walk(where: str, env: Environment, by_name: dict[str, Any], vps: list[Virtu
         rec = by_name.get(name)
         if rec is None:
             if not any(_vp_matches(spec, v) for v in vps if v.name == name):
-                out.append(f"{where}: the requirement '{text}' could not be satisfied (required by {by}) "
-                           "(UnsatisfiableMatchSpec)")
+                out.append(UnsatisfiableMatchSpec(where, text, by))
             continue
         if not spec.matches(rec):
-            out.append(f"{where}: locked {name} {rec.version} {rec.build} does not match '{text}' (required by "
-                       f"{by}) (UnsatisfiableMatchSpec)")
+            out.append(UnsatisfiableMatchSpec(where, text, by, f"{name} {rec.version} {rec.build}"))
             continue
         if name in seen:
             continue
@@ -359,7 +536,7 @@ def _walk(where: str, env: Environment, by_name: dict[str, Any], vps: list[Virtu
         stack += [(d, name) for d in rec.depends]
     unused = sorted(set(by_name) - seen)
     if unused:
-        out.append(f"{where}: locked but not required: {', '.join(unused)} (TooManyCondaPackages)")
+        out.append(TooManyCondaPackages(where, tuple(unused)))
     return out
 
 

@@ -12,7 +12,7 @@ import datetime as _dt
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from deepep_env.channels.auth import redact
 from deepep_env.copies import check_copy, store_sha
@@ -24,6 +24,10 @@ from deepep_env.lock.lockfile import EnvSection, write_env
 from deepep_env.lock.request import LockRequest, request_for_env
 from deepep_env.rattler_errors import rattler_errors
 
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.project import Project
+
+
 SOLVE_TIMEOUT_S = 600
 
 
@@ -33,7 +37,7 @@ def cache_dir() -> Optional[Path]:
     return Path(v) if v else None
 
 
-def default_lock_path(project, env: Optional[str] = None) -> Path:
+def default_lock_path(project: Project, env: Optional[str] = None) -> Path:
     """The project's one lock, ``pixi.lock`` beside ``pixi.toml``: every environment is in it."""
     return project.pixi_lock
 
@@ -122,7 +126,7 @@ def rewrite_urls(req: LockRequest, records: dict[str, list]) -> None:
                     break
 
 
-def lock_request(req: LockRequest, path: Path, *, client_obj=None, project=None) -> LockResult:
+def lock_request(req: LockRequest, path: Path, *, client_obj=None, project: Optional[Project] = None) -> LockResult:
     records = solve_request(req, client_obj=client_obj)
     hash_local_files(req, records)
     rewrite_urls(req, records)
@@ -153,7 +157,7 @@ def lock_request(req: LockRequest, path: Path, *, client_obj=None, project=None)
                       packages=packages, machine_local=machine_local, warnings=warnings)
 
 
-def lock_env(env: str, project, *, channel: Optional[str | Path] = None,
+def lock_env(env: str, project: Project, *, channel: Optional[str | Path] = None,
              output: Optional[str | Path] = None) -> LockResult:
     """``deepep-env lock ENV``: solve the spec's packages into the project's ``pixi.lock`` (ENV's
     environment replaced, every other kept)."""

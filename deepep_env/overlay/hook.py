@@ -8,7 +8,7 @@ function: :func:`deepep_env.envcontext.overlay_context`) and prints it for the s
 with its rule and host fact as a comment. It also stores, in ``_DEEPEP_ENV_UNDO``, the code that
 puts every variable it changed back as it was; ``deactivate.d`` evaluates it.
 
-What the prefix itself says: a ``deepep-env install`` marker (``conda-meta/deepep-env.json``)
+What the prefix itself says: a ``deepep-env install`` marker (``conda-meta/deepep-env``)
 gives the spec's ``[env]`` and Python; a prefix pixi installed has none, so a prefix whose Python
 is the host's (no ``bin/python``, a ``lib/python3.X/site-packages``) is recognised from its files.
 Such a prefix gets ``DEEPEP_ENV_PYTHON``, the interpreter pixi.toml's tasks run (the marker's, else

@@ -153,8 +153,8 @@ def find_prefix(
 
 
 def read_prefix_meta(prefix: str | os.PathLike[str], env: Optional[str] = None) -> PrefixMeta:
-    """Read ``<prefix>/conda-meta/deepep-env.json``; UserError when missing, malformed, or
-    naming another env than ``env``."""
+    """Read ``<prefix>/conda-meta/deepep-env`` (else the legacy ``deepep-env.json``); UserError when
+    missing, malformed, or naming another env than ``env``."""
     prefix = os.path.abspath(os.fspath(prefix))
     found = existing_marker(prefix)
     if found is None:
