@@ -46,9 +46,8 @@ from deepep_env.lock.channels import file_url
 from deepep_env.lock.lockfile import read_lock
 from deepep_env.lock.platforms import platform_for
 from deepep_env.lock.request import component_requirements, workspace_platforms
-from deepep_env.pixi_model import PixiManifest, parse_manifest
 from deepep_env.project import pixi_env_name
-from deepep_env.pixi_model import PIXI_ACCEPTED, load_manifest  # noqa: F401 - load_manifest: callers import it here too
+from deepep_env.pixi_model import PIXI_ACCEPTED
 from deepep_env.readfile import present, read_text
 
 if TYPE_CHECKING:  # annotations only: no import at run time

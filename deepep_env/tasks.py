@@ -28,7 +28,7 @@ from deepep_env.errors import UserError
 from deepep_env.install import install_env
 from deepep_env.overlay.activation import source_activation_scripts, spec_python
 from deepep_env.overlay.prefix import has_marker, read_prefix_meta
-from deepep_env.pixi import load_manifest
+from deepep_env.pixi_model import load_manifest
 from deepep_env.pixi_model import DependsOn, PixiManifest, Task, TaskArg
 from deepep_env.project import pixi_env_name
 

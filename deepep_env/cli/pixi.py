@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         would re-solve: `pixi install --locked` would refuse)."""
         # library imports stay local: main.build_app imports every command module on every run
         from deepep_env.lock.satisfy import verdict
-        from deepep_env.pixi import load_manifest
+        from deepep_env.pixi_model import load_manifest
         from deepep_env.readfile import present
 
         mpath = Path(manifest) if manifest else project(project_dir).pixi_toml

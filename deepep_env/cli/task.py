@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the same task `pixi run -e ENV NAME` runs (same definitions, same environment)."""
         # library imports stay local: main.build_app imports every command module on every run
-        from deepep_env.pixi import load_manifest
+        from deepep_env.pixi_model import load_manifest
         from deepep_env.tasks import list_tasks, plan_task, run_task
 
         proj = project(project_dir)

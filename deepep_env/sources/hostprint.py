@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import glob
 import json
-import os
+
 import subprocess
 from pathlib import Path
 from typing import Any, Callable, Mapping
