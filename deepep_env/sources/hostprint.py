@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import glob
 import json
-
 import subprocess
 from pathlib import Path
 from typing import Any, Callable, Mapping
