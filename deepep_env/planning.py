@@ -19,6 +19,7 @@ from deepep_env.lock.lockfile import read_lock
 from deepep_env.overlay.prefix import has_marker
 from deepep_env.platform.demo import demo_name, host_root
 from deepep_env.project import Project
+from deepep_env.sources import hostprint
 from deepep_env.spec.resolve import load_resolved
 from deepep_env.spec.resolved import ResolvedSpec
 
@@ -59,6 +60,15 @@ def _to_pin(n: BuildNode) -> list[dict[str, Any]]:
     return out
 
 
+def _host_differs(n: BuildNode) -> list[str]:
+    out: list[str] = []
+    for comp, ident in sorted(n.externals.items()):
+        fp = ident.get("fingerprint") if isinstance(ident, dict) else None
+        if isinstance(fp, dict):
+            out += [f"{comp}.{d}" for d in hostprint.differences(fp, hostprint.fingerprint(comp, n.meta))]
+    return out
+
+
 def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:
     reqs = preview_plan(bp)
     out = []
@@ -72,6 +82,9 @@ def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:
             "unpinned": list(n.unpinned),
             "to_pin": _to_pin(n),
             "in_store": bool(n.id and store_entry(project, n.package, n.id).is_file()),
+            # this machine's host externals where they differ from the facts the id names (the lock's
+            # record): a build here would get another id, and an install here cannot rebuild this one
+            "host_differs": _host_differs(n),
             "preimage": n.preimage,
             # what the recipe will ask rattler-build for, per output (build/host/run as rendered)
             "requirements": reqs.get(n.package, {}),

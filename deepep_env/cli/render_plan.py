@@ -56,6 +56,12 @@ def render_resolved(c: Console, d: dict[str, Any]) -> None:
     c.print(t)
     _render_requirements(c, d["builds"])
     for b in d["builds"]:
+        diffs = b.get("host_differs") or []
+        if diffs:
+            more = f" (+{len(diffs) - 2} more)" if len(diffs) > 2 else ""
+            c.print(f"[yellow]other host:[/yellow] {b['package']} {b['build_string']} names host externals this machine "
+                    f"does not have ({'; '.join(diffs[:2])}{more}): built here it would get another id",
+                    markup=True, highlight=False)
         for p in b.get("to_pin", []):
             where = p["urls"][0] if p.get("urls") else (p.get("tag") or p.get("rev") or "?")
             c.print(f"[yellow]to pin:[/yellow] {b['package']}: {p['what']} {p.get('version', '')} from {where} "
