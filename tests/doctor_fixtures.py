@@ -335,17 +335,20 @@ def make_v2_prefix(dest: Path, *, nccl: str = "2.30.7", lib_version: str = "2.30
 
 
 
-def nvshmem_with_plugins(prefix: Path, host_strings: Sequence[str] = ("NVSHMEM_BOOTSTRAP", "NVSHMEM_REMOTE_TRANSPORT"),
+def nvshmem_with_plugins(prefix: Path, host_strings: Sequence[str] = ("NVSHMEM_INFO", "REMOTE_TRANSPORT", "DISABLE_CUDA_VMM"),
                          plugins: Optional[dict] = None) -> Path:
-    """Give ``prefix/lib`` an NVSHMEM whose host library and transport plugins carry variable-name strings,
-    as real ones do (sglang #38769: NVSHMEM_IB_GID_INDEX is only in nvshmem_transport_ib*.so)."""
-    plugins = plugins if plugins is not None else {"nvshmem_transport_ibgda.so.3": ("NVSHMEM_IB_GID_INDEX", "NVSHMEM_IBGDA_NIC_HANDLER"),
-                                                   "nvshmem_transport_ibrc.so.3": ("NVSHMEM_IB_GID_INDEX",)}
+    """Give ``prefix/lib`` an NVSHMEM whose host library and transport plugins carry variable-name strings
+    the way nvidia-nvshmem-cu13 3.5.19's do (read 2026-11-25): names without the ``NVSHMEM_`` prefix, NUL
+    terminated; ``IB_GID_INDEX``, ``HCA_PREFIX``, ``IBGDA_NIC_HANDLER`` only in the IB transport plugins
+    (``nvshmem_transport_ib*.so.4``), ``REMOTE_TRANSPORT``/``DISABLE_CUDA_VMM`` in ``libnvshmem_host.so.3``
+    (sglang #38769's reporter grepped only the latter)."""
+    plugins = plugins if plugins is not None else {"nvshmem_transport_ibgda.so.4": ("IB_GID_INDEX", "HCA_PREFIX", "IBGDA_NIC_HANDLER"),
+                                                   "nvshmem_transport_ibrc.so.4": ("IB_GID_INDEX", "HCA_PREFIX")}
     lib = prefix / "lib"
-    payload = b"".join(n.encode() + b"\0" for n in host_strings)
+    payload = b"\0" + b"".join(n.encode() + b"\0" for n in host_strings)
     (lib / "libnvshmem_host.so.3").write_bytes(make_elf(soname="libnvshmem_host.so.3", payload=payload))
     for name, strings in plugins.items():
-        (lib / name).write_bytes(make_elf(soname=name, payload=b"".join(n.encode() + b"\0" for n in strings)))
+        (lib / name).write_bytes(make_elf(soname=name, payload=b"\0" + b"".join(n.encode() + b"\0" for n in strings)))
     return prefix
 
 

@@ -40,6 +40,7 @@ from deepep_env.doctor.checks_nccl_v2 import distinct_mapped_first, nccl_version
 from deepep_env.doctor.checks_nvshmem import nvshmem_host
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
+from deepep_env.overlay import known_vars
 from deepep_env.versions import version_lt
 
 LAYOUT_CHANGE = "3.5.19"   # NVSHMEM 3.5.21 release notes: RC-QP layout changed starting in 3.5.19
@@ -268,7 +269,9 @@ def nvshmem_libraries(ctx: DoctorContext) -> list[str]:
 @check("nvshmem", "nvshmem.var-unread")
 def nvshmem_vars_read(ctx: DoctorContext, emit: Emitter) -> None:
     """Each NVSHMEM_* variable set is a string of libnvshmem_host or of a transport plugin (sglang #38769)."""
-    names = sorted(k for k in ctx.env.values if k.startswith("NVSHMEM_"))
+    # Build options (read by NVSHMEM's CMake, not at run time) and install roots are not run-time variables.
+    names = sorted(k for k in ctx.env.values if k.startswith("NVSHMEM_") and not known_vars.build_time_only(k)
+                   and k not in NVSHMEM_ROOT_VARS)
     libs = nvshmem_libraries(ctx)
     if not names or not libs:
         return
@@ -279,7 +282,8 @@ def nvshmem_vars_read(ctx: DoctorContext, emit: Emitter) -> None:
     plugins = libs[1:]
     for name in names:
         short = name[len("NVSHMEM_"):].encode()
-        where = [p for p, b in blobs.items() if name.encode() in b or re.search(rb"(?<![A-Z0-9_])" + re.escape(short) + rb"\0", b)]
+        # NVSHMEM keeps most names without the prefix (env_defs.h: "IB_GID_INDEX"), each a NUL-terminated string.
+        where = [p for p, b in blobs.items() if (name.encode() + b"\0") in b or (b"\0" + short + b"\0") in b]
         if where:
             if len(libs) > 1 and where[0] != libs[0]:
                 ctx.confirmed.append(f"nvshmem.var: {name} is read by {os.path.basename(where[0])} (a transport plugin)")
