@@ -85,6 +85,47 @@ def seed000_shadow_copy(desc: dict, with_pr466: bool = False) -> None:
     desc["files"]["opt/deepep/nvshmem/lib/libnvshmem_host.so.3"] = ""
 
 
+def ofed_2410(desc: dict) -> None:
+    """DeepEP #628: MLNX_OFED 24.10, whose libmlx5 (ABI 1.24) lacks the MLX5_1.25 dmabuf symbols NCCL Gin needs."""
+    mh = make_hosts()
+    desc["files"]["var/lib/dpkg/status"] = mh.dpkg_status({"mlnx-ofed-kernel-dkms": "24.10.OFED.24.10.0.7.0.1-1",
+                                                           "rdma-core": "2410mlnx54-1.2410068"})
+    desc["files"]["sys/module/mlx5_core/version"] = "24.10-0.7.0"
+    desc["files"]["usr/lib/x86_64-linux-gnu/libmlx5.so.1.24.54.0"] = ""
+    desc.setdefault("symlinks", {})["usr/lib/x86_64-linux-gnu/libmlx5.so.1"] = "libmlx5.so.1.24.54.0"
+
+
+def ofed_2510_libmlx5(desc: dict) -> None:
+    """The fix: OFED 25.x, libmlx5 ABI 1.25 (MLX5_1.25 exported)."""
+    desc["files"]["usr/lib/x86_64-linux-gnu/libmlx5.so.1.25.58.0"] = ""
+    desc.setdefault("symlinks", {})["usr/lib/x86_64-linux-gnu/libmlx5.so.1"] = "libmlx5.so.1.25.58.0"
+
+
+def cx8_gpu_fabric_rails(desc: dict, bad_from: int = 4) -> None:
+    """NVIDIA/nvshmem #33, InferenceX PR #2525: B300 ConnectX-8 NICs (MT4131); NICs ``bad_from``.. are
+    GPU-fabric rails with link-local GIDs only (no RoCE v2 IPv4 GID): "Unable to create ah"."""
+    mh = make_hosts()
+    k = 0
+    for cplx in desc["pci"]:
+        for node in _walk(cplx.get("devices", [])):
+            rdma = node.get("rdma")
+            if not rdma:
+                continue
+            node["device"] = "0x1023"
+            rdma["attrs"]["hca_type"] = "MT4131"
+            if k >= bad_from:
+                nd = rdma.get("netdev")
+                for p in rdma["ports"]:
+                    p["gids"] = [[mh.linklocal_gid(k), mh.ROCE_V1, nd], [mh.linklocal_gid(k), mh.ROCE_V2, nd]]
+            k += 1
+
+
+def headerless_nvshmem(desc: dict, root: str = "opt/venv/lib/python3.12/site-packages/flashinfer/data/nvshmem") -> None:
+    """srt-slurm PR #242: FlashInfer's bundled NVSHMEM: the library, no include/nvshmem.h."""
+    desc["files"][f"{root}/lib/libnvshmem_host.so.3"] = ""
+    desc["files"][f"{root}/lib/nvshmem_bootstrap_uid.so.3"] = ""
+
+
 def with_counters(desc: dict) -> None:
     """Non-zero starting counters, so a 'bump' is visible as a delta."""
     for cplx in desc["pci"]:
@@ -227,7 +268,7 @@ def make_prefix(
 
 
 def make_torch_venv(dest: Path, python_version: str = "3.12", pip_nvshmem: bool = True,
-                    pip_nccl: Optional[str] = None) -> Path:
+                    pip_nccl: Optional[str] = None, pip_nvshmem_version: Optional[str] = None) -> Path:
     """A host venv with pip PyTorch and (optionally) pip's nvidia-nvshmem (field notes §3) and
     nvidia-nccl-cu13 of version ``pip_nccl`` (pip torch 2.11 brings 2.28.9)."""
     site = dest / "lib" / f"python{python_version}" / "site-packages"
@@ -237,6 +278,8 @@ def make_torch_venv(dest: Path, python_version: str = "3.12", pip_nvshmem: bool 
         lib = site / "nvidia" / "nvshmem" / "lib"
         lib.mkdir(parents=True)
         (lib / "libnvshmem_host.so.3").write_bytes(make_elf(soname="libnvshmem_host.so.3", payload=b"pip nvshmem 3.4.5"))
+        if pip_nvshmem_version:  # torch 2.15 pins NVSHMEM 3.7 (vLLM PR #58159)
+            (site / f"nvidia_nvshmem_cu13-{pip_nvshmem_version}.dist-info").mkdir()
     if pip_nccl:
         lib = site / "nvidia" / "nccl" / "lib"
         lib.mkdir(parents=True)
@@ -253,7 +296,8 @@ def make_torch_venv(dest: Path, python_version: str = "3.12", pip_nvshmem: bool 
 def make_v2_prefix(dest: Path, *, nccl: str = "2.30.7", lib_version: str = "2.30.7", envs_root: Optional[str] = None,
                    link: bool = True, engine: str = "v2", needed=("libnccl.so.2", "libnvshmem_host.so.3"),
                    marker: bool = True, python_executable: Optional[str] = None, env: str = "h200-nvlink-v2",
-                   platforms: Sequence[str] = ("nvlink",), spec_env: Optional[dict] = None) -> Path:
+                   platforms: Sequence[str] = ("nvlink",), spec_env: Optional[dict] = None,
+                   nvshmem_version: str = "3.4.5") -> Path:
     """A prefix as the deep-ep-v2 package + our nccl package install it (the parts verify_install and doctor read)."""
     site = dest / "lib" / "python3.12" / "site-packages"
     pkg = site / "deep_ep"
@@ -268,7 +312,7 @@ def make_v2_prefix(dest: Path, *, nccl: str = "2.30.7", lib_version: str = "2.30
     (pkg / "_deepep_env_build.json").write_text(json.dumps({
         "format": "deepep-env/deep-ep-build/v1", "engine": engine, "revision": V2_REVISION, "build_string": "h4329f5c41c_0",
         "nccl": {"provider": "source", "version": nccl, "torch_preload_link": "nvidia/nccl/lib/libnccl.so.2" if link else ""},
-        "nvshmem": {"provider": "pip", "version": "3.4.5"}, "require": ["elastic-buffer"]}))
+        "nvshmem": {"provider": "pip", "version": nvshmem_version}, "require": ["elastic-buffer"]}))
     lib = dest / "lib"
     (lib / f"libnccl.so.{lib_version}").write_bytes(make_elf(soname="libnccl.so.2", payload=b"env nccl"))
     os.symlink(f"libnccl.so.{lib_version}", lib / "libnccl.so.2")
@@ -289,6 +333,23 @@ def make_v2_prefix(dest: Path, *, nccl: str = "2.30.7", lib_version: str = "2.30
             "spec_env": dict(spec_env or {})}))
     return dest
 
+
+
+def nvshmem_with_plugins(prefix: Path, host_strings: Sequence[str] = ("NVSHMEM_INFO", "REMOTE_TRANSPORT", "DISABLE_CUDA_VMM"),
+                         plugins: Optional[dict] = None) -> Path:
+    """Give ``prefix/lib`` an NVSHMEM whose host library and transport plugins carry variable-name strings
+    the way nvidia-nvshmem-cu13 3.5.19's do (read 2026-11-25): names without the ``NVSHMEM_`` prefix, NUL
+    terminated; ``IB_GID_INDEX``, ``HCA_PREFIX``, ``IBGDA_NIC_HANDLER`` only in the IB transport plugins
+    (``nvshmem_transport_ib*.so.4``), ``REMOTE_TRANSPORT``/``DISABLE_CUDA_VMM`` in ``libnvshmem_host.so.3``
+    (sglang #38769's reporter grepped only the latter)."""
+    plugins = plugins if plugins is not None else {"nvshmem_transport_ibgda.so.4": ("IB_GID_INDEX", "HCA_PREFIX", "IBGDA_NIC_HANDLER"),
+                                                   "nvshmem_transport_ibrc.so.4": ("IB_GID_INDEX", "HCA_PREFIX")}
+    lib = prefix / "lib"
+    payload = b"\0" + b"".join(n.encode() + b"\0" for n in host_strings)
+    (lib / "libnvshmem_host.so.3").write_bytes(make_elf(soname="libnvshmem_host.so.3", payload=payload))
+    for name, strings in plugins.items():
+        (lib / name).write_bytes(make_elf(soname=name, payload=b"\0" + b"".join(n.encode() + b"\0" for n in strings)))
+    return prefix
 
 
 BUMP_SCRIPT = FIXTURES / "bump_counters.py"

@@ -23,8 +23,11 @@ V2_IDS = ("deepep-v2.jit-nvcc-missing", "deepep-v2.jit-cuobjdump-missing", "deep
           "deepep-v2.nccl-duplicate", "deepep-v2.nccl-root-missing")
 
 
-def fake_cuda(dest: Path, version: str = "13.0.88", tools=("nvcc", "cuobjdump")) -> Path:
+def fake_cuda(dest: Path, version: str = "13.0.88", tools=("nvcc", "cuobjdump"), cccl: bool = True) -> Path:
     (dest / "bin").mkdir(parents=True)
+    if cccl:  # CUDA 13 keeps CCCL under include/cccl (DeepEP #568)
+        (dest / "include/cccl/cuda/std").mkdir(parents=True)
+        (dest / "include/cccl/cuda/std/tuple").write_text("// cccl\n")
     for t in tools:
         (dest / "bin" / t).write_text("#!/bin/sh\n")
         (dest / "bin" / t).chmod(0o755)

@@ -41,6 +41,7 @@ CASES = [
     ("gib-nccl", "gke-a4", "gke-a4-no-gib", None),
     ("unset-comm-nonblocking", "gke-a4", "gke-a4-no-gib", None),
     ("rdmav-drivers", "gke-a4", "gke-a4-no-gib", None),
+    ("efa-gin", "aws-p5en", "gcp-b200", "aws-efa"),
 ]
 
 
@@ -223,3 +224,14 @@ def test_every_change_has_provenance(host_tree):
         doc = o.to_dict()
         assert all({"op", "rule", "fact"} <= set(ch) for ch in doc["changes"])
         assert all(isinstance(c, (Set, Unset, PrependPath)) for c in o.changes)
+
+
+def test_efa_host_is_detected_and_gets_gin_type_5(host_tree):
+    """Issue 27: AWS p5en (EFA) from a capture built of public facts: detected, NCCL Gin type 5."""
+    d = detect(host_tree("aws-p5en"), environ={})
+    assert d.platform.name == "aws-efa"
+    assert any("EFA devices (16: rdmap17s0" in e for e in d.platform.evidence)
+    env = build_overlay(d.facts, d.platform, site_dirs=[]).env()
+    assert env["NCCL_GIN_TYPE"] == "5" and env["FI_PROVIDER"] == "efa" and env["NVSHMEM_REMOTE_TRANSPORT"] == "libfabric"
+    assert env["LD_LIBRARY_PATH"].startswith("/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib")
+    assert "NVSHMEM_HCA_PREFIX" not in env and "DEEP_EP_DEVICE_TO_HCA_MAPPING" not in env

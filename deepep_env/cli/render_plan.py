@@ -82,8 +82,22 @@ def _render_requirements(c: Console, builds: list[dict[str, Any]]) -> None:
     c.print(t)
 
 
+def _render_nvshmem_options(c: Console, opts: list[dict[str, Any]]) -> None:
+    t = Table(title="NVSHMEM options (recipes/nvshmem: source by tree hash; recipes/nvshmem-wheel: NVIDIA's wheel by sha256)")
+    for col in ("version", "RC-QP layout", "source", "wheel (sha256)", "for this spec"):
+        t.add_column(col)
+    for o in opts:
+        w = o.get("wheel")
+        wheel = f"{w['package']}=={o['version']} {w['sha256'][7:19]}…" if w else "-"
+        ok = "[green]allowed[/green]" if not o.get("refused_by") else f"[red]{o['refused_by']['rule']}[/red]"
+        t.add_row(("* " if o.get("selected") else "") + o["version"], o["layout"], o.get("source") or "-", wheel, ok)
+    c.print(t)
+
+
 def render_plan(c: Console, d: dict[str, Any]) -> None:
     render_resolved(c, d)
+    if d.get("nvshmem_options"):
+        _render_nvshmem_options(c, d["nvshmem_options"])
     lock = d.get("lock", {})
     c.print(f"[bold]lock[/bold] {lock.get('path')}: {lock.get('status')}" + (f" — {lock['hint']}" if lock.get("hint") else ""))
     for reason in lock.get("reasons", []) or []:

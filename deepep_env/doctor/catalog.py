@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import deepep_env.doctor.checks_deepep as checks_deepep
 import deepep_env.doctor.checks_deepep_v2 as checks_deepep_v2
+import deepep_env.doctor.checks_efa as checks_efa
 import deepep_env.doctor.checks_env as checks_env
+import deepep_env.doctor.checks_field as checks_field
 import deepep_env.doctor.checks_host as checks_host
 import deepep_env.doctor.checks_libraries as checks_libraries
 import deepep_env.doctor.checks_nccl as checks_nccl
@@ -18,9 +20,10 @@ from deepep_env.doctor.check import Check, checks_of
 from deepep_env.doctor.setup import SETUP_IDS
 
 # Run order: what is installed first (the module Python imports, its NVSHMEM), then the
-# environment, the host and its RDMA configuration, the loader, NCCL, the NIC handler.
+# environment, the host and its RDMA configuration, the loader, NCCL, the NIC handler; then this
+# year's field failures (checks_field) and the EFA host (checks_efa).
 MODULES = (checks_deepep, checks_nvshmem, checks_deepep_v2, checks_env, checks_host, checks_libraries,
-           checks_nccl, checks_nic)
+           checks_nccl, checks_nic, checks_field, checks_efa)
 CHECK_FAILED = "doctor.check-failed"
 
 

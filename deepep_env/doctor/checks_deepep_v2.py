@@ -118,6 +118,11 @@ def built_nccl(ctx: DoctorContext) -> str:
     return str(((build_record(ctx)[0] or {}).get("nccl") or {}).get("version") or "")
 
 
+def downgraded(nccl: NcclInstall, built: str) -> bool:
+    """The NCCL root's version is older than the one DeepEP was built against."""
+    return bool(nccl.version and built) and version_lt(".".join((nccl.version or "").split(".")[:3]), ".".join(built.split(".")[:3]))
+
+
 # -- the checks, in the order their findings were first emitted -------------------------------------------
 def _jit_tool_present(ctx: DoctorContext, emit: Emitter, tool: str, path: Optional[str], fid: str) -> None:
     state = ctx.paths.missing(path) if path else True
@@ -227,8 +232,8 @@ def _version_evidence(nccl: NcclInstall) -> Evidence:
 def nccl_new_enough(ctx: DoctorContext, emit: Emitter) -> None:
     """DeepEP 2.x's NCCL is >= 2.30.4, for the Gin device API (DeepEP README "Requirements")."""
     nccl = v2_nccl(ctx)
-    if nccl is None or not nccl.complete or not nccl.too_old():
-        return
+    if nccl is None or not nccl.complete or not nccl.too_old() or downgraded(nccl, built_nccl(ctx)):
+        return  # a downgrade from the build's NCCL is deepep-v2.nccl-downgraded's (checks_field)
     emit("deepep-v2.nccl-too-old", "error", f"DeepEP 2.x needs NCCL >= {NCCL_FLOOR} (Gin device API), {nccl.root} has {nccl.version}",
          [nccl.why, _version_evidence(nccl)], "install an env with NCCL >= 2.30.4 (nccl.provider = 'source' builds one)")
 
@@ -238,7 +243,7 @@ def nccl_matches_build(ctx: DoctorContext, emit: Emitter) -> None:
     """Below NCCL 2.31 the NCCL loaded is the one DeepEP compiled against (csrc/kernels/backend/nccl.cu)."""
     nccl = v2_nccl(ctx)
     built = built_nccl(ctx)
-    if nccl is None or not nccl.complete or nccl.too_old() or not nccl.differs_from_build(built):
+    if nccl is None or not nccl.complete or nccl.too_old() or not nccl.differs_from_build(built) or downgraded(nccl, built):
         return
     emit("deepep-v2.nccl-build-mismatch", "error",
          f"DeepEP was built against NCCL {built}, {nccl.root} has {nccl.version}: below 2.31 they must be the same "
@@ -277,10 +282,18 @@ def nccl_check_not_suppressed(ctx: DoctorContext, emit: Emitter) -> None:
     # deep_ep/__init__.py: int(os.environ.get('EP_SUPPRESS_NCCL_CHECK', 0)) — any non-zero integer.
     if v2_package(ctx) is None or not re.match(r"^\s*[+-]?0*[1-9][0-9]*\s*$", ctx.env.get("EP_SUPPRESS_NCCL_CHECK") or ""):
         return
+    # Deliberate: the env spec's [env] sets it (sglang #40671: servers that never use EP must not die
+    # on import-time checks). By accident: an image or a launcher left it in the environment.
+    if ctx.env.origin("EP_SUPPRESS_NCCL_CHECK").startswith("overlay rule spec-env"):
+        ctx.confirmed.append("deepep-v2.nccl-check-suppressed: EP_SUPPRESS_NCCL_CHECK set deliberately by the env spec's "
+                             "[env] (doctor's deepep-v2.nccl-* checks still run)")
+        return
     emit("deepep-v2.nccl-check-suppressed", "warning",
-         "EP_SUPPRESS_NCCL_CHECK turns off DeepEP's own check that one NCCL, the one it linked, is loaded "
-         "(deep_ep/__init__.py check_nccl_so): a mismatch then corrupts or hangs instead of failing at import",
-         [ctx.env.evidence("EP_SUPPRESS_NCCL_CHECK")], "unset EP_SUPPRESS_NCCL_CHECK and fix what it hid")
+         "EP_SUPPRESS_NCCL_CHECK comes from outside the env spec: it turns off DeepEP's own check that one NCCL, the "
+         "one it linked, is loaded (deep_ep/__init__.py check_nccl_so): a mismatch then corrupts or hangs instead of "
+         "failing at import (set on purpose only for servers that never use EP: sglang PR #40671)",
+         [ctx.env.evidence("EP_SUPPRESS_NCCL_CHECK")],
+         "unset EP_SUPPRESS_NCCL_CHECK and fix what it hid; where it is wanted, set it in the env spec's [env]")
 
 
 def gin_off(ctx: DoctorContext) -> bool:

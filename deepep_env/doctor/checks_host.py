@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from deepep_env.platform.profiles import efa_nics
 from deepep_env.doctor.context import DoctorContext, nic_names
 from deepep_env.doctor.model import Evidence
 from deepep_env.doctor.check import Emitter, check
@@ -190,7 +191,9 @@ def missing_modules(ctx: DoctorContext) -> list[tuple[str, str, Evidence]]:
     wanted: dict[str, tuple[str, Evidence]] = {}
     for m in spec_modules:
         wanted[m] = ("error", Evidence(value=f"kernel_modules = {spec_modules}", file=spec_file(ctx)))
-    if facts.gpus and facts.usable_nics() and "nvidia_peermem" not in wanted and ctx.host.platform.name not in ("nvlink", "none"):
+    # EFA's driver reaches GPU memory through NVIDIA's p2p API itself (no nvidia_peermem): only non-EFA NICs ask for it.
+    if (facts.gpus and facts.usable_nics() and not only_efa(ctx) and "nvidia_peermem" not in wanted
+            and ctx.host.platform.name not in ("nvlink", "none")):
         wanted["nvidia_peermem"] = (
             "warning",
             Evidence(value=f"{len(facts.usable_nics())} RDMA NIC(s) with an ACTIVE port: {nic_names(facts.usable_nics())}", file="/sys/class/infiniband"),
@@ -329,9 +332,15 @@ def ports_in_use(ctx: DoctorContext) -> list[tuple[Nic, Port]]:
     return [(n, p) for n in nics for p in n.usable_ports()]
 
 
+def only_efa(ctx: DoctorContext) -> bool:
+    """Every usable RDMA device is AWS EFA: NVSHMEM's IB transports, HCA names and GIDs do not apply."""
+    usable = ctx.host.facts.usable_nics()
+    return bool(usable) and len(efa_nics(ctx.host.facts)) == len(usable)
+
+
 def rdma_checked(ctx: DoctorContext) -> bool:
-    """Whether the rdma-config checks apply: the host has RDMA NICs and a remote transport matters."""
-    return bool(ctx.host.facts.nics) and ctx.rdma_relevant()
+    """Whether the rdma-config checks apply: the host has RDMA NICs (not EFA's) and a remote transport matters."""
+    return bool(ctx.host.facts.nics) and ctx.rdma_relevant() and not only_efa(ctx)
 
 
 def devices_evidence(ctx: DoctorContext) -> Evidence:

@@ -14,7 +14,7 @@ import sys
 from typing import Iterable, Mapping, Optional, Sequence
 
 from deepep_env.errors import UserError
-from deepep_env.overlay import known_vars, rules_v2
+from deepep_env.overlay import known_vars, rules_efa, rules_v2
 from deepep_env.overlay.changes import Overlay
 from deepep_env.overlay.rulebase import Rule, RuleContext, rule, rules_of
 from deepep_env.overlay.rules_v2 import v2_record
@@ -458,5 +458,5 @@ def build_overlay(
     return Overlay(profile.name, tuple(ctx.changes), tuple(ctx.notes))
 
 
-# Every rule by name: this module's and DeepEP 2.x's (one NCCL per process, the JIT cache).
-RULES: dict[str, Rule] = {**rules_of(sys.modules[__name__]), **rules_of(rules_v2)}
+# Every rule by name: this module's, DeepEP 2.x's (one NCCL per process, the JIT cache) and EFA's.
+RULES: dict[str, Rule] = {**rules_of(sys.modules[__name__]), **rules_of(rules_v2), **rules_of(rules_efa)}

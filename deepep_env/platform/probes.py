@@ -59,6 +59,8 @@ WATCHED_PATHS = (
     "/usr/local/gib/configs/tuner_config_a4.txtpb",
     "/home/kubernetes/bin/nvidia",
     "/var/run/secrets/kubernetes.io/serviceaccount",
+    "/opt/amazon/efa/lib",
+    "/opt/amazon/ofi-nccl/lib",
 )
 
 # dpkg packages whose versions name the OFED/DOCA stack (Debian/Ubuntu hosts; seed 000 uses

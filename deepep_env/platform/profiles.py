@@ -70,6 +70,16 @@ def _has_model(facts: HostFacts, token: str) -> bool:
     return False
 
 
+def efa_nics(facts: HostFacts) -> list:
+    """AWS EFA devices: rdma-core names a device with an ``Unspecified`` link layer ``rdmap<bus>s<slot>``
+    (older images: ``efa_<n>``); the efa kernel module or Amazon's DMI vendor confirms it."""
+    amazon = "amazon" in (facts.dmi.get("sys_vendor", "") + facts.dmi.get("board_vendor", "")).lower()
+    if not (facts.module_loaded("efa") or amazon):
+        return []
+    return [n for n in facts.usable_nics()
+            if n.hca.startswith(("rdmap", "efa_")) or all((p.link_layer or "").lower() == "unspecified" for p in n.ports)]
+
+
 def select_platform(facts: HostFacts, override: Optional[str] = None) -> PlatformChoice:
     """The profile for this host, with the evidence that chose it."""
     if override:
@@ -109,6 +119,13 @@ def select_platform(facts: HostFacts, override: Optional[str] = None) -> Platfor
         ev.append(why)
         return PlatformChoice(name, "detected", tuple(ev), get_profile(name))
 
+    efa = efa_nics(facts)
+    if efa:
+        ev.append(f"EFA devices ({len(efa)}: {', '.join(n.hca for n in efa[:4])}{', …' if len(efa) > 4 else ''}; "
+                  f"link layer Unspecified, efa module {'loaded' if facts.module_loaded('efa') else 'not listed'})")
+        if vendor or product:
+            ev.append(f"DMI: sys_vendor={vendor!r} product_name={product!r}")
+        return pick("aws-efa", "EFA RDMA devices → aws-efa")
     if _has_model(facts, "GB200"):
         return pick("gb200", "GB200 GPUs → gb200")
     if _has_model(facts, "B300"):

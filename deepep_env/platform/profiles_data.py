@@ -136,6 +136,19 @@ PROFILES: dict = {
             "deepep-jit-cache",
         ],
     },
+    "aws-efa": {
+        "description": "AWS p5/p5en/p6 (EFA): DeepEP V2 over NCCL Gin through aws-ofi-nccl (GIN type 5); no IBGDA, no mlx5",
+        "status": "stub",
+        "sources": ["shared/research/2026-11-landscape.md §1.2, §3.7 (awslabs/awsome-distributed-ai PR #1234, "
+                    "amazon-contributing/DeepEP)", "tests/fixtures/hosts aws-p5en (public facts)"],
+        "gpu_models": ["H100", "H200", "B200", "B300"],
+        "rules": [
+            "efa-gin",
+            "nvshmem-preload",
+            "nccl-preload",
+            "deepep-jit-cache",
+        ],
+    },
     "rdma-generic": {
         "description": "GPUs with RDMA NICs on no known platform: only the rules every RDMA host needs",
         "status": "supported",

@@ -31,10 +31,72 @@ def _sm100_cuda(r: ResolvedSpec) -> Optional[str]:
     return None
 
 
+LAYOUT_FEATURE = "nvshmem-3.5-layout"  # the revision or a patch handles NVSHMEM 3.5.19's RC-QP layout (#564, PR #696)
+
+
+def _features(r: ResolvedSpec) -> set[str]:
+    have = set(r.deepep.features)
+    for p in r.deepep.patches:
+        have.update(p.pin.features)
+    return have
+
+
 def _v2_legacy_nvshmem(r: ResolvedSpec) -> Optional[str]:
-    if r.deepep.engine == "v2" and not version_lt(r.nvshmem.version, "3.5.19"):
+    if r.deepep.engine == "v2" and not version_lt(r.nvshmem.version, "3.5.19") and LAYOUT_FEATURE not in _features(r):
         return (f"DeepEP {r.deepep.label} (EPv2 line) legacy kernels are wrong with NVSHMEM {r.nvshmem.version} "
-                ">= 3.5.19; use NVSHMEM < 3.5.19 or a V1 revision with the #564 layout fix (29d31c0)")
+                ">= 3.5.19 (deepseek-ai/DeepEP #707, #764: the #564 fix was lost in V2); use NVSHMEM < 3.5.19, a V1 "
+                "revision with the #564 layout fix (29d31c0), or a patch with feature 'nvshmem-3.5-layout' (PR #696)")
+    return None
+
+
+def _v1_legacy_layout(r: ResolvedSpec) -> Optional[str]:
+    # NVSHMEM 3.5.21 release notes, Known Issues: "The internal layout of RC-connected QPs changed starting in
+    # 3.5.19 causing ABI compatibility breakage when enabling IBGDA". V1 kernels before #564 time out
+    # (dispatch CPU), hang in notify_dispatch or fault (DeepEP #553, #707, #764).
+    if r.deepep.engine == "v1" and not version_lt(r.nvshmem.version, "3.5.19") and LAYOUT_FEATURE not in _features(r):
+        return (f"DeepEP {r.deepep.label} V1 kernels use the pre-3.5.19 RC-QP layout, NVSHMEM {r.nvshmem.version} "
+                "changed it: internode dispatch times out, hangs or faults (deepseek-ai/DeepEP #553, #707, #764); use "
+                "NVSHMEM <= 3.4.5 or a revision/patch with feature 'nvshmem-3.5-layout' (#564, PR #696)")
+    return None
+
+
+# What pip's torch wheels pin exactly (shared/research/2026-11-landscape.md §5: DeepEP #710, aws DLC #6467,
+# vLLM PR #58159). Only releases a thread names; a torch not listed is not judged.
+TORCH_PIP_PINS = {
+    "2.11": {"nccl": "2.28.9"},
+    "2.13": {"nccl": "2.29.7"},
+    "2.15": {"nvshmem": "3.7"},
+}
+
+
+def _torch_pin(r: ResolvedSpec, what: str) -> Optional[str]:
+    if r.pytorch.provider not in ("pip", "host"):
+        return None
+    return TORCH_PIP_PINS.get(".".join(r.pytorch.version.split(".")[:2]), {}).get(what)
+
+
+def _torch_nccl_pin(r: ResolvedSpec) -> Optional[str]:
+    # nccl.provider 'pip' is the host Python's nvidia-nccl wheel, the one torch pins: the next pip resolve
+    # puts torch's pin back (DeepEP #710), below what DeepEP V2 was built against.
+    # Only where the env resolves PyTorch from PyPI (provider 'pip'); a host venv is as it is, and doctor's
+    # deepep-v2.nccl-downgraded checks what it loads.
+    pin = _torch_pin(r, "nccl") if r.pytorch.provider == "pip" else None
+    if r.deepep.engine == "v2" and r.nccl.provider == "pip" and pin and version_lt(pin, r.nccl.version):
+        return (f"PyTorch {r.pytorch.version} pins nvidia-nccl =={pin} exactly: pip silently downgrades the NCCL "
+                f"{r.nccl.version} DeepEP {r.deepep.label} is built against (`undefined symbol: ncclGetLsaDevicePointer`, "
+                "deepseek-ai/DeepEP #710); use nccl.provider 'source' or 'conda' (the env's own NCCL, preloaded by "
+                "`deepep-env run`)")
+    return None
+
+
+def _torch_nvshmem_pin(r: ResolvedSpec) -> Optional[str]:
+    # One NVSHMEM per process: torch 2.15's wheel brings NVSHMEM 3.7 (vLLM PR #58159); DeepEP's NVSHMEM of the
+    # other layout class next to it is the cross-layout pair PR #696's runtime check refuses.
+    pin = _torch_pin(r, "nvshmem")
+    if pin and version_lt(r.nvshmem.version, "3.5.19") and not version_lt(pin, "3.5.19"):
+        return (f"PyTorch {r.pytorch.version} pins NVSHMEM {pin} (>= 3.5.19 RC-QP layout), the env's NVSHMEM "
+                f"{r.nvshmem.version} is of the older layout: one process cannot load both (vLLM PR #58159, "
+                "DeepEP PR #696); use NVSHMEM >= 3.5.19 with the layout fix, or PyTorch < 2.15")
     return None
 
 
@@ -157,9 +219,7 @@ def _torch_cuda_major(r: ResolvedSpec) -> Optional[str]:
 
 
 def _required_features(r: ResolvedSpec) -> Optional[str]:
-    have = set(r.deepep.features)
-    for p in r.deepep.patches:
-        have.update(p.pin.features)
+    have = _features(r)
     missing = [f for f in r.deepep.require if f not in have]
     if missing:
         return f"DeepEP {r.deepep.label} lacks {', '.join(missing)}; pick a revision or patch that provides it"
@@ -175,10 +235,17 @@ def _ibgda_handler(r: ResolvedSpec) -> Optional[str]:
 RULES: tuple[Rule, ...] = (
     Rule("sm100-needs-cuda-12.8", "Blackwell (sm_100/sm_120) code needs CUDA >= 12.8",
          "CUDA 12.8 release notes; field notes §1 (gcp-b200 uses 12.9)", _sm100_cuda, "cuda.version"),
+    Rule("deepep-v1-nvshmem-layout", "V1 kernels with NVSHMEM >= 3.5.19 need the RC-QP layout fix (feature nvshmem-3.5-layout)",
+         "NVSHMEM 3.5.21 release notes (Known Issues); deepseek-ai/DeepEP #553, #707, #764; PR #564, #696",
+         _v1_legacy_layout, "nvshmem.version"),
     Rule("deepep-revision-nvshmem", "each DeepEP revision states the NVSHMEM versions its kernels are correct with",
          "recipes/deep-ep/sources.toml; DeepEP PR #564 (3.5.19 RC-QP layout)", _revision_nvshmem_range, "nvshmem.version"),
-    Rule("deepep-v2-legacy-nvshmem-3.5.19", "EPv2-line legacy kernels are wrong with NVSHMEM >= 3.5.19",
-         "deepseek-ai/DeepEP issue #764, open PR #696", _v2_legacy_nvshmem, "nvshmem.version"),
+    Rule("deepep-v2-legacy-nvshmem-3.5.19", "EPv2-line legacy kernels are wrong with NVSHMEM >= 3.5.19 (unless a patch has the layout fix)",
+         "deepseek-ai/DeepEP issues #707, #764, open PR #696", _v2_legacy_nvshmem, "nvshmem.version"),
+    Rule("pytorch-pip-nccl-pin", "pip's PyTorch pins NVIDIA's NCCL wheel exactly: a pip NCCL newer than the pin is downgraded",
+         "deepseek-ai/DeepEP #710 (PR #712); aws/deep-learning-containers PR #6467", _torch_nccl_pin, "nccl.provider"),
+    Rule("pytorch-pip-nvshmem-pin", "one NVSHMEM per process: pip PyTorch 2.15's NVSHMEM 3.7 and the env's must share a layout class",
+         "vllm-project/vllm PR #58159; deepseek-ai/DeepEP PR #696", _torch_nvshmem_pin, "nvshmem.version"),
     Rule("deepep-v2-nccl", "DeepEP V2 (NCCL Gin) needs NCCL >= 2.30.4 at build and run, the same build below 2.31",
          "DeepEP README 'Requirements' at dd758ca; csrc/kernels/backend/nccl.cu:100-105 (exact match below 2.31)",
          _v2_nccl, "nccl.version"),

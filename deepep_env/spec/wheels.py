@@ -1,0 +1,111 @@
+"""NVIDIA's NVSHMEM wheels as pinned options: ``recipes/nvshmem-wheel/sources.toml``.
+
+Each ``[versions."V".cuNN.<subdir>]`` is one wheel of ``nvidia-nvshmem-cuNN==V`` (its PyPI file name,
+URL and ``sha256``). :func:`nvshmem_options` is what ``deepep-env plan`` shows: every NVSHMEM version
+either catalog pins (source by tree hash, wheel by sha256), its RC-QP layout class, and whether the
+spec's rules accept it (DeepEP's revision, the 3.5.19 layout change, torch's pins) — so a spec that
+cannot fetch a source tarball sees which pinned wheel it could use.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from pydantic import Field, ValidationError, field_validator
+
+from deepep_env.errors import UserError
+from deepep_env.hashing import is_digest
+from deepep_env.spec.catalog import CATALOG_FORMAT, load_catalog
+from deepep_env.spec.load import read_spec_bytes, show
+from deepep_env.spec.model import Strict
+from deepep_env.spec.resolved import ResolvedSpec
+from deepep_env.versions import version_cmp, version_lt
+
+PACKAGE = "nvshmem-wheel"
+LAYOUT_CHANGE = "3.5.19"  # NVSHMEM 3.5.21 release notes: RC-QP layout changed starting in 3.5.19
+
+
+class WheelPin(Strict):
+    filename: str = Field(pattern=r"^nvidia_nvshmem_cu1[0-9]-[0-9.]+-py3-none-[A-Za-z0-9_.]+\.whl$")
+    url: str = Field(pattern=r"^https://files\.pythonhosted\.org/packages/[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{60}/[A-Za-z0-9_.-]+\.whl$")
+    sha256: str
+    size: int = Field(gt=0)
+
+    _d = field_validator("sha256")(lambda cls, v: v if is_digest(v) else (_ for _ in ()).throw(
+        ValueError("must be 'sha256:' followed by 64 lowercase hex digits")))
+
+
+class WheelCatalog(Strict):
+    format: int
+    package: str
+    versions: dict[str, dict[str, dict[str, WheelPin]]] = Field(default_factory=dict)  # V -> cuNN -> subdir -> pin
+
+
+def load_wheels(recipes_dir: Path) -> WheelCatalog:
+    path = recipes_dir / PACKAGE / "sources.toml"
+    if not path.exists():
+        return WheelCatalog(format=CATALOG_FORMAT, package=PACKAGE)
+    try:
+        data = tomllib.loads(read_spec_bytes(path).decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise UserError(f"unreadable wheel catalog: {type(exc).__name__}", file=path, accepted="TOML 1.0, UTF-8") from None
+    try:
+        cat = WheelCatalog.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise UserError(err["msg"], file=path, field=".".join(str(p) for p in err["loc"])) from None
+    if cat.format != CATALOG_FORMAT or cat.package != PACKAGE:
+        raise UserError(f"format/package {show(cat.format)}/{show(cat.package)}", file=path,
+                        accepted=f"format = {CATALOG_FORMAT}, package = {PACKAGE!r}")
+    for v, per_cuda in cat.versions.items():
+        for cu, per_subdir in per_cuda.items():
+            for sd, pin in per_subdir.items():
+                if not pin.filename.startswith(f"nvidia_nvshmem_{cu}-{v}-") or pin.url.rsplit("/", 1)[-1] != pin.filename:
+                    raise UserError(f"{pin.filename} is not nvidia-nvshmem-{cu}=={v}", file=path, field=f"versions.{v}.{cu}.{sd}")
+    return cat
+
+
+def wheel_pin(cat: WheelCatalog, version: str, cuda_version: str, subdir: str) -> Optional[WheelPin]:
+    return cat.versions.get(version, {}).get(f"cu{cuda_version.split('.')[0]}", {}).get(subdir)
+
+
+def layout_class(version: str) -> str:
+    return ">=3.5.19" if not version_lt(version, LAYOUT_CHANGE) else "<3.5.19"
+
+
+def nvshmem_options(r: ResolvedSpec, project: Any) -> list[dict[str, Any]]:
+    """Every catalogued NVSHMEM version for this spec: its source and wheel pins, layout class, and the
+    first rule that refuses it for this spec (None: allowed)."""
+    from deepep_env.spec.rules import violations  # rules import resolved; keep this module light
+
+    recipes = Path(project.recipes)
+    wheels = load_wheels(recipes)
+    try:
+        src = load_catalog(recipes, "nvshmem").versions
+    except UserError:
+        src = {}
+    subdir = r.subdirs[0] if r.subdirs else "linux-64"
+    out = []
+    import functools
+    for v in sorted(set(src) | set(wheels.versions), key=functools.cmp_to_key(version_cmp), reverse=True):
+        entry = src.get(v)
+        pin = wheel_pin(wheels, v, r.cuda.version, subdir)
+        cand = r.model_copy(update={"nvshmem": r.nvshmem.model_copy(update={"version": v})})
+        bad = violations(cand)
+        out.append({
+            "version": v,
+            "layout": layout_class(v),
+            "source": None if entry is None else ("pinned" if entry.source.pinned else "unpinned"),
+            "wheel": None if pin is None else {"package": f"nvidia-nvshmem-cu{r.cuda.version.split('.')[0]}",
+                                               "subdir": subdir, "filename": pin.filename, "url": pin.url,
+                                               "sha256": pin.sha256, "size": pin.size},
+            "refused_by": None if not bad else {"rule": bad[0][0].id, "message": bad[0][1]},
+            "selected": v == r.nvshmem.version,
+        })
+    return out

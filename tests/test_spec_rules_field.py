@@ -1,0 +1,43 @@
+"""Issue 27: spec rules for this year's failures, each refusing a spec that reproduces it, with the thread cited."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli_runner import cli_in_process
+from test_spec_hostile import GOOD, V2_NCCL_OK, sect, sub
+
+V1_OLD = "9af0e0d0e74f3577af1979c9b9e1ac2cad0104ee"   # tag v1.2.1: before #564
+
+
+def validate(tmp_path: Path, capsys, text: str):
+    f = tmp_path / "h200-nvlink.toml"
+    f.write_text(text)
+    return cli_in_process(capsys, "spec", "validate", str(f))
+
+
+@pytest.mark.parametrize("text,words", [
+    # V1 kernels x NVSHMEM >= 3.5.19 without the layout fix (#553, #707, #764)
+    (sub("8a07e7e7ed57cfc63005f670d64d410cb30b061b", V1_OLD).replace('require = ["pr-466"]', "require = []")
+     .replace('version = "3.4.5"', 'version = "3.5.19"'), ("RC-QP layout", "#707", "nvshmem-3.5-layout")),
+    # V2 legacy kernels x NVSHMEM >= 3.5.19 (#764, PR #696)
+    (V2_NCCL_OK.replace('version = "3.4.5"', 'version = "3.5.19"'), ("#764", "PR #696")),
+    # pip torch 2.11 pins nvidia-nccl 2.28.9: a pip NCCL 2.30.4 under DeepEP V2 is downgraded (#710)
+    (sect("nccl", 'version = "2.30.4"\nprovider = "pip"', V2_NCCL_OK).replace('cuda = "13.0"\nprovider = "host"', 'cuda = "13.0"\nprovider = "pip"'),
+     ("==2.28.9", "#710", "ncclGetLsaDevicePointer")),
+    # pip torch 2.15 brings NVSHMEM 3.7 next to the env's 3.4.5 (vLLM PR #58159)
+    (GOOD.replace('version = "2.11.0"', 'version = "2.15.0"'), ("NVSHMEM 3.7", "#58159")),
+])
+def test_rule_refuses_with_the_thread(tmp_path, capsys, text, words):
+    res = validate(tmp_path, capsys, text)
+    assert res.returncode == 2, res.stdout + res.stderr
+    for w in words:
+        assert w in res.stderr, res.stderr
+
+
+def test_v1_with_the_layout_fix_and_nvshmem_3_5_19_is_allowed(tmp_path, capsys):
+    # 8a07e7e (PR #466 head) carries nvshmem-3.5-layout
+    assert "nvshmem-3.5-layout" in (Path(__file__).parents[1] / "recipes/deep-ep/sources.toml").read_text()
+    res = validate(tmp_path, capsys, GOOD)
+    assert res.returncode == 0, res.stderr
