@@ -57,8 +57,10 @@ def _fact_key(v: Any) -> str:
 
 
 def node_facts(doc: dict[str, Any]) -> tuple[Optional[str], dict[str, Any]]:
-    ctx = doc.get("context") if isinstance(doc.get("context"), dict) else {}
-    host = ctx.get("host") if isinstance(ctx.get("host"), dict) else {}
+    raw_ctx = doc.get("context")
+    ctx: dict[str, Any] = raw_ctx if isinstance(raw_ctx, dict) else {}
+    raw_host = ctx.get("host")
+    host: dict[str, Any] = raw_host if isinstance(raw_host, dict) else {}
     facts = {k: host.get(k) for k in FACTS if k in host}
     nh = ctx.get("nic_handler")
     facts["nic_handler"] = nh.get("value") if isinstance(nh, dict) else None
@@ -174,7 +176,7 @@ def merge(nodes: list[Node], expect: Optional[int] = None) -> dict[str, Any]:
 def fleet_report(folder: "str | os.PathLike[str]", expect: Optional[int] = None) -> dict[str, Any]:
     paths = node_files(Path(folder))
     if not paths and not expect:
-        raise UserError("no node reports (*.json)", file=folder, accepted="`deepep-env doctor ENV --json > DIR/NODE.json` on every node")
+        raise UserError("no node reports (*.json)", file=Path(folder), accepted="`deepep-env doctor ENV --json > DIR/NODE.json` on every node")
     return merge([read_node(p) for p in paths], expect)
 
 

@@ -215,5 +215,5 @@ def load_records(project, env: Optional[str] = None) -> tuple[list[Record], list
                 out.append(read_record(f))
             except UserError as err:
                 warnings.append(f"skipped: {err}")
-    out.sort(key=lambda r: (r.data["time"], r.path.name))
+    out.sort(key=lambda r: (r.data["time"], len(r.path.name), r.path.name))   # "x.json" before "x-2.json"
     return out, warnings
