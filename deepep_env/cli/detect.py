@@ -13,11 +13,19 @@ def register(app: typer.Typer) -> None:
         root: str = typer.Option("/", "--root", help="Read the host under this directory (a captured tree); default /."),
         platform: Optional[str] = typer.Option(None, "--platform", help="Use this platform profile instead of the detected one."),
         as_json: bool = typer.Option(False, "--json", help="Print every fact as JSON (docs/overlay.md)."),
+        svg: Optional[str] = typer.Option(None, "--svg", help="Also draw the topology to FILE: GPUs, NICs, PCIe switches, the GPU→NIC mapping the overlay chose, its evidence."),
     ) -> None:
         """Detect GPUs, RDMA NICs, PCIe topology, driver and platform from sysfs/procfs."""
         from deepep_env.platform import detect
 
         det = detect(root, platform)
+        if svg:
+            from deepep_env.atomic import write_text
+            from deepep_env.envcontext import overlay_context, read_host
+            from deepep_env.platform.svg import render_svg
+
+            host = read_host(root, platform)
+            write_text(svg, render_svg(host.facts, host.platform, overlay_context(host).overlay))
         if as_json:
             typer.echo(json.dumps(det.to_dict(), indent=2))
         else:
