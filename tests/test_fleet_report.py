@@ -207,3 +207,14 @@ def test_shell_preflight_stops_a_fleet_with_a_planted_difference(tmp_path, host_
     assert "first node that would break the job: node-2" in procs[0].stderr
     assert "the fleet did not pass" in procs[1].stderr
     assert not (proj / "verified").exists()
+
+
+def test_bench_fleet_prints_name_value_lines():
+    """benchmarks/bench_fleet.py on a small fleet: name=value lines, the headline last (no timing asserted)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEEPEP_ENV_")}
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_fleet.py"), "--nodes", "30"],
+                          capture_output=True, text=True, env=dict(env, PYTHONPATH=str(REPO)), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert all("=" in ln for ln in lines)
+    assert lines[-1].startswith("fleet_report_30_nodes_s=") and "nodes=30" in lines
