@@ -299,6 +299,9 @@ def render_k8s(plan: LaunchPlan) -> Rendering:
     rdma = rdma_resource(p)
     if o.security == "capabilities" and not rdma:
         notes.append("--security capabilities without an RDMA resource: nothing gives the pod /dev/infiniband")
+    if p.node_argv and not p.options.k8s.shared_pvc:
+        notes.append("preflight without --shared-pvc: each pod checks itself alone (its doctor must pass); give a "
+                     "ReadWriteMany claim to compare the nodes with `fleet report` before the test")
     how = "\n".join([
         "",
         f"Apply with: kubectl apply{ns} -f {p.name}.yaml   (delete and apply again to rerun)",
