@@ -276,11 +276,17 @@ def ensure_installed(project, plan: TaskPlan) -> None:
 
 
 def _pump(src, dst, keep: "collections.deque[bytes]", limit: int) -> None:
-    """Copy ``src`` to ``dst`` as it comes, keeping its last ``limit`` bytes in ``keep``."""
+    """Copy ``src`` to the text stream ``dst`` as it comes (its binary buffer when it has one),
+    keeping the last ``limit`` bytes in ``keep``."""
     size = 0
+    raw = getattr(dst, "buffer", None)
     for chunk in iter(lambda: src.read1(65536), b""):
-        dst.write(chunk)
-        dst.flush()
+        if raw is not None:
+            raw.write(chunk)
+            raw.flush()
+        else:
+            dst.write(chunk.decode("utf-8", "replace"))
+            dst.flush()
         keep.append(chunk)
         size += len(chunk)
         while size > limit and len(keep) > 1:
@@ -291,10 +297,12 @@ def _pump(src, dst, keep: "collections.deque[bytes]", limit: int) -> None:
 def run_teed(argv: list[str], *, cwd: str, env: dict[str, str], limit: int = 8 << 20) -> tuple[int, str]:
     """Run ``argv`` with its stdout and stderr passed through as they come, and return its exit
     status with the last ``limit`` bytes of each (for the figures a test prints)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     outs: list[collections.deque[bytes]] = [collections.deque(), collections.deque()]
     pumps = [threading.Thread(target=_pump, args=(pipe, dst, keep, limit), daemon=True)
-             for pipe, dst, keep in ((proc.stdout, sys.stdout.buffer, outs[0]), (proc.stderr, sys.stderr.buffer, outs[1]))]
+             for pipe, dst, keep in ((proc.stdout, sys.stdout, outs[0]), (proc.stderr, sys.stderr, outs[1]))]
     for t in pumps:
         t.start()
     rc = proc.wait()

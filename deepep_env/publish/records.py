@@ -48,7 +48,9 @@ def ship_records(kind: str, to_channel: "Path | None", env: "str | None", projec
         project = find_project(project_dir)
     except UserError:
         return report
-    if not (project.root / CHANNEL_DIR).is_dir():
+    from deepep_env.verify.records import load_records
+
+    if not load_records(project, env)[0]:
         return report
     if kind != "file" or to_channel is None:
         report.notes.append(f"test records (verified/{env}/) are shipped to file channels only; not sent to this {kind} target")
