@@ -3,7 +3,8 @@
     python benchmarks/bench_fleet.py [--nodes N]
 
 The node files are real `deepep-env doctor --json` reports of the gcp-b200 fixture host (one
-doctor run, copied N times, each with its own node name), with planted differences on a few
+doctor run, copied N times, each with its own node name, its context padded with 60 checked
+variables to the size of an installed env's report, ~12 KB), with planted differences on a few
 nodes (a GID index, a missing peermem, a doctor error) so the merge has odd nodes to find. Times
 the report in-process (read + merge + text) and as the command a job's rank 0 runs (a new
 process, --json and --html). Prints `name=value` lines (seconds); the last line is the headline.
@@ -25,12 +26,15 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 
-def node_reports(folder: Path, n: int) -> None:
+def node_reports(folder: Path, n: int, context_vars: int) -> None:
     import platform_fixtures as pf
     from deepep_env.doctor import run_doctor
 
     root = pf.make_hosts.build("gcp-b200", folder.parent / "host")
     base = run_doctor(None, root=str(root), environ={}).to_dict()
+    # An env's report also lists the checked variables with their sources: as big as a real one.
+    base["context"]["environment"] = {f"NVSHMEM_VAR_{i:03d}": {"value": "x" * 60, "source": "overlay rule some-rule ← a host fact"}
+                                      for i in range(context_vars)}
     for i in range(n):
         doc = copy.deepcopy(base)
         doc["context"]["host"]["node"] = f"gpu-node-{i:04d}"
@@ -47,6 +51,7 @@ def node_reports(folder: Path, n: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--context-vars", type=int, default=60, help="variables in each report's context (size)")
     args = ap.parse_args()
     from deepep_env.fleet.html import render_html
     from deepep_env.fleet.report import fleet_report, render_text
@@ -55,7 +60,7 @@ def main() -> int:
         folder = Path(tmp) / "fleet"
         folder.mkdir()
         t0 = time.perf_counter()
-        node_reports(folder, args.nodes)
+        node_reports(folder, args.nodes, args.context_vars)
         print(f"setup_s={time.perf_counter() - t0:.3f}")
         size = sum(p.stat().st_size for p in folder.iterdir())
         print(f"nodes={args.nodes}")
