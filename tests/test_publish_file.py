@@ -182,3 +182,11 @@ def test_publish_env_ships_its_test_records(tmp_path, pkgs, no_creds, captured: 
     assert (chan / "verified" / "demo" / rec.name).read_bytes() == rec.read_bytes()
     again = captured.cli("publish", "demo", "--to", chan.as_uri(), "--state", state, "--project", proj.root)
     assert again.returncode == 0 and f"already present  verified/demo/{rec.name}" in again.stdout
+    # a teammate reads what the channel says was verified, against the project's lock
+    seen = captured.cli("verified", "--channel", chan.as_uri(), "--project", proj.root, "--json")
+    assert seen.returncode == 0, seen.stderr
+    (cell,) = json.loads(seen.stdout)["cells"]
+    assert (cell["env"], cell["test"], cell["status"]) == ("demo", "intranode", "pass")
+    assert cell["newest"]["path"].startswith(str(chan))
+    none = captured.cli("verified", "--channel", str(tmp_path / "state"), "--project", proj.root)
+    assert none.returncode != 0 and "holds no test records" in none.stderr

@@ -12,13 +12,23 @@ def register(app: typer.Typer) -> None:
     @app.command("verified")
     def verified_cmd(
         env: Optional[str] = typer.Option(None, "--env", "-e", help="only this environment"),
+        channel: Optional[str] = typer.Option(None, "--channel", help="read the records a file channel holds (DIR or file:///DIR, as `publish` shipped them) instead of the project's"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
         """What was tested where: pass/fail, the newest figures, and whether each record still matches the lock."""
         from deepep_env.verify.matrix import build_matrix
 
-        m = build_matrix(project(project_dir), env)
+        base = None
+        if channel:
+            from deepep_env.errors import UserError
+            from deepep_env.publish.local import channel_path
+
+            base = channel_path(channel) / "verified"
+            if not base.is_dir():
+                raise UserError("the channel holds no test records (no verified/ folder)", file=base, field="--channel",
+                                accepted="a file channel `deepep-env publish ENV` shipped records to")
+        m = build_matrix(project(project_dir), env, base)
         print_warnings(m["warnings"])
         if as_json:
             print_json(m)

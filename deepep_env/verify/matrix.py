@@ -59,9 +59,9 @@ class Cell:
         }
 
 
-def build_matrix(project, env: Optional[str] = None) -> dict[str, Any]:
-    """``deepep-env verified --json``."""
-    records, warnings = load_records(project, env)
+def build_matrix(project, env: Optional[str] = None, base=None) -> dict[str, Any]:
+    """``deepep-env verified --json``; ``base``: the ``verified/`` folder of a channel instead of the project's."""
+    records, warnings = load_records(project, env, base)
     digests, why = current_digests(project)
     cells: dict[tuple[str, str, str], Cell] = {}
     for r in records:

@@ -198,10 +198,10 @@ def read_record(path: Path) -> Record:
     return Record(path, data)
 
 
-def load_records(project, env: Optional[str] = None) -> tuple[list[Record], list[str]]:
+def load_records(project, env: Optional[str] = None, base: Optional[Path] = None) -> tuple[list[Record], list[str]]:
     """Every readable record under ``verified/`` (of ``env`` only, when given), oldest first, and a
-    warning line for each file skipped."""
-    base = project.root / VERIFIED_DIR
+    warning line for each file skipped. ``base``: another ``verified/`` folder (a channel's)."""
+    base = project.root / VERIFIED_DIR if base is None else base
     out: list[Record] = []
     warnings: list[str] = []
     if not base.is_dir():
