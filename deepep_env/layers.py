@@ -27,13 +27,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("sources", ("sources", "recipegraph", "toolpkg"), "source cache, recipe graph, the tool as a package"),
     ("buildplan", ("buildplan",), "the build plan: nodes and build ids (pre-images)"),
     ("builder", ("builder", "copies"), "rattler-build driver, the store, the build channel"),
-    ("publish", ("publish",), "store entries pushed to a channel"),
     ("lock", ("lock", "pixi", "pixi_model"), "pixi.lock: solve, check, diff, export; pixi.toml"),
     ("install", ("install",), "a lock environment installed into a prefix, with its marker"),
     ("overlay", ("overlay",), "host overlay rules and prefix activation"),
     ("envcontext", ("envcontext",), "one host read and one prefix per command: the host context"),
+    ("verify", ("verify",), "test records bound to a lock digest, the host fingerprint they name"),
     ("doctor", ("doctor", "launch"), "doctor checks over a context; launch scripts"),
-    ("views", ("hostview", "planning", "tasks"), "command-level views: plan, tasks"),
+    ("views", ("hostview", "planning", "tasks", "publish", "fleet"),
+     "command-level views: plan, tasks; publishing packages and records; the fleet report"),
     ("cli", ("cli",), "the typer commands"),
 )
 

@@ -119,6 +119,16 @@ def _lock_status(name: str, project: Project) -> dict[str, Any]:
     return {"path": str(path.relative_to(project.root)), **_as_data(res)}
 
 
+def _verified(name: str, project: Project) -> dict[str, Any]:
+    """Whether a passing test record (verified/) is bound to the env's current lock digest."""
+    from deepep_env.verify.matrix import plan_verification
+
+    try:
+        return plan_verification(project, name)
+    except UserError as err:
+        return {"status": "error", "error": str(err)}
+
+
 def _has_env(path: Path, env: str) -> bool:
     try:
         return read_lock(path).env(env) is not None
@@ -149,6 +159,7 @@ def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_h
     data = _resolved_data(r, project)
     data["nvshmem_options"] = nvshmem_options(r, project)
     data["lock"] = _lock_status(name, project)
+    data["verified"] = _verified(name, project)
     data["prefix"] = {"path": str(project.prefix_for(name)),
                       "installed": has_marker(project.prefix_for(name))}
     data.update(_host_sections(name, project, r, root, demo_host, platform))

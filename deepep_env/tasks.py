@@ -14,12 +14,14 @@ share: words, quotes, ``$VAR``, ``--``). Planning is data (:class:`TaskPlan`), r
 """
 from __future__ import annotations
 
+import collections
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
@@ -28,12 +30,14 @@ from deepep_env.errors import UserError
 from deepep_env.install import install_env
 from deepep_env.overlay.activation import source_activation_scripts, spec_python
 from deepep_env.overlay.prefix import has_marker, read_prefix_meta
-from deepep_env.pixi_model import load_manifest
-from deepep_env.pixi_model import DependsOn, PixiManifest, Task, TaskArg
+from deepep_env.pixi_model import DependsOn, PixiManifest, Task, TaskArg, load_manifest
 from deepep_env.project import pixi_env_name
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from deepep_env.project import Project
+
+
+RECORDED_PREFIX = "deepep-test-"
 
 
 @dataclass
@@ -54,6 +58,12 @@ class TaskPlan:
     spec: str                         # deepep-env spec name
     prefix: str
     steps: list[TaskStep] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)   # the extra arguments given to the task itself
+
+    @property
+    def records(self) -> bool:
+        """A DeepEP test (``deepep-test-*``): its run writes a test record (``verified/``)."""
+        return self.task.startswith(RECORDED_PREFIX)
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "environment": self.environment, "spec": self.spec, "prefix": self.prefix,
@@ -100,7 +110,7 @@ def plan_task(project: Project, name: str, *, environment: Optional[str] = None,
         raise UserError(f"environment {environment!r} has no task {name!r}", field="NAME",
                         accepted=", ".join(sorted(tasks)) or "no tasks")
     plan = TaskPlan(task=name, environment=environment, spec=_spec_for_env(project, environment),
-                    prefix=str(project.prefix_for(environment)))
+                    prefix=str(project.prefix_for(environment)), args=list(args))
     for t, given in _run_order(tasks, DependsOn(name, tuple(args)), path):
         step = _step(project, tasks[t], given, path)
         if step is not None:
@@ -276,9 +286,65 @@ def ensure_installed(project: Project, plan: TaskPlan) -> None:
               file=sys.stderr, flush=True)
 
 
-def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, str]] = None, install: bool = True) -> int:
+def _pump(src, dst, keep: "collections.deque[bytes]", limit: int) -> None:
+    """Copy ``src`` to the text stream ``dst`` as it comes (its binary buffer when it has one),
+    keeping the last ``limit`` bytes in ``keep``."""
+    size = 0
+    raw = getattr(dst, "buffer", None)
+    for chunk in iter(lambda: src.read1(65536), b""):
+        if raw is not None:
+            raw.write(chunk)
+            raw.flush()
+        else:
+            dst.write(chunk.decode("utf-8", "replace"))
+            dst.flush()
+        keep.append(chunk)
+        size += len(chunk)
+        while size > limit and len(keep) > 1:
+            size -= len(keep.popleft())
+    src.close()
+
+
+def run_teed(argv: list[str], *, cwd: str, env: dict[str, str], limit: int = 8 << 20) -> tuple[int, str]:
+    """Run ``argv`` with its stdout and stderr passed through as they come, and return its exit
+    status with the last ``limit`` bytes of each (for the figures a test prints)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    outs: list[collections.deque[bytes]] = [collections.deque(), collections.deque()]
+    pumps = [threading.Thread(target=_pump, args=(pipe, dst, keep, limit), daemon=True)
+             for pipe, dst, keep in ((proc.stdout, sys.stdout, outs[0]), (proc.stderr, sys.stderr, outs[1]))]
+    for t in pumps:
+        t.start()
+    rc = proc.wait()
+    for t in pumps:
+        t.join()
+    return rc, "\n".join(b"".join(k).decode("utf-8", "replace") for k in outs)
+
+
+def write_task_record(project: Project, plan: TaskPlan, rc: int, output: str, env: dict[str, str]) -> None:
+    """The test record of a finished ``deepep-test-*`` task; one that cannot be written is a warning."""
+    from deepep_env.channels.auth import redact
+    from deepep_env.verify.records import host_root, record_test
+
+    try:
+        path = record_test(project, plan.spec, plan.task, plan.args, rc, output, root=host_root(env),
+                           platform=env.get("DEEPEP_ENV_PLATFORM") or None)
+    except (UserError, OSError) as exc:
+        print(f"deepep-env task: warning: no test record written: {redact(exc)}", file=sys.stderr, flush=True)
+        return
+    try:
+        shown = path.relative_to(project.root)
+    except ValueError:
+        shown = path
+    print(f"deepep-env task: record {shown}", file=sys.stderr, flush=True)
+
+
+def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, str]] = None, install: bool = True,
+             record: bool = True) -> int:
     """Install (unless told not to), activate, run the steps in order; stop at the first failure and
-    return its exit status."""
+    return its exit status. A ``deepep-test-*`` task's own step is teed and, when ``record``, its
+    result written as a test record (``verified/ENV/``) whether it passed or failed."""
     if install:
         ensure_installed(project, plan)
     env = task_environment(project, plan, base_env, load_manifest(project.pixi_toml))
@@ -288,10 +354,16 @@ def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, s
         for k, v in step.env.items():
             step_env[k] = _expand(v, step_env)
         print(f"deepep-env task: {step.name} ({plan.environment}): {step.cmd}", file=sys.stderr, flush=True)
+        teed = record and plan.records and step.name == plan.task
         try:
-            rc = subprocess.run([shell, "-c", step.cmd], cwd=step.cwd, env=step_env, check=False).returncode
+            if teed:
+                rc, output = run_teed([shell, "-c", step.cmd], cwd=step.cwd, env=step_env)
+            else:
+                rc = subprocess.run([shell, "-c", step.cmd], cwd=step.cwd, env=step_env, check=False).returncode
         except OSError as exc:
             raise UserError(f"cannot run task {step.name!r}: {exc}", field="cmd") from None
+        if teed:
+            write_task_record(project, plan, rc, output, dict(os.environ if base_env is None else base_env))
         if rc != 0:
             print(f"deepep-env task: {step.name} failed (exit {rc})", file=sys.stderr, flush=True)
             return rc

@@ -30,7 +30,7 @@ def node(tmp_path):
 
 def cli_render(capsys, tmp_path, *argv) -> str:
     out = tmp_path / "rendered"
-    rc, _, err = cli_in_process(capsys, "launch", "--project", REPO, "--output", out, *argv)
+    rc, _, err = cli_in_process(capsys, "launch", "--project", REPO, "--output", out, "--no-preflight", *argv)
     assert rc == 0, err
     return out.read_text()
 

@@ -161,3 +161,32 @@ def test_without_to_publishes_to_the_specs_publish_url(tmp_path, pkgs, no_creds,
     assert proc.returncode == 0, proc.stderr
     assert f"channel          {chan.as_uri()}" in proc.stdout
     assert pkgs.linux.name in _listed(chan, "linux-64")
+
+
+def test_publish_env_ships_its_test_records(tmp_path, pkgs, no_creds, captured: Captured, host_tree):
+    """Issue 28: an env's test records go with its packages, to <channel>/verified/ENV/."""
+    from verify_fixtures import DEEPEP_OUTPUT, make_project
+
+    from deepep_env.project import Project
+    from deepep_env.verify.records import record_test
+
+    proj = Project(make_project(tmp_path / "proj"))
+    rec = record_test(proj, "demo", "intranode", [], 0, DEEPEP_OUTPUT, root=str(host_tree("gcp-b200")))
+    state = tmp_path / "state"
+    write_manifest(state, "demo", pkgs.root / "a", [pkgs.linux, pkgs.noarch])
+    chan = tmp_path / "chan"
+    proc = captured.cli("publish", "demo", "--to", chan.as_uri(), "--state", state, "--project", proj.root, "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["records"] == [{"file": f"verified/demo/{rec.name}", "status": "uploaded"}]
+    assert (chan / "verified" / "demo" / rec.name).read_bytes() == rec.read_bytes()
+    again = captured.cli("publish", "demo", "--to", chan.as_uri(), "--state", state, "--project", proj.root)
+    assert again.returncode == 0 and f"already present  verified/demo/{rec.name}" in again.stdout
+    # a teammate reads what the channel says was verified, against the project's lock
+    seen = captured.cli("verified", "--channel", chan.as_uri(), "--project", proj.root, "--json")
+    assert seen.returncode == 0, seen.stderr
+    (cell,) = json.loads(seen.stdout)["cells"]
+    assert (cell["env"], cell["test"], cell["status"]) == ("demo", "intranode", "pass")
+    assert cell["newest"]["path"].startswith(str(chan))
+    none = captured.cli("verified", "--channel", str(tmp_path / "state"), "--project", proj.root)
+    assert none.returncode != 0 and "holds no test records" in none.stderr

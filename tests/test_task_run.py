@@ -67,6 +67,14 @@ def test_task_installs_then_runs_the_test_with_the_overlay(proj, host_tree):
     assert 'deepep-test-intranode (lt-host): "$DEEPEP_ENV_PYTHON" $CONDA_PREFIX/share/deep-ep/tests/test_intranode.py' \
         in r.stderr
     assert out["python"] == sys.executable                       # the spec's interpreter ran the test
+    # The run wrote its test record, bound to the lock digest, and `verified` shows it (issue 28).
+    (rec,) = (proj.root / "verified" / "lt-host").glob("*-intranode-*.json")
+    data = json.loads(rec.read_text())
+    assert data["passed"] and data["args"] == ["--num-processes", "2"] and data["host"]["platform"] == "gcp-b200"
+    assert "record verified/lt-host/" in r.stderr
+    v = cli_subprocess("verified", "--json", "--project", proj.root, cwd=proj.root, check=True)
+    (cell,) = json.loads(v.stdout)["cells"]
+    assert (cell["env"], cell["test"], cell["status"], cell["matches_lock"]) == ("lt-host", "intranode", "pass", True)
     # A second run re-uses the install (no-op) and runs the low-latency test.
     r = cli_subprocess("task", "deepep-test-low-latency", "-e", "lt-host", "--project", proj.root, cwd=proj.root)
     assert r.returncode == 0, r.stderr

@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
         platform: Optional[str] = typer.Option(None, "--platform", help="Use this platform profile instead of the detected one."),
         as_json: bool = typer.Option(False, "--json", help="Print every fact as JSON (docs/overlay.md)."),
         demo_host: Optional[str] = DemoHostOpt,
+        svg: Optional[str] = typer.Option(None, "--svg", help="Also draw the topology to FILE: GPUs, NICs, PCIe switches, the GPU→NIC mapping the overlay chose, its evidence."),
     ) -> None:
         """Detect GPUs, RDMA NICs, PCIe topology, driver and platform from sysfs/procfs."""
         from deepep_env.platform import detect
@@ -23,6 +24,13 @@ def register(app: typer.Typer) -> None:
 
         with host_root(root, demo_host) as host_dir:
             det = detect(host_dir, platform)
+            if svg:
+                from deepep_env.atomic import write_text
+                from deepep_env.envcontext import overlay_context, read_host
+                from deepep_env.platform.svg import render_svg
+
+                host = read_host(host_dir, platform)
+                write_text(svg, render_svg(host.facts, host.platform, overlay_context(host).overlay))
         if as_json:
             typer.echo(json.dumps(det.to_dict(), indent=2))
         else:

@@ -35,6 +35,7 @@ def register(app: typer.Typer) -> None:
         if fmt not in ("table", "markdown", "json", "pixi-json"):
             raise UserError(f"unknown format {fmt!r}", field="--format", accepted="table, markdown, json, pixi-json")
         d = diff_locks(old, new, envs=env)
+        dropped = _dropped(d, env)
         if fmt == "pixi-json":
             mpath = Path(manifest) if manifest else manifest_beside(new)
             if manifest or present(mpath):
@@ -45,8 +46,37 @@ def register(app: typer.Typer) -> None:
                                 "manifest's dependencies; pass --manifest)"])
             sys.stdout.write(json.dumps(pixi_update_json(d, explicit), indent=2) + "\n")
         elif fmt == "json":
-            sys.stdout.write(render.diff_json(d))
+            data = json.loads(render.diff_json(d))
+            if dropped is not None:
+                data["verified_dropped"] = dropped
+            sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         elif fmt == "markdown":
             sys.stdout.write(render.diff_markdown(d))
+            if dropped:
+                sys.stdout.write("\n" + _dropped_line(dropped) + "\n")
         else:
             render.diff_table(d, console())
+            if dropped:
+                print(_dropped_line(dropped))
+
+
+def _dropped(d, envs: Optional[list[str]]) -> Optional[list[dict]]:
+    """The passing test records (verified/) this change invalidates, or None outside a project."""
+    from deepep_env.project import find_project
+    from deepep_env.verify.matrix import dropped_records
+
+    try:
+        proj = find_project()
+    except UserError:
+        return None
+    return [{"path": str(r.path.relative_to(proj.root)), "env": r.data["env"], "test": r.data["test"],
+             "platform": r.data["host"].get("platform"), "node": r.data["host"].get("node"),
+             "digest": r.data.get("digest")}
+            for r in dropped_records(proj, d.digests_old, d.digests_new, envs)]
+
+
+def _dropped_line(dropped: list[dict]) -> str:
+    n = len(dropped)
+    lines = [f"this change drops {n} verified record{'s' if n != 1 else ''}:"]
+    lines += [f"  - {r['path']} ({r['test']} on {r['platform']}, {r['node']})" for r in dropped]
+    return "\n".join(lines)

@@ -71,6 +71,11 @@ def register(app: typer.Typer) -> None:
         partition: Optional[str] = typer.Option(None, "--partition", help="slurm: partition"),
         account: Optional[str] = typer.Option(None, "--account", help="slurm: account"),
         time_limit: Optional[str] = typer.Option(None, "--time", help="slurm: time limit"),
+        preflight: bool = typer.Option(True, "--preflight/--no-preflight", help="before the test: doctor on every node into a shared folder, then `fleet report`; the test only if the fleet passes; a test record after it"),
+        shared_dir: Optional[str] = typer.Option(None, "--shared-dir", help="preflight folder every node sees (default: shell ./deepep-preflight, slurm $SLURM_SUBMIT_DIR/deepep-preflight; one sub-folder per run)"),
+        shared_pvc: Optional[str] = typer.Option(None, "--shared-pvc", help="k8s: ReadWriteMany PersistentVolumeClaim for the preflight folder (without it each pod checks itself alone)"),
+        preflight_timeout: int = typer.Option(600, "--preflight-timeout", help="seconds a node waits for every node's doctor report"),
+        tool: Optional[str] = typer.Option(None, "--tool", hidden=True, help="how nodes call deepep-env (a stand-in for tests)"),
         output: Optional[str] = typer.Option(None, "--output", "-o", help="write to FILE, or into DIR under the default name"),
         runner: Optional[str] = typer.Option(None, "--runner", hidden=True, help="words before the program ('' = none; {env} = env name)"),
         python: str = typer.Option("python", "--python", hidden=True, help="interpreter running the test"),
@@ -94,8 +99,10 @@ def register(app: typer.Typer) -> None:
                 image=image, namespace=namespace, service=service, rdma_resource=rdma_resource, security=mode,
                 host_network=host_network, node_selector=_pairs(node_selector, "--node-selector"),
                 gke_gvnic_network=None if gke_gvnic_network in ("", "none") else gke_gvnic_network,
-                gke_rdma_network_prefix=gke_rdma_network_prefix, gke_rdma_nics=gke_rdma_nics,
+                gke_rdma_network_prefix=gke_rdma_network_prefix, gke_rdma_nics=gke_rdma_nics, shared_pvc=shared_pvc,
             ),
+            preflight=preflight, shared_dir=shared_dir, preflight_timeout=preflight_timeout,
+            tool=tuple(shlex.split(tool)) if tool else ("deepep-env",),
             slurm=SlurmOptions(partition=partition, account=account, time=time_limit),
         )
         _emit(launch(env, options, project(project_dir)), output, as_json)

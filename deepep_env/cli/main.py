@@ -25,7 +25,10 @@ COMMAND_MODULES = (
     "export",
     "pixi",
     "task",
+    "record",
+    "verified",
     "doctor",
+    "fleet",
     "publish",
     "launch",
 )

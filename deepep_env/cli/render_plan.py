@@ -94,6 +94,22 @@ def _render_nvshmem_options(c: Console, opts: list[dict[str, Any]]) -> None:
     c.print(t)
 
 
+def verified_line(v: dict[str, Any]) -> str:
+    """The plan's one line on test records (deepep_env.verify.matrix.plan_verification)."""
+    st = v.get("status")
+    if st == "verified":
+        tests = ", ".join(sorted({f"{p['test']} on {p['platform']}" for p in v["passing"]}))
+        return f"yes: a passing record for digest {str(v['digest'])[7:19]} ({tests})"
+    if st == "failing":
+        return f"no: {v['matching']} record(s) for digest {str(v['digest'])[7:19]}, none passing"
+    if st == "unverified":
+        stale = f"; {v['stale']} record(s) for other locks" if v.get("stale") else ""
+        return f"no passing record for digest {str(v['digest'])[7:19]} (run `deepep-env task deepep-test-… -e ENV`){stale}"
+    if st == "not locked":
+        return "not locked: records need a lock digest"
+    return str(v.get("error", st))
+
+
 def render_plan(c: Console, d: dict[str, Any]) -> None:
     render_resolved(c, d)
     if d.get("nvshmem_options"):
@@ -102,6 +118,9 @@ def render_plan(c: Console, d: dict[str, Any]) -> None:
     c.print(f"[bold]lock[/bold] {lock.get('path')}: {lock.get('status')}" + (f" — {lock['hint']}" if lock.get("hint") else ""))
     for reason in lock.get("reasons", []) or []:
         c.print(f"  - {reason}")
+    ver = d.get("verified")
+    if ver:
+        c.print(f"[bold]verified[/bold]: {verified_line(ver)}")
     pre = d.get("prefix", {})
     c.print(f"[bold]prefix[/bold] {pre.get('path')}: {'installed' if pre.get('installed') else 'not installed'}")
     host = d.get("host")

@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
         args: Optional[List[str]] = typer.Argument(None, help="extra arguments, after `--`"),
         environment: Optional[str] = typer.Option(None, "--environment", "-e", help="pixi environment"),
         dry_run: bool = typer.Option(False, "--dry-run", help="print the steps, run nothing"),
+        record: bool = typer.Option(True, "--record/--no-record", help="deepep-test-* tasks: write a test record under verified/ENV/"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -41,6 +42,6 @@ def register(app: typer.Typer) -> None:
                 for s in plan.steps:
                     print(f"{s.name}: {s.cmd}")
             return
-        rc = run_task(proj, plan)
+        rc = run_task(proj, plan, record=record)
         if rc:
             raise UserError(f"task {plan.task!r} failed (exit {rc})", field=plan.environment, exit_code=rc)

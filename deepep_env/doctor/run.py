@@ -17,6 +17,7 @@ from deepep_env.doctor.model import SEVERITIES, DoctorReport, Evidence, Finding,
 from deepep_env.doctor.setup import build_context
 from deepep_env.doctor.traffic import run_traffic
 from deepep_env.envcontext import HostContext, read_host
+from deepep_env.verify.fingerprint import host_fingerprint
 
 # Variables shown in the report's context (with where each came from). Never a token: names only
 # from the stack's own namespaces and the loader's.
@@ -110,6 +111,8 @@ def _report(ctx: DoctorContext, findings: list[Finding], checks: Sequence[Check]
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     fam = {n: i for i, n in enumerate(FAMILY_ORDER)}
     context: dict[str, Any] = dict(ctx.info)
+    # The host facts a fleet must agree on (deepep-env fleet report compares them across nodes).
+    context["host"] = host_fingerprint(ctx.host)
     context["environment"] = {
         k: {"value": one_line(ctx.env.values[k], 600), "source": one_line(ctx.env.origin(k), 300)}
         for k in sorted(ctx.env.values) if CONTEXT_VARS.search(k)

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from deepep_env.errors import UserError
+from deepep_env.launch.preflight import K8S_JOB_UID_FIELD, K8S_RUN_ID_VAR, K8S_SHARED_MOUNT
 from deepep_env.launch.model import K8sOptions, LaunchPlan, Rendering
 from deepep_env.launch.plan import header_lines
 
@@ -116,6 +117,8 @@ def container_env(plan: LaunchPlan) -> list[dict[str, Any]]:
         {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}},
         {"name": "RANK", "value": "$(JOB_COMPLETION_INDEX)"},
     ]
+    if plan.node_argv and plan.options.k8s.shared_pvc:   # the preflight's per-run folder: the Job's uid
+        env.append({"name": K8S_RUN_ID_VAR, "valueFrom": {"fieldRef": {"fieldPath": K8S_JOB_UID_FIELD}}})
     # Literal values: no $(VAR) expansion surprises (k8s expands env values too).
     env += [{"name": k, "value": k8s_escape(v)} for k, v in plan.exports]
     return env
@@ -152,6 +155,9 @@ def _pod_parts(p: LaunchPlan) -> _PodParts:
                       volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
                       annotations={"deepep-env.io/env-version": p.env.version},
                       node_selector=dict(o.node_selector))
+    if p.node_argv and o.shared_pvc:
+        parts.mounts.append({"name": "deepep-env-shared", "mountPath": K8S_SHARED_MOUNT})
+        parts.volumes.append({"name": "deepep-env-shared", "persistentVolumeClaim": {"claimName": o.shared_pvc}})
     if p.platform == "gke-a4":
         # The interfaces GKE attaches when the pod is on its own network (--no-host-network); kept
         # with hostNetwork too, so the one manifest names the node pool's networks either way.
@@ -181,7 +187,7 @@ def _container(p: LaunchPlan, mounts: list[dict[str, Any]]) -> dict[str, Any]:
         "name": CONTAINER,
         "image": o.image or default_image(p),
         "imagePullPolicy": "IfNotPresent",
-        "command": [k8s_escape(w) for w in p.argv],
+        "command": [k8s_escape(w) for w in p.command],
         "env": container_env(p),
         "resources": {"limits": limits},
         "securityContext": security,
@@ -293,6 +299,9 @@ def render_k8s(plan: LaunchPlan) -> Rendering:
     rdma = rdma_resource(p)
     if o.security == "capabilities" and not rdma:
         notes.append("--security capabilities without an RDMA resource: nothing gives the pod /dev/infiniband")
+    if p.node_argv and not p.options.k8s.shared_pvc:
+        notes.append("preflight without --shared-pvc: each pod checks itself alone (its doctor must pass); give a "
+                     "ReadWriteMany claim to compare the nodes with `fleet report` before the test")
     how = "\n".join([
         "",
         f"Apply with: kubectl apply{ns} -f {p.name}.yaml   (delete and apply again to rerun)",
@@ -309,7 +318,7 @@ def render_k8s(plan: LaunchPlan) -> Rendering:
         {"rank": r, "pod_hostname": f"{p.name}-{r}",
          "variables": {"MASTER_ADDR": addr, "MASTER_PORT": str(p.master_port), "WORLD_SIZE": str(p.nodes),
                        "RANK": str(r), **dict(p.exports)},
-         "command": shlex.join(p.argv)}
+         "command": shlex.join(p.command)}
         for r in range(p.nodes)
     )
     return Rendering(plan=p, filename=f"{p.name}.yaml", text=text, notes=tuple(notes),

@@ -88,6 +88,7 @@ class K8sOptions:
     gke_gvnic_network: Optional[str] = "gvnic-1"
     gke_rdma_network_prefix: str = "rdma-"
     gke_rdma_nics: int = 8
+    shared_pvc: Optional[str] = None   # a ReadWriteMany claim every pod mounts: the preflight's shared folder
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,12 @@ class LaunchOptions:
     program: Optional[str] = None
     k8s: K8sOptions = field(default_factory=K8sOptions)
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    # The preflight (launch/preflight.py): doctor on every node into a shared folder, the fleet
+    # report, the test only if the fleet passes, then its test record. The CLI turns it on.
+    preflight: bool = False
+    shared_dir: Optional[str] = None
+    preflight_timeout: int = 600
+    tool: tuple[str, ...] = ("deepep-env",)   # how nodes call deepep-env (substitutable for tests)
 
 
 @dataclass(frozen=True)
@@ -137,10 +144,16 @@ class LaunchPlan:
     argv: tuple[str, ...]              # the per-node command, identical on every node
     program: str                       # shell expression of the test program (for notes)
     options: LaunchOptions
+    node_argv: tuple[str, ...] = ()    # argv wrapped in the preflight (launch/preflight.py), when on
 
     @property
     def world_size(self) -> int:
         return self.nodes
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        """What each node runs: the preflight around the test, or the test alone."""
+        return self.node_argv or self.argv
 
 
 @dataclass(frozen=True)
@@ -170,6 +183,8 @@ class Rendering:
             "master_port": p.master_port,
             "name": p.name,
             "argv": list(p.argv),
+            "preflight": bool(p.node_argv),
+            "command": list(p.command),
             "exports": dict(p.exports),
             "per_node": [dict(n) for n in self.nodes],
             "filename": self.filename,

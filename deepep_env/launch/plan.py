@@ -18,6 +18,7 @@ import re
 import shlex
 
 from deepep_env.errors import UserError
+from deepep_env.launch.preflight import shared_dir, wrap
 from deepep_env.launch.model import (
     DEFAULT_RUNNER, DEFAULT_TESTS_DIR, TARGETS, TESTS, EnvInfo, LaunchOptions, LaunchPlan,
 )
@@ -108,11 +109,24 @@ def plan_launch(env: EnvInfo, options: LaunchOptions) -> LaunchPlan:
     prog = program_expr(options, test.script)
     script = f"exec {shlex.quote(options.python)} {prog} \"$@\""
     argv = (*runner_words(options, env.name), "bash", "-c", script, f"deepep-{test.name}", *options.test_args)
+    node_argv: tuple[str, ...] = ()
+    if options.preflight:
+        if options.preflight_timeout < 1:
+            raise UserError(f"not a timeout: {options.preflight_timeout}", field="--preflight-timeout",
+                            accepted="seconds, 1 or more")
+        pvc = options.k8s.shared_pvc
+        folder = shared_dir(options.target, name, options.shared_dir, pvc)
+        if any(c in folder for c in '"`\\') or (options.shared_dir and "\n" in options.shared_dir):
+            raise UserError(f"not a usable folder: {options.shared_dir!r}", field="--shared-dir",
+                            accepted="a path on a filesystem every node shares, without quotes or backslashes")
+        per_node = 1 if options.target == "k8s" and not pvc else n
+        node_argv = wrap(argv, env=env.name, test=test.name, test_args=options.test_args, nodes=per_node,
+                         folder=folder, tool=options.tool, timeout=options.preflight_timeout)
     return LaunchPlan(
         env=env, test=test, target=options.target, nodes=n, name=name, platform=platform,
         master_addr=options.master_addr, master_port=options.master_port,
         gpus_per_node=options.gpus_per_node, exports=tuple(merged.items()), argv=argv, program=prog,
-        options=options,
+        options=options, node_argv=node_argv,
     )
 
 
@@ -133,6 +147,12 @@ def header_lines(plan: LaunchPlan, how: str) -> list[str]:
             f"`{' '.join(runner[:3])}` detects each node and applies its overlay (NICs, GID index,",
             "GPU->NIC map) on that node at start; nothing host-specific was copied from the machine",
             "that rendered this file.",
+        ]
+    if p.node_argv:
+        lines += [
+            "Preflight (each node, before the test): `deepep-env doctor` into a shared folder, wait for",
+            "every node, `deepep-env fleet report` (rank 0 prints it and writes fleet.html there); the test",
+            "starts only if the fleet passes (else exit 3); then `deepep-env record` writes its test record.",
         ]
     lines += how.splitlines()
     return lines

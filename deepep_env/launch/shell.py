@@ -33,7 +33,7 @@ def node_command(plan: LaunchPlan, rank: int) -> str:
     lines = [launcher]
     if variables[4:]:
         lines.append(" ".join(_assign(k, v) for k, v in variables[4:]))
-    lines.append("  " + shlex.join(plan.argv))
+    lines.append("  " + shlex.join(plan.command))
     return " \\\n".join(lines)
 
 

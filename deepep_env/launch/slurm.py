@@ -66,14 +66,14 @@ def render_slurm(plan: LaunchPlan) -> Rendering:
     lines.append(f'echo "deepep-env launch: {p.test.script} on $WORLD_SIZE nodes, rendezvous $MASTER_ADDR:$MASTER_PORT" >&2')
     lines.append("")
     srun = ["srun", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--export=ALL"]
-    cmd = [*srun, "bash", "-c", TASK_WRAPPER, "deepep-node", *p.argv]
+    cmd = [*srun, "bash", "-c", TASK_WRAPPER, "deepep-node", *p.command]
     lines.append(_wrap(cmd, (len(srun), len(srun) + 4)))
     text = "\n".join(lines) + "\n"
     addr = p.master_addr or "first host of $SLURM_JOB_NODELIST"
     nodes = tuple(
         {"rank": r, "variables": {"MASTER_ADDR": addr, "MASTER_PORT": str(p.master_port), "WORLD_SIZE": str(n),
                                   "RANK": str(r), **dict(p.exports)},
-         "command": shlex.join(p.argv)}
+         "command": shlex.join(p.command)}
         for r in range(n)
     )
     return Rendering(plan=p, filename=f"{p.name}.sbatch", text=text, nodes=nodes)

@@ -141,6 +141,10 @@ class LockDiff:
     virtual_packages: list[VirtualPackageChange] = field(default_factory=list)
     sections: list[PlatformDiff] = field(default_factory=list)
     build_ids: list[BuildIdChange] = field(default_factory=list)
+    # (env, platform) → digest of the locked package set on each side (deepep_env.lock.digest):
+    # what test records are bound to, so a reader can say which records a change invalidates.
+    digests_old: dict[tuple[str, str], str] = field(default_factory=dict)
+    digests_new: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -423,4 +427,8 @@ def diff_locks(old: str, new: str, *, cwd: Optional[Path] = None, envs: Optional
             raise UserError(f"no environment {', '.join(map(repr, unknown))} in either lock", field="--env",
                             accepted=", ".join(sorted(set(o.envs) | set(n.envs))) or "none")
         o, n = only_envs(o, envs), only_envs(n, envs)
-    return diff_data(o, n, old_label=ol, new_label=nl)
+    from deepep_env.lock.digest import all_digests
+
+    d = diff_data(o, n, old_label=ol, new_label=nl)
+    d.digests_old, d.digests_new = all_digests(o), all_digests(n)
+    return d

@@ -32,6 +32,7 @@ from deepep_env.publish.common import ConflictError
 from deepep_env.publish.http import PublishError
 from deepep_env.publish.inputs import collect, inspect_package, read_manifest
 from deepep_env.publish.local import channel_path, publish_dir
+from deepep_env.publish.records import ship_records
 from deepep_env.publish.model import ALREADY_PRESENT, UPLOADED, LocalPackage, PackageOutcome, PublishReport
 from deepep_env.publish.s3 import publish_s3
 from deepep_env.publish.servers import parse_server_url, publish_server
@@ -119,11 +120,14 @@ def publish(
     report = PublishReport(env=env, target=redact(to), kind=kind, channel_url=redact(consumer_url(to, kind)))
     log.info("publishing %d package(s) to %s (%s)", len(pkgs), to, kind)
     if kind == "file":
-        return publish_dir(channel_path(to), pkgs, report)
-    if kind in ("webdav", "artifactory"):
+        report = publish_dir(channel_path(to), pkgs, report)
+    elif kind in ("webdav", "artifactory"):
         base = consumer_url(to, kind)
         creds = credentials_for(base, [base])
-        return publish_http(base, pkgs, creds, report, write_index=(kind == "webdav"))
-    if kind == "s3":
-        return publish_s3(to, pkgs, report)
-    return publish_server(to, pkgs, report)
+        report = publish_http(base, pkgs, creds, report, write_index=(kind == "webdav"))
+    elif kind == "s3":
+        report = publish_s3(to, pkgs, report)
+    else:
+        report = publish_server(to, pkgs, report)
+    # the env's test records go with its packages (verified/ENV/ in the channel)
+    return ship_records(kind, channel_path(to) if kind == "file" else None, env, project, report)

@@ -62,10 +62,12 @@ class PublishReport:
     indexed: list[str] = field(default_factory=list)  # subdirs whose index was rewritten
     removed_stale: list[str] = field(default_factory=list)  # derived index files deleted
     notes: list[str] = field(default_factory=list)
+    records: list[dict[str, str]] = field(default_factory=list)  # test records shipped: {file, status}
 
     @property
     def changed(self) -> bool:
-        return any(p.status == UPLOADED for p in self.packages) or bool(self.indexed)
+        return (any(p.status == UPLOADED for p in self.packages) or bool(self.indexed)
+                or any(r["status"] == UPLOADED for r in self.records))
 
     def to_json(self) -> dict[str, Any]:
         return redact_data({
@@ -81,6 +83,7 @@ class PublishReport:
                 for p in self.packages
             ],
             "indexed": list(self.indexed),
+            "records": [dict(r) for r in self.records],
             "removed_stale_index_files": list(self.removed_stale),
             "notes": list(self.notes),
         })
@@ -94,6 +97,9 @@ class PublishReport:
             out.append(f"indexed          {', '.join(self.indexed)}")
         elif self.packages:
             out.append("index unchanged")
+        for r in self.records:
+            word = "uploaded" if r["status"] == UPLOADED else "already present"
+            out.append(f"{word:16} {r['file']}")
         for path in self.removed_stale:
             out.append(f"removed stale    {path}")
         for note in self.notes:

@@ -1,0 +1,40 @@
+"""`deepep-env record ENV --test T --exit-code N [--log FILE] [-- ARGS]`: write the test record of a
+test that ran outside `deepep-env task` (a rendered launch job's node)."""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("record", context_settings={"ignore_unknown_options": True})
+    def record_cmd(
+        env: str = typer.Argument(..., help="env name (env_specs/<ENV>.toml)"),
+        args: Optional[List[str]] = typer.Argument(None, help="the test's arguments, after `--`"),
+        test: str = typer.Option(..., "--test", help="the test that ran (intranode, internode, low-latency, …)"),
+        exit_code: int = typer.Option(..., "--exit-code", help="its exit status"),
+        log: Optional[str] = typer.Option(None, "--log", help="its output (figures are read from it; the last 8 MiB)"),
+        root: Optional[str] = typer.Option(None, "--root", help="the host (default: $DEEPEP_ENV_HOST_ROOT, else /)"),
+        platform: Optional[str] = typer.Option(None, "--platform", help="platform profile instead of the detected one"),
+        project_dir: Optional[str] = ProjectOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Write verified/ENV/<time>-<test>-<node>.json: the result bound to the lock digest and this host."""
+        import os
+
+        from pathlib import Path
+
+        from deepep_env.verify.records import OUTPUT_TAIL_BYTES, build_record, host_root, read_tail, write_record
+
+        proj = project(project_dir)
+        output = read_tail(Path(log), OUTPUT_TAIL_BYTES).decode("utf-8", "replace") if log else ""
+        rec = build_record(proj, env, test, args or (), exit_code, output, root=root or host_root(),
+                           platform=platform or os.environ.get("DEEPEP_ENV_PLATFORM") or None)
+        path = write_record(proj, rec)
+        if as_json:
+            print_json({**rec, "path": str(path)})
+        else:
+            print(f"wrote {path}")

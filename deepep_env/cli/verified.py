@@ -1,0 +1,56 @@
+"""`deepep-env verified [-e ENV] [--json]`: env × platform × test from the test records in verified/."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("verified")
+    def verified_cmd(
+        env: Optional[str] = typer.Option(None, "--env", "-e", help="only this environment"),
+        channel: Optional[str] = typer.Option(None, "--channel", help="read the records a file channel holds (DIR or file:///DIR, as `publish` shipped them) instead of the project's"),
+        project_dir: Optional[str] = ProjectOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """What was tested where: pass/fail, the newest figures, and whether each record still matches the lock."""
+        from deepep_env.verify.matrix import build_matrix
+
+        base = None
+        if channel:
+            from deepep_env.errors import UserError
+            from deepep_env.publish.local import channel_path
+
+            base = channel_path(channel) / "verified"
+            if not base.is_dir():
+                raise UserError("the channel holds no test records (no verified/ folder)", file=base, field="--channel",
+                                accepted="a file channel `deepep-env publish ENV` shipped records to")
+        m = build_matrix(project(project_dir), env, base)
+        print_warnings(m["warnings"])
+        if as_json:
+            print_json(m)
+            return
+        if not m["cells"]:
+            print("no test records under verified/ (run `deepep-env task deepep-test-… -e ENV`)")
+            return
+        from rich.table import Table
+
+        from deepep_env.cli._common import console
+
+        t = Table(title=f"verified ({m['records']} records; lock: {m['lock']})")
+        for col in ("env", "platform", "test", "result", "lock", "records", "newest", "figures"):
+            t.add_column(col)
+        for c in m["cells"]:
+            lock = "matches" if c["matches_lock"] else "stale"
+            if not c["matches_lock"] and c["verified"]:
+                lock = "stale (an older record matches)"
+            figs = ", ".join(f"{k}={v:g}" for k, v in sorted(c["figures"].items()) if k.endswith(("_gbps", "_us")))
+            res = "[green]pass[/green]" if c["status"] == "pass" else "[red]fail[/red]"
+            t.add_row(c["env"], c["platform"], c["test"], res, lock, f"{c['current_records']}/{c['records']}",
+                      f"{c['newest']['time']} {c['newest']['node']}", figs or "-")
+        console().print(t)
+        if m.get("lock_error"):
+            print(f"lock: {m['lock_error']}")

@@ -1,0 +1,208 @@
+"""``deepep-env fleet report DIR``: the ``doctor ENV --json`` outputs of N nodes, one file each, as one report.
+
+Per node: pass or fail (doctor errors) and its facts (``context.host``, written by doctor from the
+host probe, plus the NIC handler and the libibverbs copies doctor found). Per fact that differs
+between nodes: the majority value and the odd nodes. Then the first node that would break the job:
+the first with a doctor error, else the first whose value of a fact the job needs uniform is not
+the majority's. The fleet passes when no node has an error and every required fact is uniform.
+
+Every file is read with a size bound; anything under DIR that is not a regular file is refused in
+one line. Stdlib only, one pass over the files: 1,000 nodes in well under 2 s (benchmarks/bench_fleet.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from deepep_env.errors import UserError
+from deepep_env.formats import DOCTOR_REPORT, FLEET_REPORT
+
+MAX_NODE_BYTES = 4 << 20
+MAX_NODES = 100_000
+
+# Facts a multi-node DeepEP job needs equal on every node (a difference fails the fleet), in report order.
+REQUIRED = ("platform", "gpus", "driver", "cuda_driver", "ofed", "rdma_core", "libibverbs", "libibverbs_copies",
+            "gid_index", "nic_count", "active_nics", "gpu_hca", "peermem", "nic_handler", "env")
+# Facts shown when they differ, that do not fail the fleet on their own.
+INFORMATIONAL = ("kernel", "nics")
+FACTS = REQUIRED + INFORMATIONAL
+
+
+@dataclass
+class Node:
+    name: str
+    file: str
+    host: Optional[str]
+    errors: list[str]            # finding ids of severity error
+    warnings: list[str]
+    facts: dict[str, Any]
+    odd: list[str] = field(default_factory=list)   # required facts where this node is not the majority
+
+    @property
+    def state(self) -> str:
+        return "fail" if self.errors else ("odd" if self.odd else "pass")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.name, "file": self.file, "host": self.host, "state": self.state,
+                "errors": self.errors, "warnings": self.warnings, "odd": self.odd, "facts": self.facts}
+
+
+def _fact_key(v: Any) -> str:
+    return json.dumps(v, sort_keys=True)
+
+
+def node_facts(doc: dict[str, Any]) -> tuple[Optional[str], dict[str, Any]]:
+    raw_ctx = doc.get("context")
+    ctx: dict[str, Any] = raw_ctx if isinstance(raw_ctx, dict) else {}
+    raw_host = ctx.get("host")
+    host: dict[str, Any] = raw_host if isinstance(raw_host, dict) else {}
+    facts = {k: host.get(k) for k in FACTS if k in host}
+    nh = ctx.get("nic_handler")
+    facts["nic_handler"] = nh.get("value") if isinstance(nh, dict) else None
+    libs = ctx.get("libibverbs")
+    if isinstance(libs, list):
+        facts["libibverbs_copies"] = len(libs)
+    facts["env"] = doc.get("env")
+    if "platform" not in facts:
+        p = doc.get("platform")
+        facts["platform"] = p.get("name") if isinstance(p, dict) else p
+    return (host.get("node") if isinstance(host.get("node"), str) else None), facts
+
+
+def _read(path: Path) -> bytes:
+    """A regular file's bytes up to the bound, or the one-line refusal (opened non-blocking, not followed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise UserError(f"cannot read a node report: {exc.strerror or exc}", file=path,
+                        accepted="regular files written by `deepep-env doctor ENV --json`") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError("not a regular file", file=path, accepted="regular files written by `deepep-env doctor ENV --json`")
+        data = os.read(fd, MAX_NODE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_NODE_BYTES:
+        raise UserError(f"node report larger than {MAX_NODE_BYTES} bytes", file=path, accepted="a doctor --json report")
+    return data
+
+
+def read_node(path: Path) -> Node:
+    data = _read(path)
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        raise UserError(f"not JSON: {' '.join(str(exc).split())[:120]}", file=path,
+                        accepted="`deepep-env doctor ENV --json` output") from None
+    DOCTOR_REPORT.check(doc, file=path, field="_meta")
+    host, facts = node_facts(doc)
+    findings = doc.get("findings") if isinstance(doc.get("findings"), list) else []
+    sev = [(str(f.get("id")), f.get("severity")) for f in findings if isinstance(f, dict)]
+    return Node(name=path.stem, file=path.name, host=host, errors=[i for i, s in sev if s == "error"],
+                warnings=[i for i, s in sev if s == "warning"], facts=facts)
+
+
+def node_files(folder: Path) -> list[Path]:
+    """``*.json`` directly under ``folder``, in name order; anything there that is not a regular file is refused."""
+    if not folder.is_dir():
+        raise UserError("not a folder", file=folder, accepted="a folder of `deepep-env doctor ENV --json` outputs, one per node")
+    out = []
+    with os.scandir(folder) as it:
+        for e in it:
+            if not e.name.endswith(".json") or e.name.startswith("."):
+                continue
+            if not e.is_file(follow_symlinks=False):
+                raise UserError("not a regular file", file=Path(folder) / e.name,
+                                accepted="regular files written by `deepep-env doctor ENV --json`")
+            out.append(Path(e.path))
+            if len(out) > MAX_NODES:
+                raise UserError(f"more than {MAX_NODES} node reports", file=folder)
+    return sorted(out, key=lambda p: _natural(p.name))
+
+
+def _natural(name: str) -> tuple:
+    import re
+
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
+def merge(nodes: list[Node], expect: Optional[int] = None) -> dict[str, Any]:
+    differing: list[dict[str, Any]] = []
+    for fact in FACTS:
+        counts: Counter[str] = Counter()
+        first: dict[str, int] = {}
+        for i, n in enumerate(nodes):
+            k = _fact_key(n.facts.get(fact))
+            counts[k] += 1
+            first.setdefault(k, i)
+        if len(counts) <= 1:
+            continue
+        majority = max(counts, key=lambda k: (counts[k], -first[k]))
+        odd = [n for n in nodes if _fact_key(n.facts.get(fact)) != majority]
+        required = fact in REQUIRED
+        if required:
+            for n in odd:
+                n.odd.append(fact)
+        differing.append({"fact": fact, "required": required, "majority": json.loads(majority),
+                          "majority_nodes": counts[majority],
+                          "odd": [{"node": n.name, "value": n.facts.get(fact)} for n in odd]})
+    failing = [n for n in nodes if n.errors]
+    odd_nodes = [n for n in nodes if n.odd]
+    breaker: Optional[dict[str, Any]] = None
+    if failing:
+        n = failing[0]
+        breaker = {"node": n.name, "why": f"doctor errors: {', '.join(n.errors)}"}
+    elif odd_nodes:
+        n = odd_nodes[0]
+        breaker = {"node": n.name, "why": "differs from the majority in " + ", ".join(n.odd)}
+    missing = max(0, (expect or 0) - len(nodes))
+    if missing and breaker is None:
+        breaker = {"node": None, "why": f"{missing} of {expect} nodes sent no report"}
+    uniform = not any(d["required"] for d in differing)
+    ok = bool(nodes) and not failing and uniform and not missing
+    return {
+        "format": FLEET_REPORT.stamp, "ok": ok, "nodes": len(nodes), "expected": expect,
+        "failing": len(failing), "uniform": uniform, "first_breaking": breaker,
+        "differing": differing, "per_node": [n.to_dict() for n in nodes],
+    }
+
+
+def fleet_report(folder: "str | os.PathLike[str]", expect: Optional[int] = None) -> dict[str, Any]:
+    paths = node_files(Path(folder))
+    if not paths and not expect:
+        raise UserError("no node reports (*.json)", file=Path(folder), accepted="`deepep-env doctor ENV --json > DIR/NODE.json` on every node")
+    return merge([read_node(p) for p in paths], expect)
+
+
+def _show(v: Any) -> str:
+    return "unknown" if v is None else (json.dumps(v) if not isinstance(v, str) else v)
+
+
+def render_text(rep: dict[str, Any]) -> str:
+    lines = []
+    for n in rep["per_node"]:
+        why = ""
+        if n["errors"]:
+            why = f"  errors: {', '.join(n['errors'])}"
+        elif n["odd"]:
+            why = f"  differs: {', '.join(n['odd'])}"
+        lines.append(f"{n['state'].upper():4} {n['node']}" + (f" ({n['host']})" if n["host"] and n["host"] != n["node"] else "") + why)
+    for d in rep["differing"]:
+        odd = ", ".join(f"{o['node']}={_show(o['value'])}" for o in d["odd"][:20])
+        more = f" (+{len(d['odd']) - 20} more)" if len(d["odd"]) > 20 else ""
+        tag = "" if d["required"] else " (informational)"
+        lines.append(f"differs: {d['fact']}{tag}: majority {_show(d['majority'])} on {d['majority_nodes']} node(s); odd: {odd}{more}")
+    b = rep["first_breaking"]
+    if b:
+        lines.append(f"first node that would break the job: {b['node'] or '-'}: {b['why']}")
+    verdict = "PASS" if rep["ok"] else "FAIL"
+    exp = f" of {rep['expected']}" if rep.get("expected") else ""
+    lines.append(f"fleet: {verdict}: {rep['nodes']}{exp} node(s), {rep['failing']} with errors, "
+                 f"{'uniform' if rep['uniform'] else 'not uniform'}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,58 @@
+"""An environment's test records shipped with its packages: ``<channel>/verified/ENV/<record>.json``.
+
+A teammate who pulls the channel sees what was verified and where (``deepep-env verified`` reads
+the same files in a project). Only records that read as records (format checked, size bounded)
+go out; a record already in the channel with the same bytes is left alone, one with other bytes
+under the same name is refused like a package would be. The file target only, for now: other
+targets say so in the report's notes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from deepep_env import atomic
+from deepep_env.errors import UserError
+from deepep_env.publish.model import PublishReport
+
+CHANNEL_DIR = "verified"
+
+
+def ship_records_dir(channel: Path, env: str, project, report: PublishReport) -> PublishReport:
+    from deepep_env.verify.records import MAX_RECORD_BYTES, load_records, read_bounded, safe_name
+
+    records, warnings = load_records(project, env)
+    report.notes.extend(warnings)
+    dest_dir = channel / CHANNEL_DIR / safe_name(env, 128)
+    for r in records:
+        data = read_bounded(r.path, MAX_RECORD_BYTES)
+        dest = dest_dir / r.path.name
+        key = f"{CHANNEL_DIR}/{dest_dir.name}/{r.path.name}"
+        if dest.is_file() and not dest.is_symlink():
+            if dest.read_bytes() == data:
+                report.records.append({"file": key, "status": "already-present"})
+                continue
+            raise UserError("a different test record is already published under this name", file=dest,
+                            accepted="records are immutable: write a new one (`deepep-env task …`)")
+        atomic.write_bytes(dest, data)
+        report.records.append({"file": key, "status": "uploaded"})
+    return report
+
+
+def ship_records(kind: str, to_channel: "Path | None", env: "str | None", project_dir, report: PublishReport) -> PublishReport:
+    """The records of ``env`` to a ``file`` channel; a note for any other target."""
+    if not env:
+        return report
+    from deepep_env.project import find_project
+
+    try:
+        project = find_project(project_dir)
+    except UserError:
+        return report
+    from deepep_env.verify.records import load_records
+
+    if not load_records(project, env)[0]:
+        return report
+    if kind != "file" or to_channel is None:
+        report.notes.append(f"test records (verified/{env}/) are shipped to file channels only; not sent to this {kind} target")
+        return report
+    return ship_records_dir(to_channel, env, project, report)

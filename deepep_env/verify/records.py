@@ -1,0 +1,219 @@
+"""Test records: ``verified/ENV/<time>-<test>-<node>.json``, one per finished DeepEP test.
+
+A record binds a result to what produced it: the environment and the digest of its locked package
+set (:func:`deepep_env.lock.digest.section_digest`), the host fingerprint, the test, its
+arguments and exit code, DeepEP's figures, the time and this tool's version. Records are plain
+files in the project; a team commits those it vouches for. Nothing from the caller's environment
+is kept (arguments are redacted like every message), so a record never holds a credential.
+
+Readers go through :func:`load_records`: every file read with a size bound, anything that is not a
+regular file or not a record of a readable version skipped with a warning naming it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform as _platform
+import re
+import stat
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from deepep_env.atomic import write_text
+from deepep_env.errors import UserError
+from deepep_env.formats import TEST_RECORD
+
+VERIFIED_DIR = "verified"
+MAX_RECORD_BYTES = 1 << 20
+OUTPUT_TAIL_BYTES = 8 << 20      # what of a test's output is kept in memory for the figures
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(text: str, limit: int = 64) -> str:
+    """``text`` as one file-name component: ``[A-Za-z0-9._-]``, never empty, never dot-first."""
+    out = _SAFE.sub("-", text).strip("-.")[:limit]
+    return out or "x"
+
+
+def short_test(name: str) -> str:
+    """``deepep-test-intranode`` → ``intranode`` (a launch test name stays as it is)."""
+    return name[len("deepep-test-"):] if name.startswith("deepep-test-") else name
+
+
+def _subdir() -> str:
+    m = _platform.machine().lower()
+    return "linux-aarch64" if m in ("aarch64", "arm64") else "linux-64"
+
+
+def lock_identity(project, env: str, lock_platform: Optional[str] = None) -> dict[str, Any]:
+    """``{lock_env, lock_platform, digest}`` of ``env`` from the project's pixi.lock; ``digest`` is
+    None (with ``why``) when the env is not locked: such a record proves nothing about a lock."""
+    from deepep_env.lock.lockfile import read_lock
+    from deepep_env.project import pixi_env_name
+    from deepep_env.lock.digest import env_digests
+
+    lock_env = pixi_env_name(env)
+    try:
+        lock = read_lock(project.pixi_lock)
+    except UserError as err:
+        return {"lock_env": lock_env, "lock_platform": None, "digest": None, "why": str(err)}
+    digests = env_digests(lock, lock_env)
+    e = lock.env(lock_env)
+    if lock_platform is None and len(digests) > 1 and e is not None:
+        lock_platform = next((p for p in digests if e.subdirs.get(p) == _subdir()), None)
+    if lock_platform is None and len(digests) == 1:
+        lock_platform = next(iter(digests))
+    if lock_platform not in digests:
+        return {"lock_env": lock_env, "lock_platform": lock_platform, "digest": None,
+                "why": f"{project.pixi_lock.name} has no locked packages for {lock_env}"
+                       + (f" on {lock_platform}" if lock_platform else "")}
+    return {"lock_env": lock_env, "lock_platform": lock_platform, "digest": digests[lock_platform]}
+
+
+def host_root(environ: Optional[dict[str, str]] = None) -> str:
+    """The host a record describes: ``$DEEPEP_ENV_HOST_ROOT`` (as activation reads it), else ``/``."""
+    env = os.environ if environ is None else environ
+    return env.get("DEEPEP_ENV_HOST_ROOT") or "/"
+
+
+def build_record(project, env: str, test: str, args: Sequence[str], exit_code: int, output: str, *,
+                 root: str = "/", platform: Optional[str] = None, lock_platform: Optional[str] = None,
+                 now: Optional[datetime] = None) -> dict[str, Any]:
+    from deepep_env import __version__
+    from deepep_env.channels.auth import redact
+    from deepep_env.envcontext import read_host
+    from deepep_env.verify.figures import parse_figures
+    from deepep_env.verify.fingerprint import host_fingerprint
+
+    host = read_host(root, platform, {})
+    ident = lock_identity(project, env, lock_platform)
+    when = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
+    rec: dict[str, Any] = {
+        "format": TEST_RECORD.stamp,
+        "env": env,
+        **ident,
+        "host": host_fingerprint(host),
+        "test": short_test(test),
+        "args": [redact(a) for a in args],
+        "exit_code": int(exit_code),
+        "passed": int(exit_code) == 0,
+        "figures": parse_figures(output),
+        "time": when.isoformat().replace("+00:00", "Z"),
+        "tool_version": __version__,
+    }
+    return rec
+
+
+def record_path(project, rec: dict[str, Any]) -> Path:
+    stamp = rec["time"].replace("-", "").replace(":", "")
+    name = f"{stamp}-{safe_name(rec['test'])}-{safe_name(str(rec['host'].get('node') or 'host'))}.json"
+    return project.root / VERIFIED_DIR / safe_name(rec["env"], 128) / name
+
+
+def write_record(project, rec: dict[str, Any]) -> Path:
+    """Atomic write; a second record of the same second, test and node gets a ``-N`` suffix."""
+    path = record_path(project, rec)
+    n = 1
+    while path.exists():
+        n += 1
+        path = path.with_name(f"{record_path(project, rec).stem}-{n}.json")
+    return write_text(path, json.dumps(rec, indent=1, sort_keys=True) + "\n")
+
+
+def record_test(project, env: str, test: str, args: Sequence[str], exit_code: int, output: str, **kw) -> Path:
+    return write_record(project, build_record(project, env, test, args, exit_code, output, **kw))
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """A regular file's bytes, at most ``limit``: a FIFO, device, directory or larger file is refused
+    in one line (opened without following a FIFO's block: O_NONBLOCK)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror or exc}", file=path) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError("not a regular file", file=path, accepted="a JSON file")
+        if st.st_size > limit:
+            raise UserError(f"larger than {limit} bytes", file=path, accepted=f"a file up to {limit} bytes")
+        data = os.read(fd, limit + 1)
+        if len(data) > limit:
+            raise UserError(f"larger than {limit} bytes", file=path, accepted=f"a file up to {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
+def read_tail(path: Path, limit: int) -> bytes:
+    """The last ``limit`` bytes of a regular file (a test's log; FIFOs and devices refused)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise UserError(f"cannot read: {exc.strerror or exc}", file=path) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError("not a regular file", file=path, accepted="a test's output log")
+        os.lseek(fd, max(0, st.st_size - limit), os.SEEK_SET)
+        chunks, left = [], limit
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_json(path: Path, limit: int) -> Any:
+    data = read_bounded(path, limit)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UserError(f"not JSON: {' '.join(str(exc).split())[:120]}", file=path) from None
+
+
+@dataclass(frozen=True)
+class Record:
+    path: Path
+    data: dict[str, Any]
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        d = self.data
+        return (str(d.get("env")), str((d.get("host") or {}).get("platform")), str(d.get("test")))
+
+
+def read_record(path: Path) -> Record:
+    data = read_json(path, MAX_RECORD_BYTES)
+    TEST_RECORD.check(data, file=path)
+    for k, t in (("env", str), ("test", str), ("exit_code", int), ("host", dict), ("time", str)):
+        if not isinstance(data.get(k), t):
+            raise UserError(f"record field {k!r} missing or not a {t.__name__}", file=path, field=k)
+    return Record(path, data)
+
+
+def load_records(project, env: Optional[str] = None, base: Optional[Path] = None) -> tuple[list[Record], list[str]]:
+    """Every readable record under ``verified/`` (of ``env`` only, when given), oldest first, and a
+    warning line for each file skipped. ``base``: another ``verified/`` folder (a channel's)."""
+    base = project.root / VERIFIED_DIR if base is None else base
+    out: list[Record] = []
+    warnings: list[str] = []
+    if not base.is_dir():
+        return out, warnings
+    dirs = [base / safe_name(env, 128)] if env else sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink())
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        for f in sorted(d.glob("*.json")):
+            try:
+                out.append(read_record(f))
+            except UserError as err:
+                warnings.append(f"skipped: {err}")
+    out.sort(key=lambda r: (r.data["time"], len(r.path.name), r.path.name))   # "x.json" before "x-2.json"
+    return out, warnings

@@ -1,0 +1,220 @@
+"""Fleet preflight (issue 28): N nodes' doctor reports merged into one; the odd node named; the
+launch's preflight run on simulated nodes (one host tree per node, DEEPEP_ENV_HOST_ROOT)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from cli_runner import cli_in_process
+from verify_fixtures import DEEPEP_OUTPUT, make_project
+
+from deepep_env.doctor import run_doctor
+from deepep_env.errors import UserError
+from deepep_env.fleet.html import render_html
+from deepep_env.fleet.report import fleet_report, render_text
+
+REPO = Path(__file__).resolve().parents[1]
+NS = "{http://www.w3.org/1999/xhtml}"
+
+
+def node_copy(host_tree, name: str, dest: Path) -> Path:
+    shutil.copytree(host_tree(name), dest, symlinks=True)
+    return dest
+
+
+def without_peermem(root: Path) -> Path:
+    mods = root / "proc" / "modules"
+    mods.write_text("".join(ln for ln in mods.read_text().splitlines(True) if not ln.startswith("nvidia_peermem ")))
+    return root
+
+
+def write_fleet(folder: Path, roots: list[Path]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, root in enumerate(roots):
+        rep = run_doctor(None, root=str(root), environ={})
+        (folder / f"node-{i}.json").write_text(json.dumps(rep.to_dict()))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def fleets(host_tree, tmp_path_factory):
+    """Fleets of fixture hosts: uniform, one with a planted GID/NIC-naming difference, one without peermem."""
+    base = tmp_path_factory.mktemp("fleets")
+    good = [host_tree("gcp-b200")] * 4
+    odd_gid = good[:2] + [host_tree("gcp-b200-gid1")] + good[:1]
+    nopm = without_peermem(node_copy(host_tree, "gcp-b200", base / "nopm"))
+    return {"uniform": write_fleet(base / "uniform", good), "gid": write_fleet(base / "gid", odd_gid),
+            "peermem": write_fleet(base / "peermem", good[:3] + [nopm]),
+            "port": write_fleet(base / "port", good[:2] + [host_tree("gcp-b200-port-down")])}
+
+
+def test_doctor_json_carries_the_fleet_facts(fleets):
+    doc = json.loads((fleets["uniform"] / "node-0.json").read_text())
+    h = doc["context"]["host"]
+    assert {"driver", "cuda_driver", "ofed", "gid_index", "nic_count", "gpu_hca", "peermem", "platform"} <= set(h)
+    assert h["gid_index"] == 3 and h["peermem"] is True and h["nic_count"] == 8
+
+
+def test_uniform_fleet_passes(fleets, capsys):
+    rep = fleet_report(fleets["uniform"])
+    assert rep["ok"] and rep["uniform"] and rep["nodes"] == 4 and not rep["differing"] and rep["first_breaking"] is None
+    rc, out, _ = cli_in_process(capsys, "fleet", "report", str(fleets["uniform"]))
+    assert rc == 0 and out.count("PASS ") == 4 and out.splitlines()[-1].startswith("fleet: PASS: 4 node(s)")
+
+
+def test_planted_gid_difference_names_the_odd_node(fleets, capsys):
+    rep = fleet_report(fleets["gid"])
+    assert not rep["ok"] and not rep["uniform"]
+    facts = {d["fact"]: d for d in rep["differing"]}
+    assert facts["gid_index"]["majority"] == 3 and facts["gid_index"]["odd"] == [{"node": "node-2", "value": 1}]
+    assert [o["node"] for o in facts["gpu_hca"]["odd"]] == ["node-2"]
+    assert rep["first_breaking"]["node"] == "node-2" and "gid_index" in rep["first_breaking"]["why"]
+    states = {n["node"]: n["state"] for n in rep["per_node"]}
+    assert states == {"node-0": "pass", "node-1": "pass", "node-2": "odd", "node-3": "pass"}
+    rc, out, _ = cli_in_process(capsys, "fleet", "report", str(fleets["gid"]))
+    assert rc == 1
+    assert "differs: gid_index: majority 3 on 3 node(s); odd: node-2=1" in out
+    assert "first node that would break the job: node-2" in out
+    rc, out, _ = cli_in_process(capsys, "fleet", "report", str(fleets["gid"]), "--json")
+    assert rc == 1 and json.loads(out)["format"] == "deepep-env/fleet-report/v1"
+
+
+def test_missing_peermem_and_a_failing_node(fleets):
+    rep = fleet_report(fleets["peermem"])
+    (d,) = [d for d in rep["differing"] if d["fact"] == "peermem"]
+    assert d["majority"] is True and d["odd"] == [{"node": "node-3", "value": False}]
+    rep = fleet_report(fleets["port"])
+    assert rep["failing"] == 1 and rep["first_breaking"] == {"node": "node-2", "why": "doctor errors: host.port-down"}
+    assert {d["fact"] for d in rep["differing"]} >= {"active_nics"}
+    assert "FAIL node-2" in render_text(rep)
+
+
+def test_expect_counts_missing_nodes(fleets):
+    rep = fleet_report(fleets["uniform"], expect=6)
+    assert not rep["ok"] and rep["first_breaking"] == {"node": None, "why": "2 of 6 nodes sent no report"}
+
+
+def test_bad_inputs_are_one_line(tmp_path, fleets):
+    d = tmp_path / "f"
+    shutil.copytree(fleets["uniform"], d)
+    os.mkfifo(d / "node-9.json")
+    with pytest.raises(UserError, match="node-9.json: not a regular file"):
+        fleet_report(d)
+    os.unlink(d / "node-9.json")
+    (d / "node-8.json").write_bytes(b"{" + b" " * (5 << 20) + b"}")
+    with pytest.raises(UserError, match="larger than"):
+        fleet_report(d)
+    (d / "node-8.json").write_text(json.dumps({"_meta": {"format": "deepep-env/overlay", "version": 1}}))
+    with pytest.raises(UserError, match="not a doctor report"):
+        fleet_report(d)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="no node reports"):
+        fleet_report(tmp_path / "empty")
+
+
+def test_html_page_is_one_parsable_self_contained_file(fleets, tmp_path, capsys):
+    page = tmp_path / "fleet.html"
+    rc, _, _ = cli_in_process(capsys, "fleet", "report", str(fleets["gid"]), "--html", str(page))
+    assert rc == 1
+    text = page.read_text()
+    assert "<script" not in text and "http://" not in text.replace("http://www.w3.org/1999/xhtml", "")
+    root = ET.fromstring(text.split("\n", 2)[2])      # after the XML declaration and the doctype
+    cells = [e for e in root.iter(f"{NS}div") if "cell" in (e.get("class") or "")]
+    assert [c.get("data-node") for c in cells] == ["node-0", "node-1", "node-2", "node-3"]
+    odd = cells[2]
+    assert odd.get("data-state") == "odd" and "gid_index: 1 (majority: 3)" in odd.get("title")
+    rows = [[(td.text or "") for td in tr.iter(f"{NS}td")] for tr in root.iter(f"{NS}tr")]
+    assert ["gid_index", "3", "3"] == rows[[r[0] if r else "" for r in rows].index("gid_index")][:3]
+    assert "FAIL" in next(root.iter(f"{NS}title")).text
+    ok = render_html(fleet_report(fleets["uniform"]))
+    ET.fromstring(ok.split("\n", 2)[2])
+    assert "Every node reports the same facts" in ok and "<script" not in ok
+
+
+# -- the launch's preflight on simulated nodes ---------------------------------------------------
+
+def _tool(tmp_path: Path) -> Path:
+    """deepep-env as the nodes call it. The simulated nodes have no installed env, so doctor checks
+    the host (the node's DEEPEP_ENV_HOST_ROOT) only; every other command is the real one."""
+    t = tmp_path / "deepep-env-node"
+    t.write_text("#!/bin/bash\n"
+                 'if [ "$1" = doctor ]; then shift 2; set -- doctor "$@"; fi\n'
+                 f'exec {sys.executable} -m deepep_env.cli.main "$@"\n')
+    t.chmod(0o755)
+    return t
+
+
+def _render_shell(tmp_path: Path, nodes: int) -> list[str]:
+    from deepep_env.launch import EnvInfo, LaunchOptions, plan_launch, render
+    from launch_fixtures import shell_blocks
+
+    prog = tmp_path / "fake_test.py"
+    prog.write_text("import sys\nsys.stdout.write(open(%r).read())\n" % str(tmp_path / "out.txt"))
+    (tmp_path / "out.txt").write_text(DEEPEP_OUTPUT)
+    r = render(plan_launch(EnvInfo("h200-nvlink", "1", ("gcp-b200",)), LaunchOptions(
+        test="low-latency", nodes=nodes, target="shell", master_addr="127.0.0.1", runner=(), python=sys.executable,
+        program=str(prog), test_args=("--num-tokens", "64"), preflight=True, shared_dir=str(tmp_path / "shared"),
+        preflight_timeout=60, tool=(str(_tool(tmp_path)),))))
+    return shell_blocks(r.text)
+
+
+def _run_nodes(blocks: list[str], roots: list[Path], proj: Path) -> list[subprocess.CompletedProcess]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DEEPEP_ENV_")}
+    base.update(PYTHONPATH=str(REPO), DEEPEP_ENV_PROJECT=str(proj))
+    procs = [subprocess.Popen(["bash", "-c", b], env=dict(base, DEEPEP_ENV_HOST_ROOT=str(root)), cwd=proj,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for b, root in zip(blocks, roots)]
+    out = []
+    for p in procs:
+        so, se = p.communicate(timeout=240)
+        out.append(subprocess.CompletedProcess(p.args, p.returncode, so, se))
+    return out
+
+
+def test_shell_preflight_runs_the_test_and_records_on_a_uniform_fleet(tmp_path, host_tree):
+    proj = make_project(tmp_path / "proj")
+    roots = [node_copy(host_tree, "gcp-b200", tmp_path / f"n{i}") for i in range(3)]
+    procs = _run_nodes(_render_shell(tmp_path, 3), roots, proj)
+    for p in procs:
+        assert p.returncode == 0, p.stderr
+        assert "324.72 GB/s" in p.stdout                             # the test ran, its output passed through
+    assert "fleet: PASS: 3 of 3 node(s)" in procs[0].stderr
+    run = tmp_path / "shared" / "deepep-h200-nvlink-low-latency"
+    assert sorted(p.name for p in run.glob("node-*.json")) == ["node-0.json", "node-1.json", "node-2.json"]
+    assert (run / "fleet.html").is_file() and (run / "test-2.log").read_text() == DEEPEP_OUTPUT
+    recs = sorted((proj / "verified" / "h200-nvlink").glob("*.json"))
+    assert len(recs) == 3
+    for r in map(lambda p: json.loads(p.read_text()), recs):
+        assert r["test"] == "low-latency" and r["passed"] and r["args"] == ["--num-tokens", "64"]
+        assert r["digest"].startswith("sha256:") and r["figures"]["dispatch_fp8_gbps"] == 324.72
+    assert {json.loads(p.read_text())["host"]["node"] for p in recs} == {"n0", "n1", "n2"}
+
+
+def test_shell_preflight_stops_a_fleet_with_a_planted_difference(tmp_path, host_tree):
+    proj = make_project(tmp_path / "proj")
+    roots = [node_copy(host_tree, "gcp-b200", tmp_path / "n0"), node_copy(host_tree, "gcp-b200", tmp_path / "n1"),
+             node_copy(host_tree, "gcp-b200-gid1", tmp_path / "n2")]
+    procs = _run_nodes(_render_shell(tmp_path, 3), roots, proj)
+    assert [p.returncode for p in procs] == [3, 3, 3]
+    assert all("324.72" not in p.stdout for p in procs)              # the test never started
+    assert "first node that would break the job: node-2" in procs[0].stderr
+    assert "the fleet did not pass" in procs[1].stderr
+    assert not (proj / "verified").exists()
+
+
+def test_bench_fleet_prints_name_value_lines():
+    """benchmarks/bench_fleet.py on a small fleet: name=value lines, the headline last (no timing asserted)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEEPEP_ENV_")}
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_fleet.py"), "--nodes", "30"],
+                          capture_output=True, text=True, env=dict(env, PYTHONPATH=str(REPO)), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert all("=" in ln for ln in lines)
+    assert lines[-1].startswith("fleet_report_30_nodes_s=") and "nodes=30" in lines
