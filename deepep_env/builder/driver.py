@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import re
 import os
 import shutil
@@ -55,6 +56,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from deepep_env.atomic import write_text
 from deepep_env.builder.normalize import epoch_for
+from deepep_env.builder import pkgcache
 from deepep_env.errors import SolveError, UserError
 from deepep_env.readfile import MAX_CONFIG_BYTES, read_text
 from deepep_env.recipegraph import ident
@@ -255,27 +257,54 @@ def _empty(d: Path) -> None:
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
 
 
+def _build_pkgs_dir() -> Path:
+    """Where builds keep extracted dependencies: ``$DEEPEP_ENV_BUILD_PKGS_DIR``, else the user's
+    cache (``$DEEPEP_ENV_CACHE_DIR``/``$XDG_CACHE_HOME``/~/.cache, ``deepep-env/build-pkgs``)."""
+    if os.environ.get("DEEPEP_ENV_BUILD_PKGS_DIR"):
+        return Path(os.environ["DEEPEP_ENV_BUILD_PKGS_DIR"])
+    base = os.environ.get("DEEPEP_ENV_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "deepep-env" / "build-pkgs"
+
+
 @contextlib.contextmanager
 def private_package_cache() -> Iterator[None]:
-    """rattler-build links a build's host/build dependencies from its package cache with hard links,
-    so a build script that writes into a file a dependency ships rewrites the cached copy, and every
-    later build (or install) from that cache gets the rewritten file (seen on CPU, field notes §3b).
+    """The package cache a build extracts its dependencies into (``RATTLER_CACHE_DIR``, which
+    rattler-build reads once per process — measured — hence one path per process).
 
-    So builds never use the shared cache: this process gets a cache of its own
-    (``RATTLER_CACHE_DIR``, which rattler-build reads once per process — measured — hence one
-    path per process), emptied before and after every build: dependencies are extracted afresh from
-    their archives for each build. The cost is a re-extraction (and, from remote channels, a
-    re-download) per build; the gain is that no build can see another build's writes."""
+    rattler-build links dependencies from it with hard links, so a build script that writes into a
+    file a dependency ships rewrites the cached copy (field notes §3b). Extractions are kept across
+    builds and trusted only after a check (:mod:`deepep_env.builder.pkgcache`): verified against
+    their own paths.json when first seen, then by size and mtime before and after every build; one a
+    build wrote into is removed and extracted again by the next build. Builds that share the cache
+    take turns (a file lock). ``DEEPEP_ENV_BUILD_PKGS=private``: a cache of this process's own,
+    emptied before and after every build (every dependency extracted afresh)."""
     global _PROCESS_CACHE
+    private = os.environ.get("DEEPEP_ENV_BUILD_PKGS") == "private"
     if _PROCESS_CACHE is None:
-        _PROCESS_CACHE = Path(tempfile.mkdtemp(prefix="deepep-env-pkgs-"))
+        if private:
+            _PROCESS_CACHE = Path(tempfile.mkdtemp(prefix="deepep-env-pkgs-"))
+            atexit.register(shutil.rmtree, _PROCESS_CACHE, True)
+        else:
+            _PROCESS_CACHE = _build_pkgs_dir()
+            _PROCESS_CACHE.mkdir(parents=True, exist_ok=True)
         os.environ["RATTLER_CACHE_DIR"] = str(_PROCESS_CACHE)
-        atexit.register(shutil.rmtree, _PROCESS_CACHE, True)
-    _empty(_PROCESS_CACHE)
-    try:
-        yield
-    finally:
+    if _PROCESS_CACHE.name.startswith("deepep-env-pkgs-"):   # this process's own: emptied around every build
         _empty(_PROCESS_CACHE)
+        try:
+            yield
+        finally:
+            _empty(_PROCESS_CACHE)
+        return
+    with open(_PROCESS_CACHE / ".deepep-env-build.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            pkgcache.check(_PROCESS_CACHE)
+            try:
+                yield
+            finally:
+                pkgcache.check(_PROCESS_CACHE)
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class _LiveLog:

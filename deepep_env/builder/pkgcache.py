@@ -1,0 +1,97 @@
+"""The package cache builds extract their build/host dependencies into: shared, and trusted only
+after a check (issue 25.7).
+
+rattler-build links a build's dependencies from its package cache (``RATTLER_CACHE_DIR/pkgs``) with
+hard links, so a build script that writes into a file a dependency ships rewrites the cached copy
+(seen on CPU, field notes §3b). Emptying the cache around every build prevented that, at the price of
+extracting PyTorch and the CUDA toolkit afresh for every conda-mode build (NVSHMEM 279.5 s against
+227.7 s host mode, DeepEP 119.6 s against 96.5 s, one H100). So extractions are now kept and checked:
+
+- an extraction seen for the first time is verified file by file against its own ``info/paths.json``
+  (sha256 and size) — what rattler extracted is what the package holds, whichever build extracted it;
+- then the size and mtime of every file are recorded beside it (``<entry>.deepep-env-stats.json``);
+- before and after every build each kept extraction is compared with its record: a file written
+  through a hard link has a new mtime (or size), and the whole extraction is removed, so the next
+  build extracts it again. rattler keys each extraction by the package's sha256 (``<entry>.lock``).
+
+``DEEPEP_ENV_BUILD_PKGS=private`` brings back the old behaviour (a cache emptied around every build).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Optional
+
+from deepep_env.hashing import file_sha256
+
+STATS_SUFFIX = ".deepep-env-stats.json"
+
+
+def _stats(entry: Path) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for root, dirs, files in os.walk(entry):
+        dirs.sort()
+        for f in files:
+            p = Path(root) / f
+            try:
+                st = p.lstat()
+            except OSError:
+                continue
+            out[p.relative_to(entry).as_posix()] = [st.st_size, st.st_mtime_ns]
+    return out
+
+
+def _content_ok(entry: Path) -> bool:
+    """Every file the package's paths.json lists has its recorded size and sha256."""
+    try:
+        paths = json.loads((entry / "info" / "paths.json").read_text(encoding="utf-8")).get("paths", [])
+    except (OSError, ValueError, AttributeError):
+        return False
+    for rec in paths:
+        if not isinstance(rec, dict) or rec.get("path_type") not in (None, "hardlink"):
+            continue
+        p = entry / str(rec.get("_path", ""))
+        try:
+            if p.is_symlink() or (rec.get("size_in_bytes") is not None and p.stat().st_size != rec["size_in_bytes"]):
+                return False
+        except OSError:
+            return False
+        if rec.get("sha256") and file_sha256(p) != f"sha256:{rec['sha256']}":
+            return False
+    return True
+
+
+def drop(entry: Path) -> None:
+    for extra in (entry.with_name(entry.name + ".lock"), entry.with_name(entry.name + STATS_SUFFIX)):
+        extra.unlink(missing_ok=True)
+    shutil.rmtree(entry, ignore_errors=True)
+
+
+def check(cache_root: Path) -> list[str]:
+    """Keep the extractions that are what their package holds; remove the others. Returns the names
+    of the removed ones."""
+    pkgs = cache_root / "pkgs"
+    removed: list[str] = []
+    for entry in sorted(p for p in pkgs.iterdir() if p.is_dir()) if pkgs.is_dir() else []:
+        side = entry.with_name(entry.name + STATS_SUFFIX)
+        recorded: Optional[dict] = None
+        try:
+            recorded = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else None
+        except (OSError, ValueError):
+            recorded = None
+        if recorded is not None:
+            if recorded != _stats(entry):
+                drop(entry)
+                removed.append(entry.name)
+            continue
+        if not _content_ok(entry):
+            drop(entry)
+            removed.append(entry.name)
+            continue
+        side.write_text(json.dumps(_stats(entry), sort_keys=True), encoding="utf-8")
+    return removed
+
+
+__all__ = ["check", "drop", "STATS_SUFFIX"]
