@@ -130,7 +130,8 @@ class Realiser:
             require_present(wants_for_nodes([n for n in todo if not n.meta.get("local_source")]), cache,
                             offline=True, env=self.env)
         except UserError as exc:
-            raise UserError(f"{self.why}; and to rebuild it here its sources must be cached ({exc.message})",
+            missing = exc.message.replace(" and --offline is set", "")
+            raise UserError(f"{self.why}; and to rebuild it here its sources must be cached ({missing})",
                             file=self.lock_path, accepted=f"`deepep-env fetch {self.env}` (network) or "
                                                          f"`deepep-env fetch {self.env} --from DIR`") from None
         report = build_graph(nodes, store=self.project.store, channel=self.project.channel,
