@@ -24,7 +24,7 @@ from typing import Iterable, Literal, Optional, Sequence
 from deepep_env.argv import operand
 from deepep_env.errors import UserError
 from deepep_env.formats import FETCH_REPORT
-from deepep_env.hashing import file_sha256, tree_sha256
+from deepep_env.hashing import file_sha256, file_tree_sha256, tree_sha256
 from deepep_env.sources.cache import SourceCache, is_archive, unpack
 from deepep_env.sources.submodules import place_submodules, submodules_of
 
@@ -47,6 +47,9 @@ class Want:
     rev: Optional[str] = None
     tag: Optional[str] = None
     submodules: tuple = ()   # sources/submodules.Submodule, placed into an archive's tree before hashing
+    # A single-file source (a pinned wheel): the download is not unpacked but kept as this file, the
+    # only entry of its tree (hashing.file_tree_sha256); ``--from`` matches a copy by the file's sha256.
+    file: Optional[str] = None
 
     @property
     def label(self) -> str:
@@ -101,11 +104,12 @@ def wants_for_nodes(nodes: Iterable) -> list[Want]:
     seen: set[tuple] = set()
     for n in nodes:
         own = set(n.meta.get("own_sources", ()))
+        files = n.meta.get("file_sources", {})
         for name, pin in n.sources.items():
             if name in own or n.meta.get("local_source"):
                 continue   # a recipe's own source; deepep-env's own tree (the builder imports it)
             w = Want(n.package, "source", name, pin.tree_sha256, tuple(pin.urls), pin.git, pin.rev, pin.tag,
-                     submodules_of(pin))
+                     submodules_of(pin), files.get(name))
             key = (w.kind, w.digest or (w.package, w.name))
             if key not in seen:
                 seen.add(key)
@@ -144,6 +148,15 @@ def _accept_patch(want: Want, data: bytes, cache: SourceCache, origin: str, got:
         raise _mismatch(want, got, origin)
     path = cache.add_patch(data, got)
     return FetchItem(want, "fetched" if want.digest else "recorded", got, path, origin)
+
+
+def _file_tree(path: Path, name: str, dest: Path) -> Path:
+    """``dest`` holding only a copy of ``path`` as ``name`` (a regular, non-executable file): a
+    single-file source's tree."""
+    dest.mkdir(parents=True)
+    shutil.copyfile(path, dest / name)
+    os.chmod(dest / name, 0o644)
+    return dest
 
 
 # --- network ------------------------------------------------------------------------------------
@@ -196,6 +209,8 @@ def _fetch_one(want: Want, cache: SourceCache) -> FetchItem:
             if want.kind == "patch":
                 data = blob.read_bytes()
                 return _accept_patch(want, data, cache, url, file_sha256(blob))
+            if want.file is not None:
+                return _accept_tree(want, _file_tree(blob, want.file, scratch / "tree"), cache, url)
             if not is_archive(blob):
                 errors.append(f"{url}: not a tar or zip archive")
                 continue
@@ -283,6 +298,36 @@ class _Importer:
             return
         self.got.append(FetchItem(w, status, digest, self.cache.add_patch(entry.read_bytes(), digest), str(entry)))
 
+    def single_file(self, entry: Path) -> bool:
+        """A local copy of a single-file source (a wheel), matched by its sha256: True if claimed."""
+        files = [w for w in self.open_src.values() if w.file is not None]
+        if not files:
+            return False
+        fsha = file_sha256(entry)
+        for w in files:
+            assert w.digest is not None and w.file is not None
+            if file_tree_sha256(w.file, fsha) != w.digest:
+                continue
+            scratch = self.cache.scratch("imp-")
+            try:
+                root = _file_tree(entry, w.file, scratch / "tree")
+                got = tree_sha256(root)
+                if got != w.digest:   # only if the file changed while it was read
+                    raise _mismatch(w, got, str(entry))
+                del self.open_src[w.digest]
+                d, path = self.cache.add_tree(root, digest=got, move=True)
+                self.got.append(FetchItem(w, "imported", d, path, str(entry)))
+                return True
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        named = next((w for w in files if w.file == entry.name), None)
+        if named is not None:   # the file meant for this pin, with other content
+            raise UserError(
+                f"{named.kind} {named.name} of package {named.package}: {entry} has sha256 {fsha}, which is not "
+                f"the pinned {named.file}; nothing was written to the source cache",
+                accepted=f"the file whose sha256 the catalog pins for {named.file}")
+        return False
+
     def archive(self, entry: Path) -> None:
         scratch = self.cache.scratch("imp-")
         try:
@@ -322,6 +367,8 @@ def import_dir(from_dir: Path, wants: Sequence[Want], cache: SourceCache) -> tup
         if entry.is_dir():
             imp.tree(entry)
         elif entry.is_file():
+            if imp.single_file(entry):
+                continue
             (imp.archive if is_archive(entry) else imp.patch)(entry)
     return imp.got, imp.ignored
 
