@@ -211,3 +211,37 @@ def test_build_repacks_the_wheel_deep_ep_builds_against_it_lock_and_install(tmp_
     assert (prefix / "lib" / "libnvshmem_host.so.3").is_file()
     assert (prefix / "lib" / "nvshmem_transport_ibgda.so.4").is_file()
     assert (prefix / "share" / "deep-ep" / "nvshmem.h").is_file()
+
+
+def test_plan_suggests_the_wheel_where_the_source_is_not_pinned(tmp_path):
+    """gcp-b200 asks NVSHMEM 3.5.19, whose source tarball is not pinned: plan names the wheel edit;
+    with that edit the spec plans a pinned nvshmem node from recipes/nvshmem-wheel."""
+    from rich.console import Console
+
+    from deepep_env.buildplan import plan
+    from deepep_env.cli.render_plan import render_plan
+    from deepep_env.planning import make_plan
+    from deepep_env.project import Project
+    from deepep_env.spec import load_resolved
+
+    d = make_plan("gcp-b200", Project(REPO), root=str(REPO / "nonexistent-root"))
+    assert d["nvshmem_suggestion"] is not None
+    assert "nvidia-nvshmem-cu12==3.5.19" in d["nvshmem_suggestion"]
+    c = Console(record=True, width=400)
+    render_plan(c, d)
+    assert '[nvshmem] provider = "wheel"' in c.export_text()
+    # a pinned source, or the wheel itself: no suggestion
+    assert make_plan("h200-nvlink", Project(REPO), root=str(REPO / "nonexistent-root"))["nvshmem_suggestion"] is None
+
+    root = tmp_path / "proj"
+    (root / "env_specs").mkdir(parents=True)
+    shutil.copytree(REPO / "recipes", root / "recipes")
+    f = root / "env_specs" / "gcp-b200.toml"
+    text = (REPO / "env_specs" / "gcp-b200.toml").read_text()
+    f.write_text(text.replace('version = "3.5.19"\nibgda', 'version = "3.5.19"\nprovider = "wheel"\nibgda'))
+    assert 'provider = "wheel"' in f.read_text()
+    r = load_resolved("gcp-b200", Project(root))
+    nv = plan(r, Project(root)).node("nvshmem")
+    assert nv.recipe_dir.name == "nvshmem-wheel" and nv.id is not None and not nv.unpinned
+    assert nv.variant["wheel"].startswith("nvidia_nvshmem_cu12-3.5.19-")
+    assert make_plan("gcp-b200", Project(root), root=str(REPO / "nonexistent-root"))["nvshmem_suggestion"] is None
