@@ -166,10 +166,19 @@ def test_fetch_downloads_the_wheel_from_its_url(tmp_path, monkeypatch):
     # deep-ep's stand-in tarball is imported; the wheel must come from its URL
     shutil.move(str(whl), str(tmp_path / "elsewhere.whl"))
     whl = tmp_path / "elsewhere.whl"
+    # the URL serving other bytes: refused with both hashes' meaning, nothing cached
+    good = whl
+    whl = make_wheel(tmp_path / "other" / WHEEL, version="3.4.6")
+    with pytest.raises(UserError, match=r"has sha256 sha256:[0-9a-f]{64}, which is not the pinned") as ei:
+        fetch_sources("h200-wheel", fp.project, cache=tmp_path / "cache", offline=False, from_dir=fp.upstream)
+    assert "recipes/nvshmem-wheel/sources.toml" in str(ei.value)
+    whl = good
     rep = fetch_sources("h200-wheel", fp.project, cache=tmp_path / "cache", offline=False, from_dir=fp.upstream)
     st = {(i.want.package, i.want.name): i for i in rep.items}
     assert st[("nvshmem", "nvshmem")].status == "fetched" and st[("nvshmem", "nvshmem")].origin == URL
     assert URL in seen
+    entry = st[("nvshmem", "nvshmem")].path
+    assert [e.name for e in entry.iterdir()] == [WHEEL] and file_sha256(entry / WHEEL) == file_sha256(good)
 
 
 def test_build_repacks_the_wheel_deep_ep_builds_against_it_lock_and_install(tmp_path, monkeypatch, capsys):
@@ -245,3 +254,12 @@ def test_plan_suggests_the_wheel_where_the_source_is_not_pinned(tmp_path):
     assert nv.recipe_dir.name == "nvshmem-wheel" and nv.id is not None and not nv.unpinned
     assert nv.variant["wheel"].startswith("nvidia_nvshmem_cu12-3.5.19-")
     assert make_plan("gcp-b200", Project(root), root=str(REPO / "nonexistent-root"))["nvshmem_suggestion"] is None
+
+    # DeepEP V2 (recipes/deep-ep-v2, unchanged) on the repacked wheel: built against deepep-nvshmem
+    v2 = (REPO / "env_specs" / "h200-nvlink-v2.toml").read_text()
+    old = next(ln for ln in v2.splitlines() if ln.startswith('provider = "pip"') and "nvshmem" in ln)
+    (root / "env_specs" / "h200-nvlink-v2.toml").write_text(v2.replace(old, 'provider = "wheel"'))
+    bp = plan(load_resolved("h200-nvlink-v2", Project(root)), Project(root))
+    assert bp.node("nvshmem").recipe_dir.name == "nvshmem-wheel"
+    dp = bp.node("deep-ep")
+    assert "nvshmem" in dp.deps and dp.variant["nvshmem_provider"] == "source" and "nvshmem" not in dp.externals

@@ -50,10 +50,15 @@ class Want:
     # A single-file source (a pinned wheel): the download is not unpacked but kept as this file, the
     # only entry of its tree (hashing.file_tree_sha256); ``--from`` matches a copy by the file's sha256.
     file: Optional[str] = None
+    recipe: Optional[str] = None   # the recipe folder whose sources.toml pins it, when not ``package``
 
     @property
     def label(self) -> str:
         return f"{self.package}: {self.kind} {self.name}"
+
+    @property
+    def catalog(self) -> str:
+        return f"recipes/{self.recipe or self.package}/sources.toml"
 
 
 @dataclass
@@ -109,7 +114,7 @@ def wants_for_nodes(nodes: Iterable) -> list[Want]:
             if name in own or n.meta.get("local_source"):
                 continue   # a recipe's own source; deepep-env's own tree (the builder imports it)
             w = Want(n.package, "source", name, pin.tree_sha256, tuple(pin.urls), pin.git, pin.rev, pin.tag,
-                     submodules_of(pin), files.get(name))
+                     submodules_of(pin), files.get(name), n.meta.get("catalog_recipe"))
             key = (w.kind, w.digest or (w.package, w.name))
             if key not in seen:
                 seen.add(key)
@@ -130,7 +135,7 @@ def _mismatch(want: Want, got: str, origin: str) -> UserError:
         f"{want.kind} {want.name} of package {want.package}: content hash mismatch from {origin}: "
         f"expected {want.digest}, got {got}; nothing was written to the source cache",
         accepted="a copy of the pinned upstream revision, or a reviewed new pin in "
-                 f"recipes/{want.package}/sources.toml",
+                 f"{want.catalog}",
     )
 
 
@@ -210,6 +215,12 @@ def _fetch_one(want: Want, cache: SourceCache) -> FetchItem:
                 data = blob.read_bytes()
                 return _accept_patch(want, data, cache, url, file_sha256(blob))
             if want.file is not None:
+                fsha = file_sha256(blob)
+                if want.digest is not None and file_tree_sha256(want.file, fsha) != want.digest:
+                    raise UserError(
+                        f"{want.kind} {want.name} of package {want.package}: {url} has sha256 {fsha}, which is not "
+                        f"the pinned {want.file}; nothing was written to the source cache",
+                        accepted=f"the file whose sha256 {want.catalog} pins")
                 return _accept_tree(want, _file_tree(blob, want.file, scratch / "tree"), cache, url)
             if not is_archive(blob):
                 errors.append(f"{url}: not a tar or zip archive")
@@ -237,7 +248,7 @@ def _fetch_one(want: Want, cache: SourceCache) -> FetchItem:
             shutil.rmtree(scratch, ignore_errors=True)
     where = "; ".join(errors) if errors else "no URL or git revision is catalogued"
     raise UserError(f"{want.kind} {want.name} of package {want.package}: could not fetch: {where}",
-                    accepted=f"a reachable URL in recipes/{want.package}/sources.toml, or "
+                    accepted=f"a reachable URL in {want.catalog}, or "
                              "`deepep-env fetch ENV --from DIR` with a local copy")
 
 
@@ -414,9 +425,9 @@ def require_present(wants: Sequence[Want], cache: SourceCache, *, offline: bool,
         if w.digest is None:
             raise UserError(
                 f"package {w.package}: {w.kind} {w.name} is not pinned by content, so it cannot be built",
-                file=f"recipes/{w.package}/sources.toml",
+                file=w.catalog,
                 accepted=f"run `{hint}` on a machine with network and record the printed hash "
-                         f"in recipes/{w.package}/sources.toml")
+                         f"in {w.catalog}")
     # every digest is set here (the loop above raised otherwise); the test narrows it for the checker
     missing = [w for w in wants if w.digest is not None
                and not (cache.tree(w.digest) if w.kind == "source" else cache.patch(w.digest))]
