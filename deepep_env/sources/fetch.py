@@ -336,7 +336,7 @@ class _Importer:
             raise UserError(
                 f"{named.kind} {named.name} of package {named.package}: {entry} has sha256 {fsha}, which is not "
                 f"the pinned {named.file}; nothing was written to the source cache",
-                accepted=f"the file whose sha256 the catalog pins for {named.file}")
+                accepted=f"the file whose sha256 {named.catalog} pins")
         return False
 
     def archive(self, entry: Path) -> None:
