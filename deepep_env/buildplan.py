@@ -270,6 +270,23 @@ def _nvshmem_node(r: ResolvedSpec, project: Project) -> BuildNode:
     )
 
 
+def _nvshmem_wheel_node(r: ResolvedSpec, project: Project) -> BuildNode:
+    """NVIDIA's NVSHMEM wheel (pinned by sha256, recipes/nvshmem-wheel/sources.toml) repacked into the
+    package DeepEP's recipes build against (deepep-nvshmem): a binary repack, so no CUDA or compilers
+    enter; the source is a tree holding the one wheel file (spec/wheels.py wheel_source)."""
+    from deepep_env.spec.wheels import require_wheel
+
+    assert r.nvshmem.source is not None
+    subdir = r.subdirs[0] if r.subdirs else "linux-64"
+    pin = require_wheel(project.recipes, r.nvshmem.version, r.cuda.version, subdir)
+    return BuildNode(
+        package="nvshmem", recipe_dir=_recipe(project, "nvshmem-wheel"), version=r.nvshmem.version,
+        variant={"version": r.nvshmem.version, "cuda_major": r.cuda.version.split(".")[0], "wheel": pin.filename},
+        sources={"nvshmem": r.nvshmem.source}, patches=(), externals={}, deps=(),
+        meta={"file_sources": {"nvshmem": pin.filename}, "catalog_recipe": "nvshmem-wheel"},
+    )
+
+
 def _nccl_node(r: ResolvedSpec, project: Project) -> BuildNode:
     """NCCL from NVIDIA's source for the spec's architectures only, packaged as conda-forge's ``nccl``."""
     assert r.nccl.source is not None
@@ -304,7 +321,9 @@ def _deepep_node(r: ResolvedSpec, project: Project) -> BuildNode:
         "pytorch_version": r.pytorch.version,
         "pytorch_cuda": r.pytorch.cuda,
         "cuda_version": r.cuda.version,
-        "nvshmem_provider": r.nvshmem.provider,
+        # recipes/deep-ep-v2 knows "source" (our deepep-nvshmem in $PREFIX) and "pip": the repacked
+        # wheel is that same package, so V2 is told "source"; V1 takes deepep-nvshmem either way.
+        "nvshmem_provider": "source" if v2 and r.nvshmem.provider == "wheel" else r.nvshmem.provider,
         "nvshmem_version": r.nvshmem.version,
         **_conda_variant(r, python=True),
     }
@@ -327,6 +346,8 @@ def _spec_nodes(r: ResolvedSpec, project: Project) -> list[BuildNode]:
         nodes.append(_gdrcopy_node(r, project))
     if r.nvshmem.provider == "source":
         nodes.append(_nvshmem_node(r, project))
+    elif r.nvshmem.provider == "wheel":
+        nodes.append(_nvshmem_wheel_node(r, project))
     if r.nccl.provider == "source":
         nodes.append(_nccl_node(r, project))
     nodes.append(_deepep_node(r, project))

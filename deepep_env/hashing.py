@@ -94,6 +94,18 @@ def tree_sha256(root: str | Path) -> str:
     return f"{ALGO}:{h.hexdigest()}"
 
 
+def file_tree_sha256(name: str, file_digest: str) -> str:
+    """:func:`tree_sha256` of a folder that holds one regular, non-executable file ``name`` whose
+    content hashes to ``file_digest``: how a single-file source (a pinned wheel) is a cache tree,
+    its id computed from the file's published sha256 without the file."""
+    h = hashlib.sha256()
+    h.update(TREE_SCHEME.encode() + b"\0")
+    payload = bytes.fromhex(file_digest.split(":", 1)[1])
+    h.update(name.encode("utf-8") + b"\0" + b"file" + b"\0")
+    h.update(len(payload).to_bytes(8, "big") + payload)
+    return f"{ALGO}:{h.hexdigest()}"
+
+
 def drop_defaults(obj: Any) -> Any:
     """Remove empty values (None, "", [], {}) recursively: a field added later with an empty
     default moves no existing id (the rattler-build/pixi habit)."""

@@ -22,7 +22,7 @@ from deepep_env.project import Project
 from deepep_env.sources import hostprint
 from deepep_env.spec.resolve import load_resolved
 from deepep_env.spec.resolved import ResolvedSpec
-from deepep_env.spec.wheels import nvshmem_options
+from deepep_env.spec.wheels import nvshmem_options, wheel_suggestion
 
 
 def _pins(r: ResolvedSpec) -> dict[str, Any]:
@@ -158,6 +158,7 @@ def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_h
     r = load_resolved(name, project)
     data = _resolved_data(r, project)
     data["nvshmem_options"] = nvshmem_options(r, project)
+    data["nvshmem_suggestion"] = wheel_suggestion(r, data["nvshmem_options"])
     data["lock"] = _lock_status(name, project)
     data["verified"] = _verified(name, project)
     data["prefix"] = {"path": str(project.prefix_for(name)),

@@ -114,6 +114,10 @@ def render_plan(c: Console, d: dict[str, Any]) -> None:
     render_resolved(c, d)
     if d.get("nvshmem_options"):
         _render_nvshmem_options(c, d["nvshmem_options"])
+    if d.get("nvshmem_suggestion"):
+        from rich.markup import escape
+
+        c.print(f"[bold]suggestion[/bold]: {escape(d['nvshmem_suggestion'])}")
     lock = d.get("lock", {})
     c.print(f"[bold]lock[/bold] {lock.get('path')}: {lock.get('status')}" + (f" — {lock['hint']}" if lock.get("hint") else ""))
     for reason in lock.get("reasons", []) or []:

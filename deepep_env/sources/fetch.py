@@ -24,7 +24,7 @@ from typing import Iterable, Literal, Optional, Sequence
 from deepep_env.argv import operand
 from deepep_env.errors import UserError
 from deepep_env.formats import FETCH_REPORT
-from deepep_env.hashing import file_sha256, tree_sha256
+from deepep_env.hashing import file_sha256, file_tree_sha256, tree_sha256
 from deepep_env.sources.cache import SourceCache, is_archive, unpack
 from deepep_env.sources.submodules import place_submodules, submodules_of
 
@@ -47,10 +47,18 @@ class Want:
     rev: Optional[str] = None
     tag: Optional[str] = None
     submodules: tuple = ()   # sources/submodules.Submodule, placed into an archive's tree before hashing
+    # A single-file source (a pinned wheel): the download is not unpacked but kept as this file, the
+    # only entry of its tree (hashing.file_tree_sha256); ``--from`` matches a copy by the file's sha256.
+    file: Optional[str] = None
+    recipe: Optional[str] = None   # the recipe folder whose sources.toml pins it, when not ``package``
 
     @property
     def label(self) -> str:
         return f"{self.package}: {self.kind} {self.name}"
+
+    @property
+    def catalog(self) -> str:
+        return f"recipes/{self.recipe or self.package}/sources.toml"
 
 
 @dataclass
@@ -101,11 +109,12 @@ def wants_for_nodes(nodes: Iterable) -> list[Want]:
     seen: set[tuple] = set()
     for n in nodes:
         own = set(n.meta.get("own_sources", ()))
+        files = n.meta.get("file_sources", {})
         for name, pin in n.sources.items():
             if name in own or n.meta.get("local_source"):
                 continue   # a recipe's own source; deepep-env's own tree (the builder imports it)
             w = Want(n.package, "source", name, pin.tree_sha256, tuple(pin.urls), pin.git, pin.rev, pin.tag,
-                     submodules_of(pin))
+                     submodules_of(pin), files.get(name), n.meta.get("catalog_recipe"))
             key = (w.kind, w.digest or (w.package, w.name))
             if key not in seen:
                 seen.add(key)
@@ -126,7 +135,7 @@ def _mismatch(want: Want, got: str, origin: str) -> UserError:
         f"{want.kind} {want.name} of package {want.package}: content hash mismatch from {origin}: "
         f"expected {want.digest}, got {got}; nothing was written to the source cache",
         accepted="a copy of the pinned upstream revision, or a reviewed new pin in "
-                 f"recipes/{want.package}/sources.toml",
+                 f"{want.catalog}",
     )
 
 
@@ -144,6 +153,15 @@ def _accept_patch(want: Want, data: bytes, cache: SourceCache, origin: str, got:
         raise _mismatch(want, got, origin)
     path = cache.add_patch(data, got)
     return FetchItem(want, "fetched" if want.digest else "recorded", got, path, origin)
+
+
+def _file_tree(path: Path, name: str, dest: Path) -> Path:
+    """``dest`` holding only a copy of ``path`` as ``name`` (a regular, non-executable file): a
+    single-file source's tree."""
+    dest.mkdir(parents=True)
+    shutil.copyfile(path, dest / name)
+    os.chmod(dest / name, 0o644)
+    return dest
 
 
 # --- network ------------------------------------------------------------------------------------
@@ -196,6 +214,14 @@ def _fetch_one(want: Want, cache: SourceCache) -> FetchItem:
             if want.kind == "patch":
                 data = blob.read_bytes()
                 return _accept_patch(want, data, cache, url, file_sha256(blob))
+            if want.file is not None:
+                fsha = file_sha256(blob)
+                if want.digest is not None and file_tree_sha256(want.file, fsha) != want.digest:
+                    raise UserError(
+                        f"{want.kind} {want.name} of package {want.package}: {url} has sha256 {fsha}, which is not "
+                        f"the pinned {want.file}; nothing was written to the source cache",
+                        accepted=f"the file whose sha256 {want.catalog} pins")
+                return _accept_tree(want, _file_tree(blob, want.file, scratch / "tree"), cache, url)
             if not is_archive(blob):
                 errors.append(f"{url}: not a tar or zip archive")
                 continue
@@ -222,7 +248,7 @@ def _fetch_one(want: Want, cache: SourceCache) -> FetchItem:
             shutil.rmtree(scratch, ignore_errors=True)
     where = "; ".join(errors) if errors else "no URL or git revision is catalogued"
     raise UserError(f"{want.kind} {want.name} of package {want.package}: could not fetch: {where}",
-                    accepted=f"a reachable URL in recipes/{want.package}/sources.toml, or "
+                    accepted=f"a reachable URL in {want.catalog}, or "
                              "`deepep-env fetch ENV --from DIR` with a local copy")
 
 
@@ -283,6 +309,36 @@ class _Importer:
             return
         self.got.append(FetchItem(w, status, digest, self.cache.add_patch(entry.read_bytes(), digest), str(entry)))
 
+    def single_file(self, entry: Path) -> bool:
+        """A local copy of a single-file source (a wheel), matched by its sha256: True if claimed."""
+        files = [w for w in self.open_src.values() if w.file is not None]
+        if not files:
+            return False
+        fsha = file_sha256(entry)
+        for w in files:
+            assert w.digest is not None and w.file is not None
+            if file_tree_sha256(w.file, fsha) != w.digest:
+                continue
+            scratch = self.cache.scratch("imp-")
+            try:
+                root = _file_tree(entry, w.file, scratch / "tree")
+                got = tree_sha256(root)
+                if got != w.digest:   # only if the file changed while it was read
+                    raise _mismatch(w, got, str(entry))
+                del self.open_src[w.digest]
+                d, path = self.cache.add_tree(root, digest=got, move=True)
+                self.got.append(FetchItem(w, "imported", d, path, str(entry)))
+                return True
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        named = next((w for w in files if w.file == entry.name), None)
+        if named is not None:   # the file meant for this pin, with other content
+            raise UserError(
+                f"{named.kind} {named.name} of package {named.package}: {entry} has sha256 {fsha}, which is not "
+                f"the pinned {named.file}; nothing was written to the source cache",
+                accepted=f"the file whose sha256 {named.catalog} pins")
+        return False
+
     def archive(self, entry: Path) -> None:
         scratch = self.cache.scratch("imp-")
         try:
@@ -322,6 +378,8 @@ def import_dir(from_dir: Path, wants: Sequence[Want], cache: SourceCache) -> tup
         if entry.is_dir():
             imp.tree(entry)
         elif entry.is_file():
+            if imp.single_file(entry):
+                continue
             (imp.archive if is_archive(entry) else imp.patch)(entry)
     return imp.got, imp.ignored
 
@@ -367,9 +425,9 @@ def require_present(wants: Sequence[Want], cache: SourceCache, *, offline: bool,
         if w.digest is None:
             raise UserError(
                 f"package {w.package}: {w.kind} {w.name} is not pinned by content, so it cannot be built",
-                file=f"recipes/{w.package}/sources.toml",
+                file=w.catalog,
                 accepted=f"run `{hint}` on a machine with network and record the printed hash "
-                         f"in recipes/{w.package}/sources.toml")
+                         f"in {w.catalog}")
     # every digest is set here (the loop above raised otherwise); the test narrows it for the checker
     missing = [w for w in wants if w.digest is not None
                and not (cache.tree(w.digest) if w.kind == "source" else cache.patch(w.digest))]

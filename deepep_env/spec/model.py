@@ -179,10 +179,12 @@ class NcclSpec(Strict):
 
 class NvshmemSpec(Strict):
     """``pip``: the nvidia-nvshmem-cu1X wheel in the host Python's site-packages (the one pip PyTorch
-    depends on and loads), found by DeepEP 2.x's own deep_ep/utils/find_pkgs.py."""
+    depends on and loads), found by DeepEP 2.x's own deep_ep/utils/find_pkgs.py. ``wheel``: NVIDIA's
+    binary wheel of that exact version, pinned by sha256 in recipes/nvshmem-wheel/sources.toml, repacked
+    by recipes/nvshmem-wheel into our deepep-nvshmem package (what DeepEP builds against)."""
 
     version: str
-    provider: Literal["host", "conda", "source", "pip"] = "source"
+    provider: Literal["host", "conda", "source", "pip", "wheel"] = "source"
     ibgda: bool = True
     gdrcopy: bool = False
     nic_handler: Literal["gpu", "cpu", "auto"] = "auto"

@@ -111,9 +111,17 @@ def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> Resolv
     )
     nccls = [RNccl(version=v, provider=spec.nccl.provider, source=nccl_cat.versions[v].source if nccl_cat else None)
              for v in _source_candidates(spec.nccl.version, spec.nccl.provider, nccl_cat, "nccl.version", "NCCL", file)]
+    wheel = None
+    if spec.nvshmem.provider == "wheel":
+        from deepep_env.spec.wheels import require_wheel, wheel_source
+        wheel = wheel_source(require_wheel(recipes, _exact(spec.nvshmem.version, "nvshmem.version", file),
+                                           spec.cuda.version, spec.subdirs[0], file))
+        if spec.nvshmem.patches:
+            raise UserError("a binary wheel takes no patches", file=file, field="nvshmem.patches",
+                            accepted="[] (or provider = \"source\")")
     nvshmems = [RNvshmem(
         version=v, provider=spec.nvshmem.provider, ibgda=spec.nvshmem.ibgda, gdrcopy=spec.nvshmem.gdrcopy,
-        nic_handler=nic, source=nvshmem_cat.versions[v].source if nvshmem_cat else None,
+        nic_handler=nic, source=nvshmem_cat.versions[v].source if nvshmem_cat else wheel,
         patches=_patches(spec.nvshmem.patches, nvshmem_cat, "nvshmem.patches", file) if nvshmem_cat else [],
     ) for v in _source_candidates(spec.nvshmem.version, spec.nvshmem.provider, nvshmem_cat, "nvshmem.version", "NVSHMEM", file)]
     return _first_valid(spec, base, nccls, nvshmems, decisions, file)

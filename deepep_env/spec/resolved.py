@@ -53,7 +53,7 @@ class RNccl(Strict):
 
 class RNvshmem(Strict):
     version: str
-    provider: Literal["host", "conda", "source", "pip"]
+    provider: Literal["host", "conda", "source", "pip", "wheel"]
     ibgda: bool
     gdrcopy: bool
     nic_handler: Literal["gpu", "cpu"]

@@ -163,8 +163,9 @@ def _v2_nccl_provider(r: ResolvedSpec) -> Optional[str]:
 
 def _nvshmem_provider(r: ResolvedSpec) -> Optional[str]:
     # recipes/deep-ep builds against our deepep-nvshmem package only; recipes/deep-ep-v2 also against
-    # the host Python's pip wheel (DeepEP 2.x's deep_ep/utils/find_pkgs.py finds it).
-    ok = ("source",) if r.deepep.engine == "v1" else ("source", "pip")
+    # the host Python's pip wheel (DeepEP 2.x's deep_ep/utils/find_pkgs.py finds it). "wheel" is
+    # NVIDIA's wheel repacked as that same deepep-nvshmem package (recipes/nvshmem-wheel).
+    ok = ("source", "wheel") if r.deepep.engine == "v1" else ("source", "wheel", "pip")
     if r.nvshmem.provider not in ok:
         return (f"DeepEP {r.deepep.label} ({r.deepep.engine}) is built against NVSHMEM from "
                 f"{' or '.join(repr(p) for p in ok)}, spec has provider = {r.nvshmem.provider!r}")
@@ -258,7 +259,7 @@ RULES: tuple[Rule, ...] = (
          _v2_torch, "pytorch.version"),
     Rule("deepep-v2-cuda", "DeepEP V2 JIT-compiles with nvcc >= 12.3 (SM90)",
          "DeepEP README 'Requirements'; csrc/jit/compiler.hpp get_nvcc_version()", _v2_cuda, "cuda.version"),
-    Rule("deepep-nvshmem-provider", "the DeepEP recipes build against NVSHMEM from source (V1), or source or pip (V2)",
+    Rule("deepep-nvshmem-provider", "the DeepEP recipes build against NVSHMEM from source or wheel (V1), or source, wheel or pip (V2)",
          "recipes/deep-ep/recipe.yaml, recipes/deep-ep-v2/recipe.yaml", _nvshmem_provider, "nvshmem.provider"),
     Rule("nvshmem-pip-needs-host-python", "a pip-provided NVSHMEM is the host Python's wheel",
          "DeepEP deep_ep/utils/find_pkgs.py (importlib.metadata of the running Python)", _pip_nvshmem_host_python,

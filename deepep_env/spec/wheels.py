@@ -8,6 +8,7 @@ cannot fetch a source tarball sees which pinned wheel it could use.
 """
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -20,8 +21,8 @@ else:  # pragma: no cover
 from pydantic import Field, ValidationError, field_validator
 
 from deepep_env.errors import UserError
-from deepep_env.hashing import is_digest
-from deepep_env.spec.catalog import CATALOG_FORMAT, load_catalog
+from deepep_env.hashing import file_tree_sha256, is_digest
+from deepep_env.spec.catalog import CATALOG_FORMAT, SourcePin, load_catalog
 from deepep_env.spec.load import read_spec_bytes, show
 from deepep_env.spec.model import Strict
 from deepep_env.spec.resolved import ResolvedSpec
@@ -75,6 +76,35 @@ def wheel_pin(cat: WheelCatalog, version: str, cuda_version: str, subdir: str) -
     return cat.versions.get(version, {}).get(f"cu{cuda_version.split('.')[0]}", {}).get(subdir)
 
 
+def wheel_source(pin: WheelPin) -> SourcePin:
+    """The wheel as a build source: a tree holding the one file ``pin.filename``, so the source cache,
+    staging and the build id treat it like any pinned tree (its ``tree_sha256`` follows from the
+    wheel's published sha256: :func:`deepep_env.hashing.file_tree_sha256`)."""
+    return SourcePin(urls=[pin.url], tree_sha256=file_tree_sha256(pin.filename, pin.sha256))
+
+
+def require_wheel(recipes_dir: Path, version: str, cuda_version: str, subdir: str,
+                  file: Optional[Path] = None) -> WheelPin:
+    """The pinned wheel for ``nvshmem.provider = "wheel"``, or one line saying what is missing."""
+    cat = load_wheels(recipes_dir)
+    cu = f"cu{cuda_version.split('.')[0]}"
+    where = f"recipes/{PACKAGE}/sources.toml"
+    if version not in cat.versions:
+        raise UserError(f"no pinned NVSHMEM wheel for version {show(version)} in {where}", file=file,
+                        field="nvshmem.version",
+                        accepted=", ".join(sorted(cat.versions, key=functools.cmp_to_key(version_cmp))))
+    per_cuda = cat.versions[version]
+    if cu not in per_cuda:
+        raise UserError(f"NVSHMEM {version} has no pinned nvidia-nvshmem-{cu} wheel for CUDA {cuda_version} in {where}",
+                        file=file, field="nvshmem.version",
+                        accepted=f"CUDA majors with a wheel of {version}: " + ", ".join(sorted(per_cuda)))
+    pin = per_cuda[cu].get(subdir)
+    if pin is None:
+        raise UserError(f"NVSHMEM {version} has no pinned nvidia-nvshmem-{cu} wheel for {subdir} in {where}",
+                        file=file, field="subdirs", accepted=", ".join(sorted(per_cuda[cu])))
+    return pin
+
+
 def layout_class(version: str) -> str:
     return ">=3.5.19" if not version_lt(version, LAYOUT_CHANGE) else "<3.5.19"
 
@@ -92,7 +122,6 @@ def nvshmem_options(r: ResolvedSpec, project: Any) -> list[dict[str, Any]]:
         src = {}
     subdir = r.subdirs[0] if r.subdirs else "linux-64"
     out = []
-    import functools
     for v in sorted(set(src) | set(wheels.versions), key=functools.cmp_to_key(version_cmp), reverse=True):
         entry = src.get(v)
         pin = wheel_pin(wheels, v, r.cuda.version, subdir)
@@ -109,3 +138,16 @@ def nvshmem_options(r: ResolvedSpec, project: Any) -> list[dict[str, Any]]:
             "selected": v == r.nvshmem.version,
         })
     return out
+
+
+def wheel_suggestion(r: ResolvedSpec, options: list[dict[str, Any]]) -> Optional[str]:
+    """``plan``'s line where the spec builds NVSHMEM from a source that is not pinned (no tree hash:
+    it cannot be built) and a wheel of that version is pinned: the spec edit that makes it buildable."""
+    if r.nvshmem.provider != "source" or (r.nvshmem.source is not None and r.nvshmem.source.pinned):
+        return None
+    sel = next((o for o in options if o["selected"]), None)
+    if sel is None or sel["wheel"] is None:
+        return None
+    w = sel["wheel"]
+    return (f"NVSHMEM {r.nvshmem.version}: its source is not pinned (it cannot be built); NVIDIA's wheel "
+            f"{w['package']}=={r.nvshmem.version} is pinned ({w['sha256'][:19]}…): set [nvshmem] provider = \"wheel\"")
