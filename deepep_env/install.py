@@ -42,6 +42,7 @@ from deepep_env.lock.channels import client as make_client
 from deepep_env.lock.check import check_lock
 from deepep_env.lock.lockfile import read_lock
 from deepep_env.lock.solve import default_lock_path
+from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.builder.realise import Realiser
 from deepep_env.overlay.prefix import (LEGACY_RELPATH, PrefixMeta, existing_marker, has_marker, marker_path, owner_pid,
                                        parse_prefix_meta, pid_alive, recover_swap)
@@ -298,25 +299,24 @@ def spec_marker(r: ResolvedSpec) -> dict[str, Any]:
     }
 
 
-def unmarked_prefix_meta(env: str, pfx: str | Path, project: Project) -> PrefixMeta:
+def unmarked_prefix_meta(env: str, pfx: str | Path, project: Project, ws: Optional[Workspace] = None) -> PrefixMeta:
     """What the marker would say of a prefix pixi (or rattler) installed, which has none of ours:
     the spec's fields, and the interpreter the prefix holds. Read-only (``install`` adopts it)."""
-    from deepep_env.spec.resolve import load_resolved   # local: pydantic; the activate path has no spec otherwise
-
     pfx = Path(pfx)
-    r = load_resolved(env, project)
+    r = workspace(project, ws).resolved(env)
     m = _make_marker(r.name, pfx, Path(""), "", current_subdir(), spec_marker(r), _installed_records(pfx), [])
     return parse_prefix_meta(m, str(pfx / "conda-meta"), str(pfx), env)
 
 
 def install_env(env: str, project: Project, *, prefix: Optional[str | Path] = None, lock_path: Optional[str | Path] = None,
-                mirrors: Iterable[str] = (), force: bool = False, progress=None) -> InstallResult:
+                mirrors: Iterable[str] = (), force: bool = False, progress=None,
+                ws: Optional[Workspace] = None) -> InstallResult:
     """``deepep-env install ENV``: the locked packages of ENV into ``prefix`` (default
     ``<project>/.pixi/envs/ENV``, :meth:`Project.prefix_for`). The spec supplies the marker's fields and the default mirror (its
-    ``publish_url`` → this project's builder channel); a stale lock is installed with a warning."""
-    from deepep_env.spec.resolve import load_resolved   # local: pydantic; install_locked needs no spec
-
-    r = load_resolved(env, project)
+    ``publish_url`` → this project's builder channel); a stale lock is installed with a warning.
+    ``ws``: the command's workspace, so the spec is resolved once (here and by the lock check)."""
+    ws = workspace(project, ws)
+    r = ws.resolved(env)
     lock = Path(lock_path) if lock_path else default_lock_path(project, r.name)
     pfx = Path(prefix).expanduser() if prefix else project.prefix_for(r.name)
     mirror_map = parse_mirrors(mirrors)
@@ -328,7 +328,7 @@ def install_env(env: str, project: Project, *, prefix: Optional[str | Path] = No
 
     def stale_warnings() -> list[str]:
         try:
-            return [f"lock is stale: {x.message()}" for x in check_lock(r.name, project, lock_path=lock).reasons]
+            return [f"lock is stale: {x.message()}" for x in check_lock(r.name, project, lock_path=lock, ws=ws).reasons]
         except UserError as exc:
             return [f"lock not checked against the spec: {exc}"]
 
