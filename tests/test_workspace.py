@@ -106,3 +106,14 @@ def test_a_spec_that_does_not_resolve_raises_each_time(tmp_path):
     for _ in range(2):
         with pytest.raises(UnknownEnvError):
             ws.resolved("no-such-env")
+
+
+def test_doctor_resolves_its_spec_once(proj, capsys, count, host_tree, monkeypatch):
+    monkeypatch.setenv("DEEPEP_ENV_PROJECT", str(proj.root))
+    assert cli_in_process(capsys, "install", "lt-host", "--project", proj.root)[0] == 0
+    _run(capsys, count, "doctor", "lt-host", "--project", proj.root, "--root", str(host_tree("gcp-b200")), "--json")
+    assert dict(count) == {"lt-host": 1}
+    # a prefix with no marker of ours (as pixi leaves it): the spec stands in for the marker, resolved once
+    (proj.prefix_for("lt-host") / "conda-meta" / "deepep-env").unlink()
+    _run(capsys, count, "doctor", "lt-host", "--project", proj.root, "--root", str(host_tree("gcp-b200")), "--json")
+    assert dict(count) == {"lt-host": 1}
