@@ -43,7 +43,6 @@ from deepep_env.atomic import write_text
 from deepep_env.errors import StaleError, UserError
 from deepep_env.formats import PIXI_MANIFEST
 from deepep_env.lock.channels import file_url
-from deepep_env.lock.lockfile import read_lock
 from deepep_env.lock.platforms import platform_for
 from deepep_env.lock.request import component_requirements, workspace_platforms
 from deepep_env.lock.workspace import Workspace, workspace
@@ -274,10 +273,10 @@ def render_manifest(envs: list[PixiEnv], platforms: list, unlocked: list[str]) -
     return "\n".join(parts)
 
 
-def _locked_envs(project: Project) -> set[str]:
+def _locked_envs(project: Project, ws: Optional[Workspace] = None) -> set[str]:
     if not present(project.pixi_lock):
         return set()
-    return set(read_lock(project.pixi_lock).envs)
+    return set(workspace(project, ws).lock(project.pixi_lock).envs)
 
 
 def _not_locked_note(r: ResolvedSpec, project: Project, ws: Optional[Workspace] = None) -> str:
@@ -299,7 +298,7 @@ def generate(project: Project, ws: Optional[Workspace] = None) -> tuple[str, lis
     envs: list[PixiEnv] = []
     unlocked: list[str] = []
     seen: dict[str, str] = {}
-    locked = _locked_envs(project)
+    locked = _locked_envs(project, ws)
     for name in project.spec_names():
         r = ws.resolved(name)
         if pixi_env_name(r.name) not in locked:

@@ -110,7 +110,7 @@ def _resolved_data(r: ResolvedSpec, project: Project, ws: Optional[Workspace] = 
 
 def _lock_status(name: str, project: Project, ws: Optional[Workspace] = None) -> dict[str, Any]:
     path = project.pixi_lock
-    if not path.exists() or not _has_env(path, name):
+    if not path.exists() or not _has_env(path, name, ws):
         return {"path": str(path.relative_to(project.root)), "status": "missing",
                 "hint": f"deepep-env build {name} && deepep-env lock {name}"}
     try:
@@ -120,19 +120,19 @@ def _lock_status(name: str, project: Project, ws: Optional[Workspace] = None) ->
     return {"path": str(path.relative_to(project.root)), **_as_data(res)}
 
 
-def _verified(name: str, project: Project) -> dict[str, Any]:
+def _verified(name: str, project: Project, ws: Optional[Workspace] = None) -> dict[str, Any]:
     """Whether a passing test record (verified/) is bound to the env's current lock digest."""
     from deepep_env.verify.matrix import plan_verification
 
     try:
-        return plan_verification(project, name)
+        return plan_verification(project, name, ws)
     except UserError as err:
         return {"status": "error", "error": str(err)}
 
 
-def _has_env(path: Path, env: str) -> bool:
+def _has_env(path: Path, env: str, ws: Optional[Workspace] = None) -> bool:
     try:
-        return read_lock(path).env(env) is not None
+        return (ws.lock(path) if ws is not None else read_lock(path)).env(env) is not None
     except UserError:
         return True  # unreadable: check_lock says so, as an error
 
@@ -161,7 +161,7 @@ def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_h
     data = _resolved_data(r, project, ws)
     data["nvshmem_options"] = nvshmem_options(r, project)
     data["lock"] = _lock_status(name, project, ws)
-    data["verified"] = _verified(name, project)
+    data["verified"] = _verified(name, project, ws)
     data["prefix"] = {"path": str(project.prefix_for(name)),
                       "installed": has_marker(project.prefix_for(name))}
     data.update(_host_sections(name, project, r, root, demo_host, platform))

@@ -39,6 +39,22 @@ def count(monkeypatch):
     return seen
 
 
+@pytest.fixture
+def lock_reads(monkeypatch):
+    """Counts the reads of pixi.lock through lockfile.read_lock looked up at call time (the Workspace's)."""
+    import deepep_env.lock.lockfile as lockfile
+
+    seen: Counter = Counter()
+    real = lockfile.read_lock
+
+    def counting(path):
+        seen[str(path)] += 1
+        return real(path)
+
+    monkeypatch.setattr(lockfile, "read_lock", counting)
+    return seen
+
+
 def _run(capsys, count, *args):
     count.clear()
     rc, out, err = cli_in_process(capsys, *args)
@@ -55,16 +71,18 @@ def test_install_resolves_each_spec_once(proj, capsys, count):
     assert dict(count) == {"lt-host": 1}
 
 
-def test_pixi_sync_check_resolves_each_spec_once(proj, capsys, count):
+def test_pixi_sync_check_resolves_each_spec_once(proj, capsys, count, lock_reads):
     rc, _, err = _run(capsys, count, "pixi", "sync", "--check", "--project", proj.root)
     assert rc == 0, err
     assert dict(count) == {"lt-host": 1, "lt-conda": 1}
+    assert dict(lock_reads) == {str(proj.pixi_lock): 1}
 
 
-def test_plan_resolves_its_spec_once(proj, capsys, count):
+def test_plan_resolves_its_spec_once(proj, capsys, count, lock_reads):
     rc, _, err = _run(capsys, count, "plan", "lt-host", "--project", proj.root, "--json")
     assert rc == 0, err
     assert dict(count) == {"lt-host": 1, "lt-conda": 1}   # lt-conda: the lock check's workspace platforms
+    assert dict(lock_reads) == {str(proj.pixi_lock): 1}   # the lock check, the status and the test records
 
 
 def test_task_resolves_its_spec_once(proj, capsys, count, host_tree, monkeypatch):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from deepep_env.hashing import file_sha256
-from deepep_env.lock.lockfile import LockData, LockedPackage, read_lock
+from deepep_env.lock.lockfile import LockData, LockedPackage
 from deepep_env.lock.request import BuiltNode, LockRequest, request_for_env
 from deepep_env.lock.solve import default_lock_path
 from deepep_env.lock.workspace import Workspace, workspace
@@ -356,12 +356,12 @@ def check_lock(env: str, project: Project, *, channel: Optional[str | Path] = No
                ws: Optional[Workspace] = None) -> LockCheck:
     """``deepep-env lock ENV --check``: is ENV in the project's ``pixi.lock`` still what the spec asks?
     ``ws``: the command's workspace (the spec resolved once per command)."""
+    ws = workspace(project, ws)
     if request is None:
-        ws = workspace(project, ws)
         r = ws.resolved(env)
         request = request_for_env(r, project, channel_dir=Path(channel) if channel else None, for_check=True, ws=ws)
     path = Path(lock_path) if lock_path else default_lock_path(project, request.env)
-    lock = read_lock(path) if path.exists() else None
+    lock = ws.lock(path) if path.exists() else None
     res = check_request(request, lock, path)
     if lock is not None and lock.env(request.env) is not None:
         res.reasons += artifact_reasons(request, lock, Path(channel) if channel else project.channel)

@@ -74,7 +74,7 @@ class Workspace:
         """The lock at ``path`` (default the project's ``pixi.lock``), read once."""
         from deepep_env.lock.lockfile import read_lock
 
-        p = Path(path) if path is not None else self.project.pixi_lock
+        p = (Path(path) if path is not None else self.project.pixi_lock).absolute()
         if p not in self._locks:
             self._locks[p] = read_lock(p)
         return self._locks[p]
