@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, NamedTuple, Optional, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.overlay.activation import prefix_changes
@@ -26,6 +26,9 @@ from deepep_env.platform.facts import HostFacts
 from deepep_env.platform.probes import check_root
 from deepep_env.platform.profiles import PlatformChoice
 from deepep_env.platform.rootfs import RootFS
+
+if TYPE_CHECKING:  # annotations only: the activate path imports no lock code
+    from deepep_env.lock.workspace import Workspace
 
 
 class HostContext(NamedTuple):
@@ -117,7 +120,7 @@ def _warnings(host: HostContext, meta: Optional[PrefixMeta], ov: Overlay) -> tup
 
 
 def prefix_meta(env: str, pfx: "str | os.PathLike[str]", cwd: Optional[str] = None,
-                environ: Optional[Mapping[str, str]] = None) -> PrefixMeta:
+                environ: Optional[Mapping[str, str]] = None, ws: Optional[Workspace] = None) -> PrefixMeta:
     """The prefix's marker; for a prefix pixi installed (package records, no marker of ours), the
     same fields from the project's spec, so pixi and deepep-env share ``.pixi/envs/ENV``."""
     if has_marker(pfx) or not is_conda_prefix(pfx):
@@ -128,7 +131,7 @@ def prefix_meta(env: str, pfx: "str | os.PathLike[str]", cwd: Optional[str] = No
     from deepep_env.install import unmarked_prefix_meta   # local: the spec (pydantic), off the marked fast path
     from deepep_env.project import Project
 
-    return unmarked_prefix_meta(env, Path(pfx), Project(root))
+    return unmarked_prefix_meta(env, Path(pfx), Project(root), ws)
 
 
 def activation_context(env: str, *, root: "str | os.PathLike[str]" = "/",

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import datetime as _dt
 import hashlib
-import json
 import os
 import shutil
 import time
@@ -31,10 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
 
-from deepep_env.atomic import write_text
 from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
-from deepep_env.readfile import MAX_CONFIG_BYTES, read_bytes, read_regular
+from deepep_env.readfile import read_bytes
 from deepep_env.formats import PREFIX_MARKER
 from deepep_env.hashing import file_sha256
 from deepep_env.lock.channels import channel_mirrors, mirror_dir, url_to_path
@@ -42,9 +40,10 @@ from deepep_env.lock.channels import client as make_client
 from deepep_env.lock.check import check_lock
 from deepep_env.lock.lockfile import read_lock
 from deepep_env.lock.solve import default_lock_path
+from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.builder.realise import Realiser
-from deepep_env.overlay.prefix import (LEGACY_RELPATH, PrefixMeta, existing_marker, has_marker, marker_path, owner_pid,
-                                       parse_prefix_meta, pid_alive, recover_swap)
+from deepep_env.overlay.prefix import (LEGACY_RELPATH, PrefixMarker, PrefixMeta, existing_marker, has_marker, marker_path, owner_pid,
+                                       pid_alive, recover_swap)
 from deepep_env.rattler_errors import rattler_errors
 
 if TYPE_CHECKING:  # annotations only: no import at run time
@@ -53,15 +52,10 @@ if TYPE_CHECKING:  # annotations only: no import at run time
 
 
 def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
-    """The completion marker of a prefix, or None when the prefix is not a complete install."""
-    p = existing_marker(prefix)
-    if p is None:
-        return None
-    try:
-        data = json.loads(read_regular(p, MAX_CONFIG_BYTES))
-    except (OSError, ValueError):
-        return None
-    return data if PREFIX_MARKER.accepts(data) else None
+    """The completion marker of a prefix as a dict (:meth:`PrefixMarker.read`), or None when the
+    prefix is not a complete install."""
+    m = PrefixMarker.read(prefix)
+    return dict(m.fields) if m is not None else None
 
 
 @dataclass
@@ -175,17 +169,15 @@ def _refresh_spec_fields(pfx: Path, m: dict[str, Any], base: dict[str, Any]) -> 
     changed = {k: base[k] for k in SPEC_FIELDS if k in base and m.get(k) != base[k]}
     if not changed:
         if existing_marker(pfx) != marker_path(pfx):   # a legacy conda-meta/deepep-env.json: moved
-            write_marker(pfx, m)
+            PrefixMarker(m).write(pfx)
         return "up-to-date"
-    write_marker(pfx, {**m, **changed})
+    PrefixMarker({**m, **changed}).write(pfx)
     return "updated"
 
 
-def write_marker(pfx: Path, marker: dict[str, Any]) -> None:
-    """The one writer of a prefix's marker (conda-meta/deepep-env); the legacy .json goes away."""
-    write_text(marker_path(pfx), json.dumps(marker, indent=2, sort_keys=False) + "\n")
-    with contextlib.suppress(FileNotFoundError):
-        (pfx / LEGACY_RELPATH).unlink()
+def write_marker(pfx: Path, marker: "dict[str, Any] | PrefixMarker") -> None:
+    """The prefix's marker written by its one writer, :meth:`PrefixMarker.write`."""
+    (marker if isinstance(marker, PrefixMarker) else PrefixMarker(marker)).write(pfx)
 
 
 def _mismatch(pkg: str, where: str, actual: str, expected: str, lock_path: Path) -> UserError:
@@ -298,25 +290,24 @@ def spec_marker(r: ResolvedSpec) -> dict[str, Any]:
     }
 
 
-def unmarked_prefix_meta(env: str, pfx: str | Path, project: Project) -> PrefixMeta:
+def unmarked_prefix_meta(env: str, pfx: str | Path, project: Project, ws: Optional[Workspace] = None) -> PrefixMeta:
     """What the marker would say of a prefix pixi (or rattler) installed, which has none of ours:
     the spec's fields, and the interpreter the prefix holds. Read-only (``install`` adopts it)."""
-    from deepep_env.spec.resolve import load_resolved   # local: pydantic; the activate path has no spec otherwise
-
     pfx = Path(pfx)
-    r = load_resolved(env, project)
+    r = workspace(project, ws).resolved(env)
     m = _make_marker(r.name, pfx, Path(""), "", current_subdir(), spec_marker(r), _installed_records(pfx), [])
-    return parse_prefix_meta(m, str(pfx / "conda-meta"), str(pfx), env)
+    return PrefixMarker(m.fields, str(pfx / "conda-meta")).meta(str(pfx), env)
 
 
 def install_env(env: str, project: Project, *, prefix: Optional[str | Path] = None, lock_path: Optional[str | Path] = None,
-                mirrors: Iterable[str] = (), force: bool = False, progress=None) -> InstallResult:
+                mirrors: Iterable[str] = (), force: bool = False, progress=None,
+                ws: Optional[Workspace] = None) -> InstallResult:
     """``deepep-env install ENV``: the locked packages of ENV into ``prefix`` (default
     ``<project>/.pixi/envs/ENV``, :meth:`Project.prefix_for`). The spec supplies the marker's fields and the default mirror (its
-    ``publish_url`` → this project's builder channel); a stale lock is installed with a warning."""
-    from deepep_env.spec.resolve import load_resolved   # local: pydantic; install_locked needs no spec
-
-    r = load_resolved(env, project)
+    ``publish_url`` → this project's builder channel); a stale lock is installed with a warning.
+    ``ws``: the command's workspace, so the spec is resolved once (here and by the lock check)."""
+    ws = workspace(project, ws)
+    r = ws.resolved(env)
     lock = Path(lock_path) if lock_path else default_lock_path(project, r.name)
     pfx = Path(prefix).expanduser() if prefix else project.prefix_for(r.name)
     mirror_map = parse_mirrors(mirrors)
@@ -328,7 +319,7 @@ def install_env(env: str, project: Project, *, prefix: Optional[str | Path] = No
 
     def stale_warnings() -> list[str]:
         try:
-            return [f"lock is stale: {x.message()}" for x in check_lock(r.name, project, lock_path=lock).reasons]
+            return [f"lock is stale: {x.message()}" for x in check_lock(r.name, project, lock_path=lock, ws=ws).reasons]
         except UserError as exc:
             return [f"lock not checked against the spec: {exc}"]
 
@@ -406,7 +397,7 @@ def install_locked(lock: str | Path, env: str, prefix: str | Path, *, mirrors: O
 
 
 def _adopt(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str,
-           marker_base: dict[str, Any]) -> Optional[dict[str, Any]]:
+           marker_base: dict[str, Any]) -> Optional[PrefixMarker]:
     """A prefix pixi (or rattler) installed from this lock, with no marker of ours: when it holds
     exactly the locked packages, write our marker beside pixi's state and leave every file as it is."""
     if has_marker(pfx) or not (pfx / "conda-meta").is_dir():
@@ -422,7 +413,7 @@ def _adopt(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str,
     if want != have:
         return None
     marker = _make_marker(env, pfx, lock, lock_sha, subdir, marker_base, installed, le.packages[plat])
-    write_marker(pfx, marker)
+    marker.write(pfx)
     return marker
 
 
@@ -454,7 +445,7 @@ def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror
         _check_installed(installed, le.packages[plat], stage, pfx, lock)
         marker = _make_marker(env, pfx, lock, lock_sha, subdir, marker_base, installed, le.packages[plat])
         packages = marker["packages"]
-        write_marker(stage, marker)
+        marker.write(stage)
         _swap(stage, pfx)
     return InstallResult(env=env, prefix=pfx, status="installed", lock=lock, lock_sha256=lock_sha, subdir=subdir,
                          packages=packages, verified=verified, downloaded=downloaded,
@@ -462,7 +453,8 @@ def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror
 
 
 def _make_marker(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, marker_base: dict[str, Any],
-                 installed: list, locked: list) -> dict[str, Any]:
+                 installed: list, locked: list) -> PrefixMarker:
+    """A new marker: the lock's packages, the spec's fields (``marker_base``), the interpreter installed."""
     packages = [{"name": p.name, "version": p.version, "build": p.build, "sha256": p.sha256 or "", "url": redact(p.url)}
                 for p in sorted(locked, key=lambda p: p.name)]
     python = dict(marker_base.get("python") or {})
@@ -472,7 +464,7 @@ def _make_marker(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, ma
         full = next((str(x.version) for x in installed if x.name.normalized == "python"), python.get("version") or "")
         python = {"provider": "conda", "version": ".".join(full.split(".")[:2]), "full_version": full,
                   "executable": str(pfx / "bin" / "python")}
-    return {
+    return PrefixMarker({
         "format": PREFIX_MARKER.stamp,
         "env": env,
         **{k: v for k, v in marker_base.items() if k != "python"},
@@ -484,7 +476,7 @@ def _make_marker(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, ma
         "lock_sha256": lock_sha,
         "installed_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "packages": packages,
-    }
+    })
 
 
 @contextlib.contextmanager

@@ -43,9 +43,9 @@ from deepep_env.atomic import write_text
 from deepep_env.errors import StaleError, UserError
 from deepep_env.formats import PIXI_MANIFEST
 from deepep_env.lock.channels import file_url
-from deepep_env.lock.lockfile import read_lock
 from deepep_env.lock.platforms import platform_for
 from deepep_env.lock.request import component_requirements, workspace_platforms
+from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.project import pixi_env_name
 from deepep_env.pixi_model import PIXI_ACCEPTED
 from deepep_env.readfile import present, read_text
@@ -187,14 +187,12 @@ def _channels(r: ResolvedSpec, project: Project, warnings: list[str]) -> list[st
     return channels
 
 
-def _built_dependencies(r: ResolvedSpec, project: Project, comments: list[str], warnings: list[str]) -> dict[str, Any]:
+def _built_dependencies(r: ResolvedSpec, project: Project, comments: list[str], warnings: list[str],
+                        ws: Optional[Workspace] = None) -> dict[str, Any]:
     """Our builds the environment asks for by name (the build plan's roots), pinned to their build."""
-    # local: pydantic and yaml, which `deepep-env task` (load_manifest) does not need
-    from deepep_env.buildplan import plan as build_plan
-
     deps: dict[str, Any] = {}
     try:
-        for n in build_plan(r, project).roots():
+        for n in workspace(project, ws).plan_of(r).roots():
             if n.meta.get("tool"):
                 deps[n.package] = f"=={n.version}"   # pinned by version: deepep_env/toolpkg.py
             elif n.id:
@@ -220,7 +218,7 @@ def _tasks(r: ResolvedSpec) -> dict[str, dict[str, Any]]:
     return tasks
 
 
-def env_for_spec(r: ResolvedSpec, project: Project, warnings: list[str]) -> PixiEnv:
+def env_for_spec(r: ResolvedSpec, project: Project, warnings: list[str], ws: Optional[Workspace] = None) -> PixiEnv:
     name = pixi_env_name(r.name)
     if not PIXI_NAME_RE.match(name):
         raise UserError(f"spec name {r.name!r} cannot be a pixi environment name", field="name",
@@ -228,7 +226,7 @@ def env_for_spec(r: ResolvedSpec, project: Project, warnings: list[str]) -> Pixi
     comments = [r.description] if r.description else []
     comments.append(f"spec {r.name} {r.version}; hardware profiles: {', '.join(r.platforms)}")
     channels = _channels(r, project, warnings)
-    deps = _built_dependencies(r, project, comments, warnings)
+    deps = _built_dependencies(r, project, comments, warnings, ws)
     for req in component_requirements(r):
         rest = req.spec.split(None, 1)[1] if " " in req.spec else "*"
         if " " in rest:
@@ -275,17 +273,15 @@ def render_manifest(envs: list[PixiEnv], platforms: list, unlocked: list[str]) -
     return "\n".join(parts)
 
 
-def _locked_envs(project: Project) -> set[str]:
+def _locked_envs(project: Project, ws: Optional[Workspace] = None) -> set[str]:
     if not present(project.pixi_lock):
         return set()
-    return set(read_lock(project.pixi_lock).envs)
+    return set(workspace(project, ws).lock(project.pixi_lock).envs)
 
 
-def _not_locked_note(r: ResolvedSpec, project: Project) -> str:
-    from deepep_env.buildplan import plan as build_plan   # local: see _built_dependencies
-
+def _not_locked_note(r: ResolvedSpec, project: Project, ws: Optional[Workspace] = None) -> str:
     try:
-        unpinned = sorted({u for n in build_plan(r, project).nodes for u in n.unpinned})
+        unpinned = sorted({u for n in workspace(project, ws).plan_of(r).nodes for u in n.unpinned})
     except UserError as exc:
         return f"{r.name}: no build plan ({exc})"
     if unpinned:
@@ -293,22 +289,22 @@ def _not_locked_note(r: ResolvedSpec, project: Project) -> str:
     return f"{r.name}: not in pixi.lock (`deepep-env build {r.name} && deepep-env lock {r.name}`)"
 
 
-def generate(project: Project) -> tuple[str, list[str], list[str]]:
+def generate(project: Project, ws: Optional[Workspace] = None) -> tuple[str, list[str], list[str]]:
     """(pixi.toml text, environment names, warnings): one environment per spec locked in
-    pixi.lock, the platforms of every spec."""
-    from deepep_env.spec.resolve import load_resolved   # local: pydantic (see _built_dependencies)
+    pixi.lock, the platforms of every spec. ``ws``: the command's workspace (each spec resolved once)."""
+    ws = workspace(project, ws)
 
     warnings: list[str] = []
     envs: list[PixiEnv] = []
     unlocked: list[str] = []
     seen: dict[str, str] = {}
-    locked = _locked_envs(project)
+    locked = _locked_envs(project, ws)
     for name in project.spec_names():
-        r = load_resolved(name, project)
+        r = ws.resolved(name)
         if pixi_env_name(r.name) not in locked:
-            unlocked.append(_not_locked_note(r, project))
+            unlocked.append(_not_locked_note(r, project, ws))
             continue
-        e = env_for_spec(r, project, warnings)
+        e = env_for_spec(r, project, warnings, ws)
         if e.name in seen:
             raise UserError(f"specs {seen[e.name]!r} and {name!r} map to one pixi environment {e.name!r}",
                             file=project.spec_path(name), field="name")
@@ -318,13 +314,14 @@ def generate(project: Project) -> tuple[str, list[str], list[str]]:
         envs.append(e)
     if not project.spec_names():
         raise UserError("no specs to generate pixi.toml from", file=project.env_specs, accepted="env_specs/<name>.toml")
-    return render_manifest(envs, workspace_platforms(project), unlocked), [e.name for e in envs], warnings
+    return render_manifest(envs, workspace_platforms(project, ws), unlocked), [e.name for e in envs], warnings
 
 
-def sync(project: Project, *, check: bool = False, path: Optional[Path] = None) -> PixiSync:
+def sync(project: Project, *, check: bool = False, path: Optional[Path] = None,
+         ws: Optional[Workspace] = None) -> PixiSync:
     """``deepep-env pixi sync [--check]``."""
     path = Path(path) if path else project.pixi_toml
-    text, names, warnings = generate(project)
+    text, names, warnings = generate(project, ws)
     current = read_text(path, what="pixi.toml", accepted=PIXI_ACCEPTED) if present(path) else None
     if check:
         if current == text:

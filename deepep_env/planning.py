@@ -10,17 +10,17 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deepep_env.builder.preview import preview_plan
-from deepep_env.buildplan import BuildNode, BuildPlan, plan as build_plan
+from deepep_env.buildplan import BuildNode, BuildPlan
 from deepep_env.errors import UserError
 from deepep_env.hashing import short_id
 from deepep_env.hostview import host_view
 from deepep_env.lock import check_lock
 from deepep_env.lock.lockfile import read_lock
+from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.overlay.prefix import has_marker
 from deepep_env.platform.demo import demo_name, host_root
 from deepep_env.project import Project
 from deepep_env.sources import hostprint
-from deepep_env.spec.resolve import load_resolved
 from deepep_env.spec.resolved import ResolvedSpec
 from deepep_env.spec.wheels import nvshmem_options, wheel_suggestion
 
@@ -93,12 +93,13 @@ def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:
     return out
 
 
-def resolved_with_builds(name: str, project: Project) -> dict[str, Any]:
-    return _resolved_data(load_resolved(name, project), project)
+def resolved_with_builds(name: str, project: Project, ws: Optional[Workspace] = None) -> dict[str, Any]:
+    ws = workspace(project, ws)
+    return _resolved_data(ws.resolved(name), project, ws)
 
 
-def _resolved_data(r: ResolvedSpec, project: Project) -> dict[str, Any]:
-    bp = build_plan(r, project)
+def _resolved_data(r: ResolvedSpec, project: Project, ws: Optional[Workspace] = None) -> dict[str, Any]:
+    bp = workspace(project, ws).plan_of(r)
     return {
         "name": r.name, "version": r.version, "description": r.description, "platforms": r.platforms,
         "subdirs": r.subdirs, "channels": r.channels, "publish_url": r.publish_url,
@@ -107,31 +108,31 @@ def _resolved_data(r: ResolvedSpec, project: Project) -> dict[str, Any]:
     }
 
 
-def _lock_status(name: str, project: Project) -> dict[str, Any]:
+def _lock_status(name: str, project: Project, ws: Optional[Workspace] = None) -> dict[str, Any]:
     path = project.pixi_lock
-    if not path.exists() or not _has_env(path, name):
+    if not path.exists() or not _has_env(path, name, ws):
         return {"path": str(path.relative_to(project.root)), "status": "missing",
                 "hint": f"deepep-env build {name} && deepep-env lock {name}"}
     try:
-        res = check_lock(name, project)
+        res = check_lock(name, project, ws=ws)
     except UserError as err:
         return {"path": str(path.relative_to(project.root)), "status": "error", "error": str(err)}
     return {"path": str(path.relative_to(project.root)), **_as_data(res)}
 
 
-def _verified(name: str, project: Project) -> dict[str, Any]:
+def _verified(name: str, project: Project, ws: Optional[Workspace] = None) -> dict[str, Any]:
     """Whether a passing test record (verified/) is bound to the env's current lock digest."""
     from deepep_env.verify.matrix import plan_verification
 
     try:
-        return plan_verification(project, name)
+        return plan_verification(project, name, ws)
     except UserError as err:
         return {"status": "error", "error": str(err)}
 
 
-def _has_env(path: Path, env: str) -> bool:
+def _has_env(path: Path, env: str, ws: Optional[Workspace] = None) -> bool:
     try:
-        return read_lock(path).env(env) is not None
+        return (ws.lock(path) if ws is not None else read_lock(path)).env(env) is not None
     except UserError:
         return True  # unreadable: check_lock says so, as an error
 
@@ -154,13 +155,14 @@ def _host_sections(name: str, project: Project, r: ResolvedSpec, root: Optional[
 
 
 def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_host: Optional[str] = None,
-              platform: Optional[str] = None) -> dict[str, Any]:
-    r = load_resolved(name, project)
-    data = _resolved_data(r, project)
+              platform: Optional[str] = None, ws: Optional[Workspace] = None) -> dict[str, Any]:
+    ws = workspace(project, ws)
+    r = ws.resolved(name)
+    data = _resolved_data(r, project, ws)
     data["nvshmem_options"] = nvshmem_options(r, project)
     data["nvshmem_suggestion"] = wheel_suggestion(r, data["nvshmem_options"])
-    data["lock"] = _lock_status(name, project)
-    data["verified"] = _verified(name, project)
+    data["lock"] = _lock_status(name, project, ws)
+    data["verified"] = _verified(name, project, ws)
     data["prefix"] = {"path": str(project.prefix_for(name)),
                       "installed": has_marker(project.prefix_for(name))}
     data.update(_host_sections(name, project, r, root, demo_host, platform))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.install import install_env
+from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.overlay.activation import source_activation_scripts, spec_python
 from deepep_env.overlay.prefix import has_marker, read_prefix_meta
 from deepep_env.pixi_model import DependsOn, PixiManifest, Task, TaskArg, load_manifest
@@ -276,9 +277,9 @@ def _spec_python(prefix: str) -> dict[str, str]:
     return {py.name: py.value} if py is not None else {}
 
 
-def ensure_installed(project: Project, plan: TaskPlan) -> None:
+def ensure_installed(project: Project, plan: TaskPlan, ws: Optional[Workspace] = None) -> None:
     """pixi installs the locked environment before it runs a task: so does this runner."""
-    res = install_env(plan.spec, project)
+    res = install_env(plan.spec, project, ws=ws)
     for w in res.warnings:
         print(f"deepep-env task: warning: {w}", file=sys.stderr, flush=True)
     if res.status != "up-to-date":
@@ -341,12 +342,12 @@ def write_task_record(project: Project, plan: TaskPlan, rc: int, output: str, en
 
 
 def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, str]] = None, install: bool = True,
-             record: bool = True) -> int:
+             record: bool = True, ws: Optional[Workspace] = None) -> int:
     """Install (unless told not to), activate, run the steps in order; stop at the first failure and
     return its exit status. A ``deepep-test-*`` task's own step is teed and, when ``record``, its
     result written as a test record (``verified/ENV/``) whether it passed or failed."""
     if install:
-        ensure_installed(project, plan)
+        ensure_installed(project, plan, workspace(project, ws))
     env = task_environment(project, plan, base_env, load_manifest(project.pixi_toml))
     shell = shutil.which("bash") or "/bin/sh"
     for step in plan.steps:

@@ -22,7 +22,7 @@ from deepep_env.overlay.prefix import (META_RELPATH, PREFIX_ENV_VAR, PrefixMeta,
 from deepep_env.overlay.rules import default_site_dirs
 from deepep_env.project import Project
 from deepep_env.project import find_project as locate_project
-from deepep_env.spec.resolve import load_resolved
+from deepep_env.lock.workspace import Workspace, workspace
 
 # A system interpreter's root is the host's own /usr: reading it "on this machine" under --root
 # would check this machine's /usr/local/nvidia, /usr/local/gib, /usr/lib… instead of the tree's
@@ -62,7 +62,7 @@ def resolve_prefix(env: Optional[str], prefix: Optional[str], project: Any, envi
     return str(default_prefix(env, cwd, environ))
 
 
-def load_spec(env: Optional[str], proj: Any, prefix_given: bool, notes: list[str]) -> Any:
+def load_spec(env: Optional[str], proj: Any, prefix_given: bool, notes: list[str], ws: Optional[Workspace] = None) -> Any:
     """The resolved spec of ``env``, or None with a note. An unknown ENV with no --prefix is bad input."""
     if not env:
         return None
@@ -70,7 +70,7 @@ def load_spec(env: Optional[str], proj: Any, prefix_given: bool, notes: list[str
         notes.append("no deepep-env project found (no env_specs/ above the current directory): spec checks skipped")
         return None
     try:
-        return load_resolved(env, proj)
+        return workspace(proj, ws).resolved(env)
     except UserError as err:
         if isinstance(err, UnknownEnvError) and not prefix_given:
             raise
@@ -78,12 +78,12 @@ def load_spec(env: Optional[str], proj: Any, prefix_given: bool, notes: list[str
         return None
 
 
-def read_marker(env: Optional[str], pfx: str, findings: list[Finding]) -> Optional[PrefixMeta]:
+def read_marker(env: Optional[str], pfx: str, findings: list[Finding], ws: Optional[Workspace] = None) -> Optional[PrefixMeta]:
     """The prefix's install marker, or None with an ``env.not-installed`` finding."""
     marker = os.path.join(pfx, META_RELPATH)
     if env and not has_marker(pfx) and is_conda_prefix(pfx):
         try:   # a prefix pixi installed from the lock: the spec says what our marker would
-            return prefix_meta(env, pfx)
+            return prefix_meta(env, pfx, ws=ws)
         except UserError as err:
             findings.append(setup_finding("env.not-installed", "error", f"the prefix has no deepep-env marker and "
                                           f"the spec cannot stand in for it: {one_line(err.message)}",
@@ -196,15 +196,17 @@ def path_view(host: HostContext, pfx: Optional[str], meta: Optional[PrefixMeta],
 
 
 def build_context(host: HostContext, env: Optional[str], *, prefix: Optional[str], project: Any, cwd: str,
-                  spec: Any = None) -> DoctorContext:
-    """Everything the checks read, for ``env`` (or ``prefix``) on ``host``."""
+                  spec: Any = None, ws: Optional[Workspace] = None) -> DoctorContext:
+    """Everything the checks read, for ``env`` (or ``prefix``) on ``host``. ``ws``: the command's
+    workspace (the spec resolved once, for the checks and for a marker the spec stands in for)."""
     notes: list[str] = []
     findings: list[Finding] = []
     proj = find_project(project) if (env or project) else None
+    ws = workspace(proj, ws) if proj is not None else ws
     if spec is None:
-        spec = load_spec(env, proj, prefix is not None, notes)
+        spec = load_spec(env, proj, prefix is not None, notes, ws)
     pfx = resolve_prefix(env, prefix, proj, host.environ, cwd)
-    meta = read_marker(env, pfx, findings) if pfx is not None else None
+    meta = read_marker(env, pfx, findings, ws) if pfx is not None else None
     env_name = env or (meta.env if meta else None)
     mismatch = mismatch_finding(host, env_name, spec, meta, pfx)
     findings.extend([mismatch] if mismatch else [])

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from deepep_env.hashing import file_sha256
-from deepep_env.lock.lockfile import LockData, LockedPackage, read_lock
+from deepep_env.lock.lockfile import LockData, LockedPackage
 from deepep_env.lock.request import BuiltNode, LockRequest, request_for_env
 from deepep_env.lock.solve import default_lock_path
+from deepep_env.lock.workspace import Workspace, workspace
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from deepep_env.project import Project
@@ -351,16 +352,16 @@ def _check_closure(pname: str, roots: set[str], by_name: dict[str, list[LockedPa
 
 
 def check_lock(env: str, project: Project, *, channel: Optional[str | Path] = None,
-               lock_path: Optional[str | Path] = None, request: Optional[LockRequest] = None) -> LockCheck:
-    """``deepep-env lock ENV --check``: is ENV in the project's ``pixi.lock`` still what the spec asks?"""
-    # local: pydantic, which diff, verdict and install (no spec) do not need
-    from deepep_env.spec.resolve import load_resolved
-
+               lock_path: Optional[str | Path] = None, request: Optional[LockRequest] = None,
+               ws: Optional[Workspace] = None) -> LockCheck:
+    """``deepep-env lock ENV --check``: is ENV in the project's ``pixi.lock`` still what the spec asks?
+    ``ws``: the command's workspace (the spec resolved once per command)."""
+    ws = workspace(project, ws)
     if request is None:
-        r = load_resolved(env, project)
-        request = request_for_env(r, project, channel_dir=Path(channel) if channel else None, for_check=True)
+        r = ws.resolved(env)
+        request = request_for_env(r, project, channel_dir=Path(channel) if channel else None, for_check=True, ws=ws)
     path = Path(lock_path) if lock_path else default_lock_path(project, request.env)
-    lock = read_lock(path) if path.exists() else None
+    lock = ws.lock(path) if path.exists() else None
     res = check_request(request, lock, path)
     if lock is not None and lock.env(request.env) is not None:
         res.reasons += artifact_reasons(request, lock, Path(channel) if channel else project.channel)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Optional
 from deepep_env.errors import UserError
 from deepep_env.lock.channels import ChannelRef, read_index, resolve_channels
 from deepep_env.lock.platforms import LockPlatformDef, VirtualPkg, platform_for
+from deepep_env.lock.workspace import Workspace, workspace
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from deepep_env.buildplan import BuildPlan
@@ -166,16 +167,14 @@ def built_requirements(nodes: list[BuiltNode], index: list[dict]) -> list[Requir
     return reqs
 
 
-def workspace_platforms(project: Project) -> list[LockPlatformDef]:
+def workspace_platforms(project: Project, ws: Optional[Workspace] = None) -> list[LockPlatformDef]:
     """The platforms of every spec of the project, by name: pixi.toml's ``[workspace] platforms``.
     A spec that does not load is left out here (``pixi sync`` and ``spec check`` report it)."""
-    # local: pydantic, which diff, verdict and install (no spec) do not need
-    from deepep_env.spec.resolve import load_resolved
-
+    ws = workspace(project, ws)
     found: dict[str, LockPlatformDef] = {}
     for name in project.spec_names():
         try:
-            r = load_resolved(name, project)
+            r = ws.resolved(name)
         except UserError:
             continue
         for s in r.subdirs:
@@ -185,7 +184,7 @@ def workspace_platforms(project: Project) -> list[LockPlatformDef]:
 
 
 def request_for_env(r: ResolvedSpec, project: Project, *, channel_dir: Optional[Path] = None, for_check: bool = False,
-                    client_obj=None) -> LockRequest:
+                    client_obj=None, ws: Optional[Workspace] = None) -> LockRequest:
     """The lock request a resolved spec implies (build plan included)."""
     # local: pydantic and yaml; and buildplan imports lock.platforms, so at the top this would be a cycle
     from deepep_env.buildplan import live_host, plan as build_plan
@@ -196,7 +195,8 @@ def request_for_env(r: ResolvedSpec, project: Project, *, channel_dir: Optional[
                             explicit_dir=channel_dir is not None, for_check=for_check)
     # Locking records what was built here (this machine's host externals); a check reads the host
     # facts the committed lock recorded (lockfiles/build-inputs.json), so CI can check a GPU lock.
-    bp = build_plan(r, project, None, None) if for_check else \
+    ws = workspace(project, ws)
+    bp = ws.plan_of(r, None, None) if for_check else \
         build_plan(r, project, live_host, resolutions_from_builds(project, r.name))
     nodes = built_nodes(bp)
     index: list[dict] = []
@@ -206,6 +206,6 @@ def request_for_env(r: ResolvedSpec, project: Project, *, channel_dir: Optional[
                 index += read_index(ref, r.subdirs, client_obj)
     reqs = built_requirements(nodes, index) + component_requirements(r)
     return LockRequest(env=r.name, platforms=[platform_for(s, r.cuda.version) for s in r.subdirs], channels=refs,
-                       workspace=workspace_platforms(project),
+                       workspace=workspace_platforms(project, ws),
                        requirements=reqs, built=nodes, spec_version=r.version, publish_url=r.publish_url,
                        plan_nodes=list(bp.nodes), store=project.store)

@@ -9,21 +9,28 @@ package record, so a tool's state there would break ``pixi install`` on the shar
      "spec_env": {"NVSHMEM_QP_DEPTH": "1024"}}
 
 ``python.executable`` is optional. Unknown keys are ignored (a newer installer may add some).
+:class:`PrefixMarker` is the marker's one type: its one reader (``read``, lenient; ``load``,
+checked; the legacy ``conda-meta/deepep-env.json`` still read) and its one writer (``write``);
+:class:`PrefixMeta` is the checked view of it that activation reads.
 
 Where the prefix is, in order: ``--prefix``; ``$DEEPEP_ENV_PREFIX`` (the prefix itself); else where
 ``deepep-env install`` and pixi put it: ``<project>/.pixi/envs/<ENV>`` (deepep_env/project.py).
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
+from deepep_env.atomic import write_text
 from deepep_env.errors import UserError
 from deepep_env.formats import PREFIX_MARKER
 from deepep_env.project import envs_dir, nearest_root, pixi_env_name
-from deepep_env.readfile import MAX_CONFIG_BYTES, read_json
+from deepep_env.readfile import MAX_CONFIG_BYTES, read_json, read_regular
 
 META_RELPATH = os.path.join("conda-meta", "deepep-env")
 # Where deepep-env < 0.3 wrote it: still read (and removed by the next install), never written.
@@ -152,20 +159,76 @@ def find_prefix(
     return Path(prefix) if prefix is not None else default_prefix(env, cwd, environ)
 
 
+@dataclass(frozen=True)
+class PrefixMarker:
+    """A prefix's install marker (``conda-meta/deepep-env``): the one type, with its one reader
+    (:meth:`read`, lenient; :meth:`load`, strict) and its one writer (:meth:`write`).
+
+    ``fields`` is the marker's JSON object, in the order it is written; :meth:`meta` is its checked
+    view for activation (:class:`PrefixMeta`). ``path`` is the file it was read from, if any."""
+
+    fields: Mapping[str, Any]
+    path: str = ""
+
+    @classmethod
+    def read(cls, prefix: "str | os.PathLike[str]") -> "Optional[PrefixMarker]":
+        """The marker of a complete install at ``prefix`` (else the legacy ``deepep-env.json``),
+        or None: no marker, unreadable, or not a marker format this deepep-env reads."""
+        p = existing_marker(prefix)
+        if p is None:
+            return None
+        try:
+            data = json.loads(read_regular(p, MAX_CONFIG_BYTES))
+        except (OSError, ValueError):
+            return None
+        return cls(data, str(p)) if PREFIX_MARKER.accepts(data) else None
+
+    @classmethod
+    def load(cls, prefix: "str | os.PathLike[str]", env: Optional[str] = None) -> "PrefixMarker":
+        """The marker of ``prefix``, checked (an interrupted swap recovered first); UserError when
+        missing, malformed, or naming another env than ``env``."""
+        prefix = os.path.abspath(os.fspath(prefix))
+        found = existing_marker(prefix)
+        if found is None:
+            recover_swap(prefix)
+            found = existing_marker(prefix)
+        path = str(found or os.path.join(prefix, META_RELPATH))
+        if not os.path.lexists(path):
+            what = f"env {env!r} is not installed there" if env else "no deepep-env install there"
+            raise UserError(f"{what} (no {META_RELPATH})", file=prefix, accepted=f"run `deepep-env install {env or 'ENV'}` first, or pass --prefix")
+        data: Any = read_json(path, what="install marker", limit=MAX_CONFIG_BYTES)
+        if not isinstance(data, dict):
+            raise UserError("expected a JSON object", file=path)
+        marker = cls(data, path)
+        marker.meta(prefix, env)   # checked here: a marker that loads is one activation can use
+        return marker
+
+    def meta(self, prefix: "str | os.PathLike[str]", env: Optional[str] = None) -> PrefixMeta:
+        """The checked fields activation reads (``path`` names the marker in messages)."""
+        return parse_prefix_meta(dict(self.fields), self.path, os.fspath(prefix), env)
+
+    def to_json(self) -> str:
+        """The marker's bytes, as written."""
+        return json.dumps(dict(self.fields), indent=2, sort_keys=False) + "\n"
+
+    def write(self, prefix: "str | os.PathLike[str]") -> None:
+        """The one writer: ``<prefix>/conda-meta/deepep-env``, atomically; the legacy .json goes away."""
+        write_text(marker_path(prefix), self.to_json())
+        with contextlib.suppress(FileNotFoundError):
+            (Path(prefix) / LEGACY_RELPATH).unlink()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.fields.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.fields[key]
+
+
 def read_prefix_meta(prefix: str | os.PathLike[str], env: Optional[str] = None) -> PrefixMeta:
     """Read ``<prefix>/conda-meta/deepep-env`` (else the legacy ``deepep-env.json``); UserError when
     missing, malformed, or naming another env than ``env``."""
     prefix = os.path.abspath(os.fspath(prefix))
-    found = existing_marker(prefix)
-    if found is None:
-        recover_swap(prefix)
-        found = existing_marker(prefix)
-    path = str(found or os.path.join(prefix, META_RELPATH))
-    if not os.path.lexists(path):
-        what = f"env {env!r} is not installed there" if env else "no deepep-env install there"
-        raise UserError(f"{what} (no {META_RELPATH})", file=prefix, accepted=f"run `deepep-env install {env or 'ENV'}` first, or pass --prefix")
-    data: Any = read_json(path, what="install marker", limit=MAX_CONFIG_BYTES)
-    return parse_prefix_meta(data, path, prefix, env)
+    return PrefixMarker.load(prefix, env).meta(prefix, env)
 
 
 def parse_prefix_meta(data: Any, path: str, prefix: str, env: Optional[str] = None) -> PrefixMeta:

@@ -7,9 +7,12 @@ verifies an environment.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from deepep_env.verify.records import Record, load_records
+
+if TYPE_CHECKING:  # annotations only
+    from deepep_env.lock.workspace import Workspace
 
 
 def current_digests(project) -> tuple[dict[tuple[str, str], str], Optional[str]]:
@@ -74,11 +77,11 @@ def build_matrix(project, env: Optional[str] = None, base=None) -> dict[str, Any
     return out
 
 
-def plan_verification(project, env: str) -> dict[str, Any]:
+def plan_verification(project, env: str, ws: Optional[Workspace] = None) -> dict[str, Any]:
     """``plan``: whether ``env`` has a passing record for its current digest."""
     from deepep_env.verify.records import lock_identity
 
-    ident = lock_identity(project, env)
+    ident = lock_identity(project, env, ws=ws)
     records, _ = load_records(project, env)
     same = [r for r in records if ident.get("digest") and r.data.get("digest") == ident["digest"]]
     passing = [r for r in same if r.data.get("passed")]

@@ -19,11 +19,14 @@ import stat
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from deepep_env.atomic import write_text
 from deepep_env.errors import UserError
 from deepep_env.formats import TEST_RECORD
+
+if TYPE_CHECKING:  # annotations only
+    from deepep_env.lock.workspace import Workspace
 
 VERIFIED_DIR = "verified"
 MAX_RECORD_BYTES = 1 << 20
@@ -47,16 +50,17 @@ def _subdir() -> str:
     return "linux-aarch64" if m in ("aarch64", "arm64") else "linux-64"
 
 
-def lock_identity(project, env: str, lock_platform: Optional[str] = None) -> dict[str, Any]:
+def lock_identity(project, env: str, lock_platform: Optional[str] = None, ws: Optional[Workspace] = None) -> dict[str, Any]:
     """``{lock_env, lock_platform, digest}`` of ``env`` from the project's pixi.lock; ``digest`` is
-    None (with ``why``) when the env is not locked: such a record proves nothing about a lock."""
+    None (with ``why``) when the env is not locked: such a record proves nothing about a lock.
+    ``ws``: the command's workspace (the lock read once)."""
     from deepep_env.lock.lockfile import read_lock
     from deepep_env.project import pixi_env_name
     from deepep_env.lock.digest import env_digests
 
     lock_env = pixi_env_name(env)
     try:
-        lock = read_lock(project.pixi_lock)
+        lock = ws.lock(project.pixi_lock) if ws is not None else read_lock(project.pixi_lock)
     except UserError as err:
         return {"lock_env": lock_env, "lock_platform": None, "digest": None, "why": str(err)}
     digests = env_digests(lock, lock_env)
