@@ -62,12 +62,8 @@ def _to_pin(n: BuildNode) -> list[dict[str, Any]]:
 
 
 def _host_differs(n: BuildNode) -> list[str]:
-    out: list[str] = []
-    for comp, ident in sorted(n.externals.items()):
-        fp = ident.get("fingerprint") if isinstance(ident, dict) else None
-        if isinstance(fp, dict):
-            out += [f"{comp}.{d}" for d in hostprint.differences(fp, hostprint.fingerprint(comp, n.meta))]
-    return out
+    here = {c: {"fingerprint": hostprint.fingerprint(c, n.meta)} for c in n.externals}
+    return hostprint.externals_differences(n.externals, here)
 
 
 def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:

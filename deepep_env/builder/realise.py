@@ -25,10 +25,9 @@ from deepep_env.buildplan import BuildNode, BuildPlan, live_host, plan as build_
 from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256
 from deepep_env.lock.lockfile import build_id_of
-from deepep_env.readfile import MAX_CONFIG_BYTES, read_regular
 from deepep_env.sources import SourceCache, require_present, wants_for_nodes
 from deepep_env.builder.resolution import differences as differences_of_resolutions
-from deepep_env.sources.hostprint import differences
+from deepep_env.sources.hostprint import externals_differences
 
 Progress = Callable[[str, Any, Any], None]
 
@@ -54,13 +53,8 @@ class Realiser:
     def from_store(self, build: str, filename: str, sha256: str) -> Optional[Path]:
         """The locked file from a store entry of its id (verified by the lookup), copied into the
         project's channel; None when no entry has those bytes."""
-        hex10 = (build_id_of(build) or "")[:10]
-        store = Store(Path(self.project.store).resolve())
-        for d in sorted(store.root.glob(f"{hex10}-*")) if hex10 and store.root.is_dir() else []:
-            full = _entry_id(d)
-            entry = store.lookup(full, d.name[11:]) if full else None
-            if entry is None:
-                continue
+        hex10 = build_id_of(build)
+        for entry in Store(Path(self.project.store).resolve()).entries(f"{hex10}-") if hex10 else []:
             for o in entry.outputs:
                 if Path(o.file).name == filename and o.sha256 == f"sha256:{sha256}":
                     chan = Channel(Path(self.project.channel).resolve()).ensure()
@@ -112,7 +106,7 @@ class Realiser:
                              f"lock is stale), so it cannot be rebuilt", file=self.lock_path,
                              accepted=f"`deepep-env lock {self.env} --check` says what changed; then build and relock")
         here = next(n for n in live.nodes if n.package == node.package)
-        diffs = _external_differences(node, here)
+        diffs = externals_differences(node.externals, here.externals)
         return UserError(f"{self.why}; and it was built for another host "
                          f"({'; '.join(diffs[:3]) or 'host externals differ'}): the lock does not apply to this host",
                          file=self.lock_path, field=node.package,
@@ -154,26 +148,6 @@ def _closure_of(node: BuildNode, plan: BuildPlan) -> list[BuildNode]:
             n = plan.node(p)
             stack += list(n.deps) + list(n.run_deps)
     return [n for n in plan.nodes if n.package in want]
-
-
-def _entry_id(entry_dir: Path) -> Optional[str]:
-    import json
-
-    try:
-        data = json.loads(read_regular(entry_dir / "entry.json", MAX_CONFIG_BYTES))
-    except (OSError, ValueError):
-        return None
-    return data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
-
-
-def _external_differences(recorded: BuildNode, live: BuildNode) -> list[str]:
-    out = []
-    for comp, ident in sorted(recorded.externals.items()):
-        fp = ident.get("fingerprint") if isinstance(ident, dict) else None
-        here = (live.externals.get(comp) or {}).get("fingerprint")
-        if isinstance(fp, dict) and isinstance(here, dict):
-            out += [f"{comp}.{d}" for d in differences(fp, here)]
-    return out
 
 
 __all__ = ["Realiser"]

@@ -154,17 +154,19 @@ class Store:
         assert found is not None
         return found
 
-    def entries(self) -> list[StoreEntry]:
+    def entries(self, short: str = "") -> list[StoreEntry]:
+        """Every verified entry, or those whose id starts with ``short`` (the hex a build string
+        carries: ``h<10 hex>_0``)."""
         out: list[StoreEntry] = []
         if not self.root.is_dir():
             return out
-        for p in sorted(self.root.iterdir()):
+        for p in sorted(self.root.glob(f"{short}*" if short else "*")):
             if p.name.startswith(".") or not (p / "entry.json").is_file():
                 continue
             try:
                 data = json.loads(read_regular(p / "entry.json", MAX_CONFIG_BYTES))
                 e = self.lookup(data["id"], data["package"])
-            except (OSError, ValueError, KeyError):
+            except (OSError, ValueError, KeyError, TypeError):
                 continue
             if e is not None:
                 out.append(e)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from deepep_env.atomic import write_text
 from deepep_env.errors import UserError
-from deepep_env.formats import BUILD_INPUTS
+from deepep_env.formats import BUILD_INPUTS, BUILD_MANIFEST
 from deepep_env.hashing import build_id
 from deepep_env.readfile import present, read_json
 
@@ -69,22 +69,29 @@ def recorded_externals(inputs: Inputs, env: str, package: str) -> dict[str, Any]
     return ext if isinstance(ext, dict) else {}
 
 
-def write_env_inputs(project: Project, env: str, nodes: Sequence[Any]) -> Path:
-    """Replace ``env``'s builds in the record (every other environment kept), atomically."""
-    path = inputs_path(project)
-    envs = dict(read_inputs(project))
-    envs[env] = {n.package: {"id": n.id, "version": n.version, "build": n.build_string, "preimage": n.preimage}
-                 for n in nodes if n.id}
+def _record(node: Any) -> Record:
+    return {"id": node.id, "version": node.version, "build": node.build_string, "preimage": node.preimage}
+
+
+def _write(project: Project, envs: Inputs) -> Path:
+    """The one writer of the record: environments in name order, atomically."""
     data = {"format": BUILD_INPUTS.stamp, "environments": {e: envs[e] for e in sorted(envs)}}
-    return write_text(path, json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    return write_text(inputs_path(project), json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def drop_env_inputs(project: Project, env: str) -> None:
+def write_env_inputs(project: Project, env: str, nodes: Sequence[Any]) -> Path:
+    """Replace ``env``'s builds in the record (every other environment kept)."""
+    envs = dict(read_inputs(project))
+    envs[env] = {n.package: _record(n) for n in nodes if n.id}
+    return _write(project, envs)
+
+
+def swap_tool_inputs(project: Project, env: str, node: Any) -> None:
+    """Record ``node`` (deepep-env's own package, relocked in place) for ``env``, nothing else changed."""
     envs = dict(read_inputs(project))
     if env in envs:
-        envs.pop(env)
-        data = {"format": BUILD_INPUTS.stamp, "environments": {e: envs[e] for e in sorted(envs)}}
-        write_text(inputs_path(project), json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+        envs[env] = {**envs[env], node.package: _record(node)}
+        _write(project, envs)
 
 
 def host_inputs_from_record(project: Project, live: HostInputs) -> Any:
@@ -118,11 +125,13 @@ def resolutions_from_builds(project: Project, env: str) -> Any:
     recorded = resolutions_from_record(project)
     path = Path(project.state) / "builds" / f"{env}.json"
     built: dict[str, dict[str, Any]] = {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, ValueError, UnicodeDecodeError):
+    try:   # no manifest, or one this deepep-env does not read: the lock's record answers
+        data = read_json(path, what="build manifest") if present(path) else {}
+    except UserError:
         data = {}
-    for p in data.get("packages") or [] if isinstance(data, dict) else []:
+    if not BUILD_MANIFEST.accepts(data):
+        data = {}
+    for p in data.get("packages") or []:
         if isinstance(p, dict) and isinstance(p.get("package"), str) and isinstance(p.get("resolved"), dict):
             built[p["package"]] = p["resolved"]
 
@@ -130,14 +139,3 @@ def resolutions_from_builds(project: Project, env: str) -> Any:
         return dict(built[package]) if e == env and package in built else recorded(e, package)
 
     return resolved
-
-
-def swap_tool_inputs(project, env: str, node: Any) -> None:
-    """Record ``node`` (deepep-env's own package, relocked in place) for ``env``, nothing else changed."""
-    envs = dict(read_inputs(project))
-    if env not in envs:
-        return
-    envs[env] = {**envs[env], node.package: {"id": node.id, "version": node.version, "build": node.build_string,
-                                             "preimage": node.preimage}}
-    data = {"format": BUILD_INPUTS.stamp, "environments": {e: envs[e] for e in sorted(envs)}}
-    write_text(inputs_path(project), json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from deepep_env.errors import UserError
-from deepep_env.lock.lockfile import EnvSection, _existing_sections, build_id_of, write_env
+from deepep_env.lock.lockfile import EnvSection, _existing_sections, write_env
 
 TOOL = "deepep-env"
 
@@ -109,4 +109,4 @@ def _swap(path: Path, env: str, built, node, platforms) -> None:
     write_env(path, env, EnvSection(s.channels, records, meta), platforms)
 
 
-__all__ = ["ToolRelock", "relock_tool", "tool_status", "this_checkout_tool", "build_id_of"]
+__all__ = ["ToolRelock", "relock_tool", "tool_status", "this_checkout_tool"]

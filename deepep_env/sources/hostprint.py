@@ -197,6 +197,18 @@ def differences(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> list[st
     return out
 
 
+def externals_differences(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
+    """``component.fact: …`` for every fact that differs between two nodes' fingerprinted externals
+    (a build id's ``externals``: the lock's record against this machine's)."""
+    out: list[str] = []
+    for comp, ident in sorted(recorded.items()):
+        fp = ident.get("fingerprint") if isinstance(ident, Mapping) else None
+        live = (here.get(comp) or {}).get("fingerprint")
+        if isinstance(fp, Mapping) and isinstance(live, Mapping):
+            out += [f"{comp}.{d}" for d in differences(fp, live)]
+    return out
+
+
 def _short(v: Any) -> str:
     s = str(v)
     return s[:19] + "…" if s.startswith("sha256:") else s
@@ -208,4 +220,4 @@ def clear_caches() -> None:
         f.cache_clear()
 
 
-__all__ = ["SCHEME", "fingerprint", "differences", "clear_caches"]
+__all__ = ["SCHEME", "fingerprint", "differences", "externals_differences", "clear_caches"]
