@@ -249,20 +249,9 @@ class _Builder:
         work = self._work(node)
         if work.exists():  # left by a killed build: never reuse half of it
             shutil.rmtree(work)
-        own = set(node.meta.get("own_sources", ()))
-        srcs = {n: _pinned(p.tree_sha256) for n, p in node.sources.items() if n not in own}
         patches = [(p.name, _pinned(p.pin.sha256), p.pin.strip) for p in node.patches]
-        staged = stage(node.package, srcs, patches, self.cache, work / "src")
-        deps = _closure(node, by)
-        dep_files = []
-        for d in deps:
-            e = self.entries[d.package]
-            dep_files += [(e.file(o), o.file) for o in e.outputs]
-        build_chan = make_build_channel(work / "deps-channel", dep_files)
-        # deepep-env's own package requires nothing: no spec channel may reach its bytes or its test
-        channels = [build_chan.url()] + ([] if node.meta.get("tool") else list(self.extra_channels))
-        ctx = recipe_context(node, source_dirs=staged, deps=[by[d] for d in node.deps if d in by], jobs=self.jobs,
-                             primary=primary_source(node.package, list(staged)))
+        staged = stage(node.package, self._to_stage(node), patches, self.cache, work / "src")
+        channels, ctx = self._channels_and_context(node, by, staged, work / "deps-channel")
         try:
             res = run_rattler_build(node.recipe_dir / "recipe.yaml", ctx, package=node.package, output_dir=out_dir,
                                     channels=channels, log_path=self._log(node), staged=list(staged.values()),
@@ -290,6 +279,29 @@ class _Builder:
                          accepted="a recipe for it in the graph, or a channel that has it (--extra-channel / "
                                   "extra_channels=)")
 
+    @staticmethod
+    def _to_stage(node: BuildNode) -> dict[str, str]:
+        """{source name: tree digest} the build stages (a recipe's own path sources are not staged)."""
+        own = set(node.meta.get("own_sources", ()))
+        return {n: _pinned(p.tree_sha256) for n, p in node.sources.items() if n not in own}
+
+    def _channels_and_context(self, node: BuildNode, by: dict[str, BuildNode], staged: dict[str, Path],
+                              deps_dir: Path) -> tuple[list[str], dict[str, Any]]:
+        """The channels a build (or its resolution) reads — a channel at ``deps_dir`` holding exactly
+        its graph dependencies' outputs, then the outside ones — and its recipe's render context."""
+        dep_files = [(self.entries[d.package].file(o), o.file) for d in _closure(node, by)
+                     for o in self.entries[d.package].outputs]
+        build_chan = make_build_channel(deps_dir, dep_files)
+        # deepep-env's own package requires nothing: no spec channel may reach its bytes or its test
+        channels = [build_chan.url()] + (list(self.extra_channels) if self._reads_outside(node) else [])
+        ctx = recipe_context(node, source_dirs=staged, deps=[by[d] for d in node.deps if d in by], jobs=self.jobs,
+                             primary=primary_source(node.package, list(staged)))
+        return channels, ctx
+
+    def _reads_outside(self, node: BuildNode) -> bool:
+        """Whether the node's environments may take packages from channels outside the graph."""
+        return bool(self.extra_channels) and not node.meta.get("tool")
+
     def _graph_names(self, node: BuildNode, by: dict[str, BuildNode]) -> set[str]:
         return {o.name for d in _closure(node, by) for o in self.entries[d.package].outputs}
 
@@ -299,34 +311,27 @@ class _Builder:
         resolved here by rattler-build (builder/resolution.py): the id it is looked up, built, stored
         and locked under. Unchanged for a node that reads nothing from outside."""
         resolved = node.resolved
-        if self.extra_channels and not node.meta.get("tool"):
+        if self._reads_outside(node):
             try:
                 resolved = self._resolve(node, by)
             except SolveError as exc:
                 raise self._unsolvable(node, exc) from None
-        deps_moved = any(ids.get(d) and ids.get(d) != (node.preimage or {}).get("dependencies", {}).get(d)
-                         for d in node.deps)
-        if resolved == node.resolved and not deps_moved:
-            return node
-        return finish_node(dataclasses.replace(node, resolved=resolved), ids)
+        # each dependency under the id it was built with in this run, else the one planned
+        planned = (node.preimage or {}).get("dependencies", {})
+        dep_ids = {d: ids.get(d) or planned.get(d) for d in node.deps}
+        return finish_node(dataclasses.replace(node, resolved=resolved), dep_ids)
 
     def _resolve(self, node: BuildNode, by: dict[str, BuildNode]) -> Resolution:
         with tempfile.TemporaryDirectory(prefix="deepep-env-resolve-") as tmp:
-            t = Path(tmp)
-            dep_files = [(self.entries[d.package].file(o), o.file) for d in _closure(node, by)
-                         for o in self.entries[d.package].outputs]
-            chan = make_build_channel(t / "deps-channel", dep_files)
-            staged = {n: self._work(node) / "src" / n for n in node.sources}
-            ctx = recipe_context(node, source_dirs=staged, deps=[by[d] for d in node.deps if d in by], jobs=self.jobs,
-                                 primary=primary_source(node.package, list(staged)))
+            staged = {n: self._work(node) / "src" / n for n in self._to_stage(node)}   # where the build will stage them
+            channels, ctx = self._channels_and_context(node, by, staged, Path(tmp) / "deps-channel")
             with private_package_cache(), declared_virtual_packages(node.virtual_packages or {}):
-                return resolve(node.recipe_dir / "recipe.yaml", ctx, package=node.package,
-                               channels=[chan.url()] + list(self.extra_channels),
-                               graph_names=self._graph_names(node, by), work=t / "out")
+                return resolve(node.recipe_dir / "recipe.yaml", ctx, package=node.package, channels=channels,
+                               graph_names=self._graph_names(node, by), work=Path(tmp) / "out")
 
     def _check_resolution(self, node: BuildNode, by: dict[str, BuildNode], files: Sequence[Path]) -> None:
         """The package's own record of its build/host environments is the resolution its id names."""
-        if not self.extra_channels or node.meta.get("tool"):
+        if not self._reads_outside(node):
             return
         names = self._graph_names(node, by)
         for f in files:
