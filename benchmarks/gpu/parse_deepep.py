@@ -14,46 +14,22 @@ DeepEP 2.x's tests/elastic/test_ep.py prints, per case on local rank 0:
 """
 from __future__ import annotations
 
-import re
 import sys
+from pathlib import Path
 
-BEST = re.compile(r"\[tuning\] Best (dispatch \((FP8|BF16)\)|combine):.*?([0-9.]+) GB/s \(NVL\)")
-LL = re.compile(r"\[rank (\d+)\] Dispatch \+ combine bandwidth: ([0-9.]+) GB/s")
-EP = re.compile(r"^\s*([*#@+-]) EP:\s*(\d+)/\s*\d+ \| (?:dispatch|combine): ([0-9.]+) GB/s \(SO\), ([0-9.]+) GB/s \(SU\), "
-                r"([0-9.]+) us", re.M)
-EP_KIND = {"*": "dispatch", "-": "expanded_dispatch", "#": "cached_dispatch", "@": "combine", "+": "reduced_combine"}
-
-
-def parse_ep(text: str, prefix: str) -> dict[str, float]:
-    """EPv2's test_ep.py: cases run, and per kind the best rank-0 scale-up bandwidth and its time."""
-    out: dict[str, float] = {}
-    cases = len(re.findall(r"^\s*> Testing with ", text, re.M))
-    if cases:
-        out[f"{prefix}cases_run"] = cases
-    for kind, rank, _so, su, us in EP.findall(text):
-        if int(rank) != 0:
-            continue
-        k = f"{prefix}{EP_KIND[kind]}"
-        if float(su) >= out.get(f"{k}_su_gbps", -1.0):
-            out[f"{k}_su_gbps"], out[f"{k}_us"] = float(su), float(us)
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the repo: its one parser of DeepEP's output
+from deepep_env.verify.figures import parse_figures  # noqa: E402
 
 
 def parse(text: str, prefix: str = "") -> dict[str, float]:
+    """The benchmarks' names for deepep_env.verify.figures' figures: the intranode and low-latency
+    bandwidths (their times are left to the test records), EPv2's figures without their ``ep_``."""
     out: dict[str, float] = {}
-    passed = len(re.findall(r"\[testing\] Running with .*? passed", text))
-    failed = len(re.findall(r"\[testing\] Running with .*?(failed|Error)", text))
-    if passed or failed:
-        out[f"{prefix}cases_passed"] = passed
-        out[f"{prefix}cases_failed"] = failed
-    for m in BEST.finditer(text):
-        key = "combine_bf16" if m.group(1) == "combine" else f"dispatch_{m.group(2).lower()}"
-        out[f"{prefix}{key}_gbps"] = max(out.get(f"{prefix}{key}_gbps", 0.0), float(m.group(3)))
-    ll = {int(r): float(v) for r, v in LL.findall(text)}
-    if ll:
-        out[f"{prefix}ll_rank0_gbps"] = ll.get(0, 0.0)
-        out[f"{prefix}ll_min_rank_gbps"] = min(ll.values())
-    out.update(parse_ep(text, prefix))
+    for k, v in parse_figures(text).items():
+        if k.startswith("ep_"):
+            out[prefix + k[3:]] = v
+        elif not k.endswith("_us"):
+            out[prefix + k] = v
     return out
 
 

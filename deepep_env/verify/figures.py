@@ -1,4 +1,5 @@
-"""DeepEP's printed figures as ``name → number`` (the formats benchmarks/gpu/parse_deepep.py reads).
+"""DeepEP's printed figures as ``name → number``: the one parser of DeepEP's test output (test records
+read it; benchmarks/gpu/parse_deepep.py prints it under the benchmarks' names).
 
 test_intranode.py: ``[testing] Running with ... passed`` per case and ``[tuning] Best dispatch
 (FP8|BF16): ... 324.72 GB/s (NVL), t: 123 us`` / ``Best combine``; test_low_latency.py:
