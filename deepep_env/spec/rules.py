@@ -41,8 +41,13 @@ def _features(r: ResolvedSpec) -> set[str]:
     return have
 
 
+def _lacks_layout_fix(r: ResolvedSpec) -> bool:
+    """NVSHMEM >= 3.5.19 (the new RC-QP layout) without a revision or patch that handles it."""
+    return not version_lt(r.nvshmem.version, "3.5.19") and LAYOUT_FEATURE not in _features(r)
+
+
 def _v2_legacy_nvshmem(r: ResolvedSpec) -> Optional[str]:
-    if r.deepep.engine == "v2" and not version_lt(r.nvshmem.version, "3.5.19") and LAYOUT_FEATURE not in _features(r):
+    if r.deepep.engine == "v2" and _lacks_layout_fix(r):
         return (f"DeepEP {r.deepep.label} (EPv2 line) legacy kernels are wrong with NVSHMEM {r.nvshmem.version} "
                 ">= 3.5.19 (deepseek-ai/DeepEP #707, #764: the #564 fix was lost in V2); use NVSHMEM < 3.5.19, a V1 "
                 "revision with the #564 layout fix (29d31c0), or a patch with feature 'nvshmem-3.5-layout' (PR #696)")
@@ -53,7 +58,7 @@ def _v1_legacy_layout(r: ResolvedSpec) -> Optional[str]:
     # NVSHMEM 3.5.21 release notes, Known Issues: "The internal layout of RC-connected QPs changed starting in
     # 3.5.19 causing ABI compatibility breakage when enabling IBGDA". V1 kernels before #564 time out
     # (dispatch CPU), hang in notify_dispatch or fault (DeepEP #553, #707, #764).
-    if r.deepep.engine == "v1" and not version_lt(r.nvshmem.version, "3.5.19") and LAYOUT_FEATURE not in _features(r):
+    if r.deepep.engine == "v1" and _lacks_layout_fix(r):
         return (f"DeepEP {r.deepep.label} V1 kernels use the pre-3.5.19 RC-QP layout, NVSHMEM {r.nvshmem.version} "
                 "changed it: internode dispatch times out, hangs or faults (deepseek-ai/DeepEP #553, #707, #764); use "
                 "NVSHMEM <= 3.4.5 or a revision/patch with feature 'nvshmem-3.5-layout' (#564, PR #696)")
