@@ -8,6 +8,8 @@
 #   reinstall ENV what a fresh clone does: an empty store and channel, sources from the carry folder,
 #                 then only `deepep-env install ENV` (substitute, else rebuild from the recipe; accepted
 #                 only if every sha256 equals the committed lock's), then the test through `task`.
+#   PLANT_NCCL=1  (a V2 env) after the install: doctor as installed, then doctor with pip torch's NCCL
+#                 preloaded ahead of the env's (issue 27.5: the downgrade of DeepEP #710 must be caught).
 # Inputs: $GPU_DIR (default .gpu): sources/ (DeepEP 8a07e7e, NVSHMEM 3.4.5, DeepEP dd758ca+fmt, NCCL
 # 2.30.7), debs/, pysite/, bin/patchelf (benchmarks/gpu/README.md); optional evidence/*.conda (a
 # package to compare with this run's: same-named members, sha256 each).
@@ -108,6 +110,24 @@ print(f"rebuilt_packages={total}")
 print(f"rebuilt_same_sha256={same}")
 PYEOF
 fi
+plant_nccl_downgrade() {  # issue 27.5: torch's pip NCCL preloaded ahead of the env's; doctor must say so
+  local torch_nccl pfx=".pixi/envs/$ENV_NAME"
+  torch_nccl="$(/opt/torch/.venv/bin/python3 -c 'import glob, nvidia.nccl as n; print(sorted(glob.glob(n.__path__[0] + "/lib/libnccl.so*"))[0])')"
+  step "doctor, as installed"
+  $DE doctor "$ENV_NAME" > "$OUT/doctor-clean.txt" 2>&1; fig doctor_clean_exit $?
+  grep -E "^(✗|!|error|warning)|nccl" "$OUT/doctor-clean.txt" | head -20
+  step "doctor with torch's NCCL preloaded ahead of the env's ($torch_nccl)"
+  LD_PRELOAD="$torch_nccl" $DE doctor "$ENV_NAME" -v > "$OUT/doctor-planted.txt" 2>&1; fig doctor_planted_exit $?
+  grep -n -A6 "nccl-downgraded" "$OUT/doctor-planted.txt" | head -30
+  fig planted_nccl_downgrade_caught "$(grep -c 'deepep-v2.nccl-downgraded' "$OUT/doctor-planted.txt")"
+  fig planted_by_ncclGetVersion "$(grep -c 'ncclGetVersion' "$OUT/doctor-planted.txt")"
+  step "what the plant does to DeepEP itself (import deep_ep under the same LD_PRELOAD)"
+  LD_PRELOAD="$torch_nccl" PYTHONPATH="$PWD/$pfx/lib/python3.12/site-packages" /opt/torch/.venv/bin/python3 \
+    -c 'import torch, deep_ep; print("import ok")' > "$OUT/import-planted.txt" 2>&1; fig import_planted_exit $?
+  tail -4 "$OUT/import-planted.txt"
+}
+
+[ -n "${PLANT_NCCL:-}" ] && plant_nccl_downgrade
 if [ -n "${NO_TEST:-}" ]; then   # a short proof: the import from the installed prefix only
   $DE task deepep-test-intranode -e "$ENV_NAME" -- --help > "$OUT/test.log" 2>&1; fig test_exit $?
 else

@@ -40,6 +40,7 @@ from deepep_env.doctor.checks_nccl_v2 import distinct_mapped_first, nccl_version
 from deepep_env.doctor.checks_nvshmem import nvshmem_host
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
+from deepep_env.doctor.runtime_probe import nccl_get_version
 from deepep_env.overlay import known_vars
 from deepep_env.versions import version_lt
 
@@ -56,8 +57,13 @@ def _version3(v: str) -> str:
 
 # -- the NCCL the process will load vs the one DeepEP was built against (#710) ---------------------------
 def nccl_version_of(ctx: DoctorContext, lib: str) -> tuple[Optional[str], str]:
-    """A libnccl's version: its file name (libnccl.so.2.28.9), a pip wheel's dist-info beside it, or the
-    nccl.h of its install; ("", why) when none says."""
+    """A libnccl's version: on this machine its own answer (``ncclGetVersion``, in a child process), else
+    its file name (libnccl.so.2.28.9), a pip wheel's dist-info beside it, or the nccl.h of its install;
+    (None, "") when none says."""
+    if ctx.paths.live and os.path.isfile(lib):
+        v = nccl_get_version(lib)
+        if v:
+            return v, "ncclGetVersion"
     name = ctx.paths.readlink_name(lib) or ""
     m = re.match(r"^libnccl\.so\.(\d+\.\d+\.\d+)", name)
     if m:
