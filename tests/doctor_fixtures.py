@@ -334,6 +334,30 @@ def make_v2_prefix(dest: Path, *, nccl: str = "2.30.7", lib_version: str = "2.30
     return dest
 
 
+def v2_comm_reuse(prefix: Path, guarded: bool = False) -> Path:
+    """Give a V2 prefix's deep_ep the shape of 2.1.0's ``utils/comm.py`` (synthetic): with EP_REUSE_NCCL_COMM on
+    (default '1', DeepEP #637) PyTorch's ``backend._comm_ptr()`` goes to ElasticBuffer unchecked (DeepEP #726)."""
+    reuse = ("        ptr = backend._comm_ptr()\n        if ptr:\n            return NCCLCommHandle(ptr, False)\n" if guarded
+             else "        return NCCLCommHandle(backend._comm_ptr(), False)\n")
+    utils = next((prefix / "lib").glob("python3*/site-packages/deep_ep")) / "utils"
+    utils.mkdir(exist_ok=True)
+    (utils / "comm.py").write_text("import os\n\n\ndef get_nccl_comm_handle(group, force_new_comm=False):\n"
+                                   "    backend = group._get_backend(None)\n"
+                                   "    if not force_new_comm and int(os.getenv('EP_REUSE_NCCL_COMM', '1')):\n" + reuse)
+    return prefix
+
+
+def v2_elastic_ctor(prefix: Path, capture_check: bool = False) -> Path:
+    """Give a V2 prefix's ElasticBuffer a constructor that sets up NCCL (as 2.1.0's does, synthetic), with or
+    without a test for CUDA-graph capture (sglang PR #39078)."""
+    guard = ("        if torch.cuda.is_current_stream_capturing():\n            raise RuntimeError('build before capture')\n"
+             if capture_check else "")
+    pkg = next((prefix / "lib").glob("python3*/site-packages/deep_ep"))
+    (pkg / "buffers" / "elastic.py").write_text("import torch\n\nfrom ..utils.comm import get_nccl_comm_handle\n\n\n"
+                                                "class ElasticBuffer:\n    def __init__(self, group):\n" + guard +
+                                                "        self.nccl_comm_handle = get_nccl_comm_handle(group)\n")
+    return prefix
+
 
 def nvshmem_with_plugins(prefix: Path, host_strings: Sequence[str] = ("NVSHMEM_INFO", "REMOTE_TRANSPORT", "DISABLE_CUDA_VMM"),
                          plugins: Optional[dict] = None) -> Path:

@@ -192,6 +192,20 @@ def test_v1_nodes_are_untouched(repo):
     assert "nccl" not in deep.externals and "nvshmem" not in deep.externals
 
 
+def test_pr696_patch_enters_the_deepep_id_only_where_selected(repo, tmp_path):
+    """Issue 27: PR #696 (vLLM's deepep_nvshmem_rc_qp.patch) is an optional catalog patch: selecting it puts its
+    sha256 in the deep-ep node's pre-image (a new id); specs that do not select it keep theirs."""
+    base = plan(load_resolved("h200-nvlink-v2", repo), repo)
+    assert base.node("deep-ep").preimage.get("patches", []) == []
+    pin = load_catalog(REPO / "recipes", "deep-ep").patches["deepep-pr696-nvshmem-rc-qp"]
+    spec = (REPO / "env_specs" / "h200-nvlink-v2.toml").read_text()
+    alt = tmp_path / "h200-nvlink-v2.toml"
+    alt.write_text(spec.replace("[deepep]\n", '[deepep]\npatches = ["deepep-pr696-nvshmem-rc-qp"]\n', 1))
+    other = plan(load_resolved(str(alt), repo), repo)
+    assert other.node("deep-ep").preimage["patches"] == [pin.sha256]
+    assert other.node("deep-ep").id != base.node("deep-ep").id and other.node("nccl").id == base.node("nccl").id
+
+
 def test_nccl_id_moves_with_the_architectures_and_the_tree(repo, tmp_path):
     base = plan(load_resolved("h200-nvlink-v2", repo), repo)
     spec = (REPO / "env_specs" / "h200-nvlink-v2.toml").read_text()

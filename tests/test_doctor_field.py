@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from doctor_fixtures import (build_host, cx8_gpu_fabric_rails, headerless_nvshmem, make_prefix, make_torch_venv,
-                             make_v2_prefix, nvshmem_with_plugins, ofed_2410, ofed_2510_libmlx5, problems)
+                             make_v2_prefix, nvshmem_with_plugins, ofed_2410, ofed_2510_libmlx5, problems, v2_comm_reuse,
+                             v2_elastic_ctor)
 from test_deepep_v2_runtime import fake_cuda
 from test_doctor_checks import doctor, find, quiet
 
@@ -79,6 +80,48 @@ def test_libmlx5_125_has_gin(tmp_path, v2):
     r = _doctor(root, pfx, environ)
     quiet(r, "deepep-v2.gin-mlx5-old")
     assert any("exports MLX5_1.25" in c for c in r.confirmed)
+
+
+# -- 4. PyTorch's lazily created communicator reused (#726) -------------------------------------------------
+def test_comm_reuse_on_by_default_warns(tmp_path, v2):
+    root, venv, environ = v2()
+    pfx = v2_comm_reuse(make_v2_prefix(tmp_path / "pfx", python_executable=str(venv / "bin/python3")))
+    f = find(_doctor(root, pfx, environ), "deepep-v2.nccl-comm-reuse")
+    assert f.severity == "warning" and "ncclTeamWorld" in f.title and "#726" in f.title and "run time" in f.title
+    assert "device_id" in f.fix and "EP_REUSE_NCCL_COMM=0" in f.fix
+    assert f.evidence[0].var == "EP_REUSE_NCCL_COMM" and f.evidence[1].file.endswith("deep_ep/utils/comm.py")
+    # set to 1 from outside the spec (a launcher): still the risky default
+    assert find(_doctor(root, pfx, {**environ, "EP_REUSE_NCCL_COMM": "1"}), "deepep-v2.nccl-comm-reuse")
+    # off: DeepEP creates its own communicator
+    r = _doctor(root, pfx, {**environ, "EP_REUSE_NCCL_COMM": "0"})
+    quiet(r, "deepep-v2.nccl-comm-reuse")
+    assert any("creates its own communicator" in c for c in r.confirmed)
+
+
+def test_comm_reuse_deliberate_or_guarded_is_quiet(tmp_path, v2):
+    root, venv, environ = v2()
+    py = str(venv / "bin/python3")
+    r = _doctor(root, v2_comm_reuse(make_v2_prefix(tmp_path / "pfx", python_executable=py,
+                                                   spec_env={"EP_REUSE_NCCL_COMM": "1"})), environ)
+    quiet(r, "deepep-v2.nccl-comm-reuse")
+    assert any("set deliberately by the env spec" in c for c in r.confirmed)
+    # a revision that checks the pointer, and a copy without utils/comm.py: nothing to say
+    quiet(_doctor(root, v2_comm_reuse(make_v2_prefix(tmp_path / "pfx2", python_executable=py), guarded=True), environ),
+          "deepep-v2.nccl-comm-reuse")
+    quiet(_doctor(root, make_v2_prefix(tmp_path / "pfx3", python_executable=py), environ), "deepep-v2.nccl-comm-reuse")
+
+
+# -- 5. ElasticBuffer first built inside CUDA-graph capture (sglang PR #39078) ----------------------------
+def test_buffer_without_capture_check_warns(tmp_path, v2):
+    root, venv, environ = v2()
+    py = str(venv / "bin/python3")
+    f = find(_doctor(root, v2_elastic_ctor(make_v2_prefix(tmp_path / "pfx", python_executable=py)), environ),
+             "deepep-v2.build-in-capture")
+    assert f.severity == "warning" and "DevComm setup failed" in f.title and "#39078" in f.title
+    assert "before CUDA-graph capture" in f.fix
+    quiet(_doctor(root, v2_elastic_ctor(make_v2_prefix(tmp_path / "pfx2", python_executable=py), capture_check=True),
+                  environ), "deepep-v2.build-in-capture")
+    quiet(_doctor(root, make_v2_prefix(tmp_path / "pfx3", python_executable=py), environ), "deepep-v2.build-in-capture")
 
 
 # -- 6. CUDA 13 CCCL (#568) --------------------------------------------------------------------------------

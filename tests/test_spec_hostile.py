@@ -294,7 +294,7 @@ def test_accepted_is_named_where_it_helps(tmp_path: Path, capsys) -> None:
         "platforms-unknown": "gcp-b200",
         "nvshmem-3..4": "3.4.5",
         "revision-7": "8a07e7e7ed57",
-        "deepep-patch-unknown": "no patches" ,
+        "deepep-patch-unknown": "deepep-pr696-nvshmem-rc-qp",
         "nvshmem-patch-unknown": "deepep-nvshmem-3.2.5",
         "gdrcopy-unknown": "2.5.1",
         "description-1mb": "4096",

@@ -41,3 +41,25 @@ def test_v1_with_the_layout_fix_and_nvshmem_3_5_19_is_allowed(tmp_path, capsys):
     assert "nvshmem-3.5-layout" in (Path(__file__).parents[1] / "recipes/deep-ep/sources.toml").read_text()
     res = validate(tmp_path, capsys, GOOD)
     assert res.returncode == 0, res.stderr
+
+
+PR696 = "deepep-pr696-nvshmem-rc-qp"
+
+
+def test_v2_with_the_pr696_patch_and_nvshmem_3_5_19_is_allowed(tmp_path, capsys):
+    """Issue 27: V2 x NVSHMEM >= 3.5.19 only with the layout fix: PR #696 as vLLM carries it, pinned by URL + sha256."""
+    v2_3519 = V2_NCCL_OK.replace('version = "3.4.5"', 'version = "3.5.19"')
+    res = validate(tmp_path, capsys, v2_3519.replace("require = []", f'patches = ["{PR696}"]\nrequire = []'))
+    assert res.returncode == 0, res.stderr
+    res = validate(tmp_path, capsys, v2_3519)
+    assert res.returncode == 2 and "deepep-v2-legacy-nvshmem-3.5.19" in res.stderr and "PR #696" in res.stderr
+
+
+def test_pr696_patch_is_pinned_for_dd758ca_only(tmp_path, capsys):
+    from deepep_env.spec.catalog import load_catalog
+    pin = load_catalog(Path(__file__).parents[1] / "recipes", "deep-ep").patches[PR696]
+    assert pin.sha256 and pin.url.startswith("https://raw.githubusercontent.com/vllm-project/vllm/c3eefbf")
+    assert pin.features == ["nvshmem-3.5-layout"] and pin.applies_to == ["dd758caf451848bd150e1046af3d0a73e5fff38d"]
+    # on a V1 revision the patch (written against dd758ca's tree) is refused, its feature not credited
+    res = validate(tmp_path, capsys, GOOD.replace('require = ["pr-466"]', f'patches = ["{PR696}"]\nrequire = ["pr-466"]'))
+    assert res.returncode == 2 and "deepep-patch-revision" in res.stderr and "dd758ca" in res.stderr

@@ -21,6 +21,16 @@ Each check reads what the upstream thread's failure depends on and names the thr
   plugin (``nvshmem_transport_*.so``) of the NVSHMEM that loads contains: it does nothing. The plugins
   are searched too — ``NVSHMEM_IB_GID_INDEX`` lives in ``nvshmem_transport_ib*.so`` (sglang #38769's
   reporter grepped only the host library and wrongly concluded 3.4.5 lacked it).
+- ``deepep-v2.nccl-comm-reuse``: with ``EP_REUSE_NCCL_COMM`` on (unset = on since DeepEP #637),
+  ``deep_ep/utils/comm.py`` hands PyTorch's ``backend._comm_ptr()`` straight to ElasticBuffer; PyTorch
+  creates that communicator lazily, so before the first collective (and without
+  ``init_process_group(device_id=...)``) it is null and ElasticBuffer segfaults in ``ncclTeamWorld``
+  (DeepEP #726). Whether the program ran a collective first is only known at run time: a warning.
+- ``deepep-v2.build-in-capture``: ElasticBuffer's constructor creates NCCL device communicators
+  (``ncclDevCommCreate``), illegal inside CUDA-graph capture; a revision whose ``buffers/elastic.py`` does
+  not test for capture fails with ``GIN: DevComm setup failed on all available backends`` when a
+  program first builds the buffer on its first dispatch inside ``torch.cuda.graph()`` (sglang PR #39078).
+  Only the program's order decides it: a warning.
 - ``host.ah-rails``: B300 with ConnectX-8 (``hca_type`` MT4131): rails without a RoCE v2 IPv4 GID reject
   address handles, NVSHMEM's IBGDA fails with ``ibgda.cpp: Unable to create ah`` → ``create DCT share
   err`` (NVIDIA/nvshmem #33; SemiAnalysisAI/InferenceX PR #2525 restricts NVSHMEM_HCA_LIST).
@@ -299,6 +309,56 @@ def nvshmem_vars_read(ctx: DoctorContext, emit: Emitter) -> None:
              "plugin(s) searched): it does nothing here (the variables live in the plugins too: sglang #38769)",
              [ctx.env.evidence(name)] + [Evidence(value="searched", file=p) for p in libs[:6]],
              f"check the name against this NVSHMEM's `nvshmem-info -a`, or unset {name}")
+
+
+# -- PyTorch's communicator reused before it exists (#726) ------------------------------------------------------
+REUSE_UNGUARDED = re.compile(r"EP_REUSE_NCCL_COMM['\"]\s*,\s*['\"]?1(?s:.*)NCCLCommHandle\(\s*backend\._comm_ptr\(\)")
+
+
+@check("deepep-v2", "deepep-v2.nccl-comm-reuse", current_env_too=True)
+def nccl_comm_reuse_safe(ctx: DoctorContext, emit: Emitter) -> None:
+    """EP_REUSE_NCCL_COMM=1 reuses PyTorch's communicator unchecked: null until its first collective (DeepEP #726)."""
+    pkg = v2_package(ctx)
+    comm = f"{pkg}/utils/comm.py"
+    if pkg is None or not REUSE_UNGUARDED.search(ctx.paths.read_text(comm) or ""):
+        return
+    value = (ctx.env.get("EP_REUSE_NCCL_COMM") or "1").strip()
+    if not re.match(r"^[+-]?0*[1-9][0-9]*$", value):  # int(...) == 0: DeepEP creates its own communicator
+        ctx.confirmed.append(f"deepep-v2.nccl-comm-reuse: EP_REUSE_NCCL_COMM={value}, DeepEP creates its own communicator")
+        return
+    if ctx.env.origin("EP_REUSE_NCCL_COMM").startswith("overlay rule spec-env"):
+        ctx.confirmed.append("deepep-v2.nccl-comm-reuse: EP_REUSE_NCCL_COMM set deliberately by the env spec's [env]")
+        return
+    emit("deepep-v2.nccl-comm-reuse", "warning",
+         "ElasticBuffer reuses PyTorch's NCCL communicator (EP_REUSE_NCCL_COMM on, the default since DeepEP #637) "
+         "without checking it: PyTorch creates it lazily, so if no collective ran on the EP group first and "
+         "init_process_group had no device_id, it is null and the constructor segfaults in ncclTeamWorld "
+         "(deepseek-ai/DeepEP #726; whether the program does so is only seen at run time)",
+         [ctx.env.evidence("EP_REUSE_NCCL_COMM"),
+          Evidence(value="passes backend._comm_ptr() on unchecked", file=comm)],
+         "init_process_group(..., device_id=torch.device('cuda', local_rank)) or run one collective on the EP "
+         "group before ElasticBuffer; or EP_REUSE_NCCL_COMM=0 (set in the env spec's [env] to make it deliberate)")
+
+
+# -- ElasticBuffer first built inside CUDA-graph capture (sglang PR #39078) ----------------------------------
+@check("deepep-v2", "deepep-v2.build-in-capture")
+def buffer_built_before_capture(ctx: DoctorContext, emit: Emitter) -> None:
+    """ElasticBuffer's constructor cannot run inside CUDA-graph capture and this revision does not test for it."""
+    pkg = v2_package(ctx)
+    elastic = f"{pkg}/buffers/elastic.py"
+    text = (ctx.paths.read_text(elastic) or "") if pkg else ""
+    # At dd758ca the constructor sets up the communicator (get_nccl_comm_handle) and _C.ElasticBuffer, whose
+    # ncclDevCommCreate (csrc/kernels/backend/nccl.cu) cannot be captured; no capture test anywhere.
+    if "get_nccl_comm_handle(" not in text or re.search(r"is_current_stream_capturing|StreamIsCapturing", text):
+        return
+    emit("deepep-v2.build-in-capture", "warning",
+         "this DeepEP's ElasticBuffer constructor creates NCCL device communicators (ncclDevCommCreate) and does "
+         "not detect CUDA-graph capture: built for the first time inside torch.cuda.graph() (a lazy buffer on the "
+         "first dispatch) it fails with `NCCL exception ... (GIN: DevComm setup failed on all available "
+         "backends)`, not a Gin problem (sgl-project/sglang PR #39078; only the program's order decides it)",
+         [Evidence(value="ElasticBuffer.__init__ without a capture check", file=elastic)],
+         "build the ElasticBuffer before CUDA-graph capture (at model init, or a warm-up dispatch outside the "
+         "graph); do not tune Gin for this error")
 
 
 # -- B300/CX-8 GPU-fabric rails: "Unable to create ah" (nvshmem #33, InferenceX PR #2525) ------------------

@@ -76,7 +76,7 @@ class PatchPin(Strict):
     url: str
     sha256: Optional[str] = None
     why: str = Field(min_length=1, description="why this patch exists, with the upstream reference")
-    applies_to: list[str] = Field(default_factory=list, description="versions it applies to; empty = any")
+    applies_to: list[str] = Field(default_factory=list, description="versions it applies to (DeepEP: revisions); empty = any")
     strip: int = 1
     features: list[str] = Field(default_factory=list, description="features it adds, e.g. 'pr-466'")
     requires_gdrcopy: bool = False

@@ -50,7 +50,8 @@ def _v2_legacy_nvshmem(r: ResolvedSpec) -> Optional[str]:
     if r.deepep.engine == "v2" and _lacks_layout_fix(r):
         return (f"DeepEP {r.deepep.label} (EPv2 line) legacy kernels are wrong with NVSHMEM {r.nvshmem.version} "
                 ">= 3.5.19 (deepseek-ai/DeepEP #707, #764: the #564 fix was lost in V2); use NVSHMEM < 3.5.19, a V1 "
-                "revision with the #564 layout fix (29d31c0), or a patch with feature 'nvshmem-3.5-layout' (PR #696)")
+                "revision with the #564 layout fix (29d31c0), or a patch with feature 'nvshmem-3.5-layout' (PR #696: "
+                "deepep.patches = [\"deepep-pr696-nvshmem-rc-qp\"])")
     return None
 
 
@@ -211,6 +212,17 @@ def _patch_applies(r: ResolvedSpec) -> Optional[str]:
     return None
 
 
+def _deepep_patch_revision(r: ResolvedSpec) -> Optional[str]:
+    # A DeepEP patch's applies_to names revisions (recipes/deep-ep/sources.toml): PR #696's patch is written
+    # against dd758ca's csrc/kernels/backend/nvshmem.cu and its feature must not be credited to another tree.
+    for p in r.deepep.patches:
+        if p.pin.applies_to and not any(r.deepep.revision.startswith(a) or a.startswith(r.deepep.revision)
+                                        for a in p.pin.applies_to):
+            return (f"DeepEP patch {p.name!r} applies to revision {', '.join(a[:7] for a in p.pin.applies_to)}, "
+                    f"not {r.deepep.revision[:7]} ({r.deepep.label})")
+    return None
+
+
 def _aggressive_ptx(r: ResolvedSpec) -> Optional[str]:
     if r.deepep.aggressive_ptx and r.deepep.torch_cuda_arch_list != "9.0":
         return ("deepep.aggressive_ptx needs an sm_90-only build (TORCH_CUDA_ARCH_LIST exactly '9.0'), "
@@ -279,6 +291,8 @@ RULES: tuple[Rule, ...] = (
          "DeepEP third-party/README.md (before EPv2)", _patch_gdrcopy, "nvshmem.patches"),
     Rule("nvshmem-patch-version", "a patch applies only to the versions it was written for",
          "recipes/nvshmem/sources.toml", _patch_applies, "nvshmem.patches"),
+    Rule("deepep-patch-revision", "a DeepEP patch applies only to the revisions it was written for",
+         "recipes/deep-ep/sources.toml (PR #696's patch: dd758ca)", _deepep_patch_revision, "deepep.patches"),
     Rule("aggressive-ptx-sm90-only", "DeepEP's aggressive PTX instructions are allowed only for TORCH_CUDA_ARCH_LIST=9.0",
          "DeepEP setup.py (DISABLE_AGGRESSIVE_PTX_INSTRS)", _aggressive_ptx, "deepep.aggressive_ptx"),
     Rule("pytorch-cuda-major", "PyTorch's CUDA build and the toolkit the extensions compile with share a major version",
