@@ -1,9 +1,20 @@
 """The build graph as the recipes define it: one owner of its edges and of the build order.
 
-``read_recipe(dir)`` reads a ``recipe.yaml`` *without building* (nor rendering): package and output
-names, version, and the names in ``requirements.build/host/run`` of the recipe and of every output,
-both branches of ``if/then/else``. A requirement naming another node's output, or an exact pin
-``${{ dep_<node> }}``, is an edge (:func:`recipe_edges`). Two kinds:
+``read_recipe(dir)`` reads a ``recipe.yaml`` *without building* (nor rendering) into a
+:class:`RecipeInfo`: package and output names, version, and the names in
+``requirements.build/host/run`` of the recipe and of every output, both branches of
+``if/then/else``. It is the one reader of recipes in the package, and it reads them as rattler-build
+does: :func:`parse_recipe` is rattler-build's own parser (py-rattler-build's typed stage-0 recipe,
+``Stage0Recipe``: YAML, the v1 recipe schema, outputs and staging outputs, conditionals), which the
+builder renders too (:func:`deepep_env.builder.driver.render`); the ``${{ … }}`` templates the
+stage-0 recipe keeps as written are read with Jinja's parser (an expression tree: the variables a
+template reads, the ``pin_subpackage``/``pin_compatible`` it calls), and a requirement's package
+name is the match spec's leading name. No regular expression reads a recipe: a flow-style list, a
+quoted key, a comment or a block scalar reads as it does in rattler-build, and a recipe
+rattler-build refuses is one error line naming the file.
+
+A requirement naming another node's output, or an exact pin ``${{ dep_<node> }}``, is an edge
+(:func:`recipe_edges`). Two kinds:
 
 - **build edges**: a ``build``/``host`` requirement, a ``${{ dep_<x> }}`` pin anywhere, or a
   ``pin_subpackage``/``pin_compatible`` anywhere: the dependent's bytes depend on that build, so
@@ -22,25 +33,33 @@ clear error naming it.
 """
 from __future__ import annotations
 
-import re
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
-
-import yaml
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from deepep_env.errors import UserError
+from deepep_env.rattler_errors import rattler_errors
 from deepep_env.readfile import MAX_CONFIG_BYTES, read_text
 
-_VAR = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-_PIN = re.compile(r"""pin_(?:subpackage|compatible)\(\s*['"]([^'"]+)['"]""")
-_NAME = re.compile(r"^\s*([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
-_DEP_REF = re.compile(r"\bdep_([A-Za-z0-9_]+?)(?:_version|_build_string)?\s*\}\}")
+if TYPE_CHECKING:  # annotations only: both are imported when a recipe is read
+    from jinja2 import Environment, nodes
+    from rattler_build import Stage0Recipe
+
+ACCEPTED = "a rattler-build v1 recipe.yaml"
+_IDENT = frozenset(string.ascii_letters + string.digits + "_")
+_NAME_CHARS = _IDENT | {".", "-"}                   # what a conda package name is made of
+_PINS = ("pin_subpackage", "pin_compatible")
+_DEP_SUFFIXES = ("_version", "_build_string")       # dep_<x>_version, dep_<x>_build_string (docs/build-id.md §6)
+_SECTIONS = ("build", "host", "run")
+
+# A template: literal text and Jinja expression trees, in order.
+Part = Union[str, "nodes.Node"]
 
 
 def ident(name: str) -> str:
     """A package name as a recipe variable suffix: ``dep_<ident>`` (docs/build-id.md §6)."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return "".join(c if c in _IDENT else "_" for c in name)
 
 
 @dataclass
@@ -54,21 +73,154 @@ class RecipeInfo:
     dep_refs: set[str] = field(default_factory=set)       # idents used as ${{ dep_<x> }}
     path_sources: list[str] = field(default_factory=list)  # own path: sources as written
     built_against: set[str] = field(default_factory=set)  # names in build/host, or pinned anywhere
+    context: frozenset[str] = frozenset()                 # the names the recipe's context: defines
+    reads: frozenset[str] = frozenset()                   # every variable its templates and if: read
 
 
-def _subst(text: Any, ctx: Mapping[str, Any]) -> Any:
-    if not isinstance(text, str):
-        return text
-    for _ in range(5):
-        new = _VAR.sub(lambda m: str(ctx[m.group(1)]) if m.group(1) in ctx else m.group(0), text)
-        if new == text:
+# --------------------------------------------------------------------------------------------- the parser
+
+
+def parse_recipe(path: Path, *, package: Optional[str] = None) -> "Stage0Recipe":
+    """``path`` as rattler-build parses it (py-rattler-build's typed stage-0 recipe), or one error
+    line naming the file. The builder renders what this returns (:func:`deepep_env.builder.driver.render`)."""
+    from rattler_build import Stage0Recipe
+
+    # bounded, and "missing recipe" / not a file / not UTF-8 as every config file says it
+    read_text(path, what="recipe", accepted=ACCEPTED, missing="missing recipe", limit=MAX_CONFIG_BYTES)
+    who = f"package {package}: " if package else ""
+    with rattler_errors(who + "recipe does not parse: {error}", file=path, accepted=ACCEPTED, first_line=True,
+                        limit=400):
+        recipe = Stage0Recipe.from_file(path)
+    return recipe
+
+
+_JINJA: "Optional[Environment]" = None
+
+
+def _jinja() -> "Environment":
+    global _JINJA
+    if _JINJA is None:
+        from jinja2 import Environment
+
+        # rattler-build's expression syntax: ${{ … }}; the text around it kept byte for byte
+        _JINJA = Environment(variable_start_string="${{", variable_end_string="}}", keep_trailing_newline=True)
+    return _JINJA
+
+
+def _parts(text: str) -> tuple[Part, ...]:
+    """A ``${{ … }}`` template as Jinja parses it: literal text and expression trees, in order.
+    Text Jinja cannot parse is opaque from its first ``${{`` on (rattler-build refuses it when it
+    renders)."""
+    from jinja2 import TemplateSyntaxError, nodes
+
+    try:
+        tree = _jinja().parse(text)
+    except TemplateSyntaxError:
+        head, sep, _ = text.partition("${{")
+        return (head, nodes.Const(text)) if sep else (text,)
+    out: list[Part] = []
+    for stmt in tree.body:
+        if isinstance(stmt, nodes.Output):
+            out += [n.data if isinstance(n, nodes.TemplateData) else n for n in stmt.nodes]
+        else:
+            out.append(stmt)   # a {% … %} block: opaque
+    return tuple(out)
+
+
+def _walk(node: "nodes.Node") -> Iterator["nodes.Node"]:
+    yield node
+    for child in node.iter_child_nodes():
+        yield from _walk(child)
+
+
+def _read_names(parts: Iterable[Part]) -> Iterator[str]:
+    """The variables an expression reads (a function's own name is no variable: ``compiler('c')``)."""
+    from jinja2 import nodes
+
+    callees: set[int] = set()
+    for p in parts:
+        if isinstance(p, str):
+            continue
+        for n in _walk(p):
+            if isinstance(n, nodes.Call):
+                callees.add(id(n.node))
+            elif isinstance(n, nodes.Name) and n.ctx == "load" and id(n) not in callees:
+                yield n.name
+
+
+def _pinned(parts: Iterable[Part]) -> Optional[str]:
+    """The package of the first ``pin_subpackage('x', …)`` / ``pin_compatible('x', …)`` called."""
+    from jinja2 import nodes
+
+    for p in parts:
+        if isinstance(p, str):
+            continue
+        for n in _walk(p):
+            if isinstance(n, nodes.Call) and isinstance(n.node, nodes.Name) and n.node.name in _PINS:
+                args = [*n.args[:1], *(k.value for k in n.kwargs if k.key == "name")]
+                if args and isinstance(args[0], nodes.Const) and isinstance(args[0].value, str):
+                    return args[0].value
+    return None
+
+
+def _dep_ident(var: str) -> Optional[str]:
+    """``dep_<x>``, ``dep_<x>_version``, ``dep_<x>_build_string`` → ``<x>``."""
+    if not var.startswith("dep_"):
+        return None
+    rest = var[len("dep_"):]
+    for suffix in _DEP_SUFFIXES:
+        if rest.endswith(suffix) and len(rest) > len(suffix):
+            return rest[: -len(suffix)]
+    return rest or None
+
+
+Context = Mapping[str, tuple[Part, ...]]
+
+
+def _subst(parts: Sequence[Part], ctx: Context, depth: int = 5) -> list[Part]:
+    """``${{ name }}`` replaced by the recipe's context value ``name`` (itself substituted, ``depth``
+    levels deep); every other expression stays."""
+    from jinja2 import nodes
+
+    out: list[Part] = []
+    for p in parts:
+        if isinstance(p, nodes.Name) and p.name in ctx and depth > 0:
+            out += _subst(ctx[p.name], ctx, depth - 1)
+        else:
+            out.append(p)
+    return out
+
+
+def _resolved(value: Any, ctx: Context) -> Optional[str]:
+    """The text of a template whose every expression is a context value; None otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return str(value)
+    parts = _subst(_parts(value), ctx)
+    return "".join(p for p in parts if isinstance(p, str)) if all(isinstance(p, str) for p in parts) else None
+
+
+def _leading_name(parts: Sequence[Part]) -> Optional[str]:
+    """The package name a match spec starts with (``nccl ${{ dep_nccl }}`` → ``nccl``); None when
+    it starts with an expression (``${{ compiler('c') }}``)."""
+    head = ""
+    for p in parts:
+        if not isinstance(p, str):
             break
-        text = new
-    return text
+        head += p
+    head = head.lstrip()
+    if not head or head[0] not in _IDENT:
+        return None
+    end = next((k for k, c in enumerate(head) if c not in _NAME_CHARS), len(head))
+    return head[:end]
+
+
+# --------------------------------------------------------------------------------------------- the recipe's data
 
 
 def _items(value: Any, _cond: bool = False, *, with_cond: bool = False) -> Iterable[Any]:
-    """Flatten a requirements list, taking both branches of rattler's ``if/then/else``
+    """Flatten a list of the stage-0 recipe, taking both branches of rattler's ``if/then/else``
     (``with_cond``: yield ``(item, under_a_condition)``)."""
     if value is None:
         return
@@ -82,85 +234,91 @@ def _items(value: Any, _cond: bool = False, *, with_cond: bool = False) -> Itera
         yield (value, _cond) if with_cond else value
 
 
-def _req_sections(doc: Mapping[str, Any]) -> Iterable[tuple[str, Any, bool]]:
-    """``(section, requirement, under_a_condition)`` for build, host and run."""
-    reqs = doc.get("requirements") or {}
-    if isinstance(reqs, dict):
-        for key in ("build", "host", "run"):
-            for item, cond in _items(reqs.get(key), with_cond=True):
-                yield key, item, cond
+def _strings(value: Any) -> Iterator[tuple[str, bool]]:
+    """Every string of a stage-0 recipe (as ``to_dict`` gives it) with whether it is a bare
+    expression (an ``if:`` condition, a ``build.skip`` entry) rather than a ``${{ … }}`` template."""
+    if isinstance(value, str):
+        yield value, False
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if k == "if" and isinstance(v, str):
+                yield v, True
+            elif k == "skip" and isinstance(v, list):
+                yield from ((x, True) for x in v if isinstance(x, str))
+            else:
+                yield from _strings(v)
 
 
-def _sources(doc: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
-    for s in _items(doc.get("source")):
-        if isinstance(s, dict):
-            yield s
+def _add_requirements(info: RecipeInfo, reqs: Mapping[str, Any], ctx: Context) -> None:
+    for section in _SECTIONS:
+        for req, cond in _items(reqs.get(section), with_cond=True):
+            if not isinstance(req, str):
+                continue
+            parts = _parts(req)
+            info.dep_refs.update(d for d in map(_dep_ident, _read_names(parts)) if d)
+            pin = _pinned(parts)
+            name = pin or _leading_name(_subst(parts, ctx))
+            if name:
+                info.requirements.add(name)
+                if not cond:
+                    info.unconditional.add(name)
+                if section != "run" or pin:
+                    info.built_against.add(name)
 
 
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        doc = yaml.safe_load(read_text(path, what="recipe", accepted="a rattler-build v1 recipe.yaml",
-                                       missing="missing recipe", limit=MAX_CONFIG_BYTES))
-    except yaml.YAMLError as exc:
-        raise UserError(f"recipe is not valid YAML: {str(exc).splitlines()[0]}", file=path) from None
-    if not isinstance(doc, dict):
-        raise UserError("recipe is not a YAML mapping", file=path)
-    return doc
+def _add_sources(info: RecipeInfo, sources: Any, ctx: Context) -> None:
+    for s in _items(sources):
+        if isinstance(s, dict) and isinstance(s.get("path"), str):
+            p = _resolved(s["path"], ctx)
+            if p is not None:
+                info.path_sources.append(p)
 
 
-def _add_requirements(info: RecipeInfo, doc: Mapping[str, Any], ctx: Mapping[str, Any]) -> None:
-    for section, req, cond in _req_sections(doc):
-        if not isinstance(req, str):
-            continue
-        for ref in _DEP_REF.finditer(req):
-            info.dep_refs.add(ref.group(1))
-        pin = _PIN.search(req)
-        s = _subst(req, ctx)
-        m = None if pin or s.lstrip().startswith("${{") else _NAME.match(s)
-        name = pin.group(1) if pin else (m.group(1) if m else None)
-        if name:
-            info.requirements.add(name)
-            if not cond:
-                info.unconditional.add(name)
-            if section != "run" or pin:
-                info.built_against.add(name)
+def read_recipe(recipe_dir: Path, *, file: Optional[Path] = None) -> RecipeInfo:
+    """``<recipe_dir>/recipe.yaml`` (or ``file``) as rattler-build parses it (:func:`parse_recipe`),
+    unrendered: the one reader of recipes every caller uses."""
+    from rattler_build.stage0 import MultiOutputRecipe, PackageOutput, SingleOutputRecipe
 
+    path = file if file is not None else recipe_dir / "recipe.yaml"
+    recipe = parse_recipe(path)
+    raw = recipe.to_dict()   # the same typed recipe, as plain data (sources, outputs' sections)
+    ctx: dict[str, tuple[Part, ...]] = {}
+    for k, v in (recipe.context or {}).items():
+        ctx[str(k)] = _parts(v) if isinstance(v, str) else (str(v),)
 
-def read_recipe(recipe_dir: Path) -> RecipeInfo:
-    path = recipe_dir / "recipe.yaml"
-    doc = _load(path)
-    ctx: dict[str, Any] = {}
-    for k, v in (doc.get("context") or {}).items():
-        ctx[k] = _subst(v, ctx)
-
-    def resolved(v: Any) -> Optional[str]:
-        s = _subst(v, ctx)
-        return None if s is None or "${{" in str(s) else str(s)
-
-    outputs_doc = [o for o in (doc.get("outputs") or []) if isinstance(o, dict)]
-    if outputs_doc:
-        name = resolved((doc.get("recipe") or {}).get("name")) or recipe_dir.name
-        version = resolved((doc.get("recipe") or {}).get("version"))
+    parts_of: list[tuple[Mapping[str, Any], Any]] = []   # (requirements, source) of the recipe and each output
+    if isinstance(recipe, MultiOutputRecipe):
+        meta = recipe.recipe.to_dict()
+        name = _resolved(meta.get("name"), ctx) or recipe_dir.name
+        version = _resolved(meta.get("version"), ctx)
         outputs = []
-        for o in outputs_doc:
-            on = resolved((o.get("package") or {}).get("name"))
-            if on:
-                outputs.append(on)
-            version = version or resolved((o.get("package") or {}).get("version"))
-        docs = [doc, *outputs_doc]
+        parts_of.append((raw.get("requirements") or {}, raw.get("source")))
+        for o in recipe.outputs:
+            d = o.to_dict()
+            if isinstance(o, PackageOutput):
+                on = _resolved(o.package.name, ctx)
+                if on:
+                    outputs.append(on)
+                version = version or _resolved(o.package.version, ctx)
+            parts_of.append((d.get("requirements") or {}, d.get("source")))
     else:
-        pkg = doc.get("package") or {}
-        name = resolved(pkg.get("name")) or recipe_dir.name
-        version = resolved(pkg.get("version"))
+        assert isinstance(recipe, SingleOutputRecipe)
+        name = _resolved(recipe.package.name, ctx) or recipe_dir.name
+        version = _resolved(recipe.package.version, ctx)
         outputs = [name]
-        docs = [doc]
-    info = RecipeInfo(recipe_dir, name, version, outputs)
-    for d in docs:
-        _add_requirements(info, d, ctx)
-        for s in _sources(d):
-            p = s.get("path")
-            if isinstance(p, str) and "${{" not in _subst(p, ctx):
-                info.path_sources.append(_subst(p, ctx))
+        r = recipe.requirements
+        parts_of.append(({"build": r.build, "host": r.host, "run": r.run}, raw.get("source")))
+
+    reads: set[str] = set()
+    for text, is_condition in _strings(raw):
+        reads.update(_read_names(_parts("${{ " + text + " }}" if is_condition else text)))
+    info = RecipeInfo(recipe_dir, name, version, outputs, context=frozenset(ctx), reads=frozenset(reads))
+    for reqs, sources in parts_of:
+        _add_requirements(info, reqs, ctx)
+        _add_sources(info, sources, ctx)
     return info
 
 

@@ -58,8 +58,7 @@ from deepep_env.atomic import write_text
 from deepep_env.builder.normalize import epoch_for
 from deepep_env.builder import pkgcache
 from deepep_env.errors import SolveError, UserError
-from deepep_env.readfile import MAX_CONFIG_BYTES, read_text
-from deepep_env.recipegraph import ident
+from deepep_env.recipegraph import ident, parse_recipe, read_recipe
 
 EXTERNAL_PROVIDERS = ("cuda", "python", "pytorch")
 
@@ -177,13 +176,11 @@ class DriverResult:
 
 
 def render(recipe_file: Path, context: Mapping[str, Any], *, package: str):
-    """Parse and render a recipe; one clear line on failure."""
-    from rattler_build import RenderConfig, Stage0Recipe, VariantConfig
+    """Parse (:func:`deepep_env.recipegraph.parse_recipe`, the one recipe parser) and render a
+    recipe; one clear line on failure."""
+    from rattler_build import RenderConfig, VariantConfig
 
-    try:
-        recipe = Stage0Recipe.from_file(recipe_file)
-    except Exception as exc:  # noqa: BLE001 - rattler raises several parse error types
-        raise UserError(f"package {package}: recipe does not parse: {_first_line(exc)}", file=recipe_file) from None
+    recipe = parse_recipe(recipe_file, package=package)
     # conda-forge's compiler keys are variant keys (compiler('cuda') reads cuda_compiler and
     # cuda_compiler_version from the variant config, not from the context).
     variant = {k: [str(context[k])] for k in VARIANT_CONFIG_KEYS if context.get(k) not in (None, "")}
@@ -191,28 +188,28 @@ def render(recipe_file: Path, context: Mapping[str, Any], *, package: str):
         return recipe.render(VariantConfig(variant), RenderConfig(extra_context=dict(context)))
     except Exception as exc:  # noqa: BLE001
         msg = _first_line(exc)
-        if "undefined" in msg:  # rattler does not say which name: find bare names nothing defines
+        if "undefined" in msg:  # rattler does not say which name: find the names nothing defines
             unknown = _undefined_names(recipe_file, context)
             if unknown:
                 msg += f" (undefined: {', '.join(unknown)})"
         raise UserError(f"package {package}: recipe does not render: {msg}", file=recipe_file) from None
 
 
-_BARE = re.compile(r"\$\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\||\}\})")
+# What rattler-build's Jinja defines itself (platform names in conditions, the build's paths).
+_BUILTIN = frozenset({"target_platform", "build_platform", "host_platform", "linux", "osx", "win", "unix", "hash",
+                      "x86_64", "aarch64", "arm64", "ppc64le", "s390x", "linux64", "win64", "osx64",
+                      "PYTHON", "PREFIX", "RECIPE_DIR", "SRC_DIR", "BUILD_PREFIX", "environ", "true", "false",
+                      "none", "True", "False", "None"})
 
 
 def _undefined_names(recipe_file: Path, context: Mapping[str, Any]) -> list[str]:
-    import yaml
-
-    text = read_text(recipe_file, what="recipe", limit=MAX_CONFIG_BYTES)
+    """The variables the recipe's templates and conditions read that neither ``context``, the
+    recipe's own ``context:`` nor rattler-build defines (read by :func:`read_recipe`)."""
     try:
-        own = set((yaml.safe_load(text) or {}).get("context") or {})
-    except (yaml.YAMLError, AttributeError):
-        own = set()
-    builtin = {"target_platform", "build_platform", "host_platform", "linux", "osx", "win", "unix", "hash",
-               "PYTHON", "PREFIX", "RECIPE_DIR", "SRC_DIR", "BUILD_PREFIX", "environ", "true", "false", "none"}
-    names = {m.group(1) for m in _BARE.finditer(text)}
-    return sorted(n for n in names if n not in context and n not in own and n not in builtin)
+        info = read_recipe(recipe_file.parent, file=recipe_file)
+    except UserError:
+        return []
+    return sorted(n for n in info.reads if n not in context and n not in info.context and n not in _BUILTIN)
 
 
 def _check_staged_sources(variants, staged: Sequence[Path], package: str, recipe_file: Path) -> None:
