@@ -10,7 +10,7 @@
 #                 only if every sha256 equals the committed lock's), then the test through `task`.
 #   PLANT_NCCL=1  (a V2 env) after the install: doctor as installed, then doctor with pip torch's NCCL
 #                 preloaded ahead of the env's (issue 27.5: the downgrade of DeepEP #710 must be caught).
-# Inputs: $GPU_DIR (default .gpu): sources/ (DeepEP 8a07e7e, NVSHMEM 3.4.5, DeepEP dd758ca+fmt, NCCL
+# Inputs: $GPU_DIR (default .gpu): skeletons/*.skel (wheels rebuilt from the image's install), sources/ (DeepEP 8a07e7e, NVSHMEM 3.4.5, DeepEP dd758ca+fmt, NCCL
 # 2.30.7), debs/, pysite/, bin/patchelf (benchmarks/gpu/README.md); optional evidence/*.conda (a
 # package to compare with this run's: same-named members, sha256 each).
 # Output: name=value figures; the last line is the headline.
@@ -24,6 +24,17 @@ PY=${PYTHON:-python3}
 export DEEPEP_ENV_STATE=$PWD/.deepep-env-$MODE          # an empty store and channel every run
 rm -rf "$DEEPEP_ENV_STATE" .pixi
 setup_tools
+# Wheels too big to carry, rebuilt byte for byte from the image's own install (wheel_skeleton.py; the
+# recipe and `fetch` check the pinned sha256 again).
+for skel in "$GPU_DIR"/skeletons/*.skel; do
+  [ -f "$skel" ] || continue
+  whl="$($PY benchmarks/gpu/wheel_skeleton.py info "$skel" | sed -n '1s/^wheel=\([^ ]*\).*/\1/p')"
+  site="$(/opt/torch/.venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  t=$(now)
+  $PY benchmarks/gpu/wheel_skeleton.py rebuild "$skel" "$site" "$GPU_DIR/sources/$whl" || exit 1
+  fig wheel_rebuilt_s "$(since "$t")"
+  sha256sum "$GPU_DIR/sources/$whl"
+done
 $DE fetch "$ENV_NAME" --from "$GPU_DIR/sources" > "$OUT/fetch.txt" 2>&1 || { cat "$OUT/fetch.txt"; exit 1; }
 
 facts() {  # what the build ids of this host say about it (the fingerprints), and the image's compilers
@@ -85,6 +96,10 @@ if [ "$MODE" = relock ]; then
   facts
   evidence
   t=$(now); $DE install "$ENV_NAME" || exit 1; fig install_s "$(since "$t")"
+  step "doctor on the installed env"
+  $DE doctor "$ENV_NAME" > "$OUT/doctor.txt" 2>&1; fig doctor_exit $?
+  grep -E "^(ERROR|WARN)" "$OUT/doctor.txt" | head -20; tail -3 "$OUT/doctor.txt"
+  ls .pixi/envs/"$ENV_NAME"/lib/libnvshmem* .pixi/envs/"$ENV_NAME"/lib/nvshmem_* 2>/dev/null | head -12
 else
   step "fresh clone: install $ENV_NAME from the committed lock alone"
   t=$(now)
