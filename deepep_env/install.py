@@ -28,7 +28,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
 from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
@@ -47,6 +47,10 @@ from deepep_env.overlay.prefix import (LEGACY_RELPATH, PrefixMarker, PrefixMeta,
 from deepep_env.rattler_errors import rattler_errors
 
 if TYPE_CHECKING:  # annotations only: no import at run time
+    from rattler import RepoDataRecord
+    from rattler.networking import Client
+
+    from deepep_env.builder import Progress
     from deepep_env.project import Project
     from deepep_env.spec.resolved import ResolvedSpec
 
@@ -187,7 +191,8 @@ def _mismatch(pkg: str, where: str, actual: str, expected: str, lock_path: Path)
         accepted="a lock written by `deepep-env lock` and the channel it names, unmodified")
 
 
-def _local_file(rec, label: str, mirrors: list[tuple[str, Path]], lock_path: Path, realise) -> Optional[Path]:
+def _local_file(rec: RepoDataRecord, label: str, mirrors: list[tuple[str, Path]], lock_path: Path,
+                realise: Optional[Realiser]) -> Optional[Path]:
     """The record's file on this machine: its file:// URL, a mirror's copy, or the store's (our builds)."""
     url = rec.url
     if url.startswith("file://"):
@@ -204,6 +209,7 @@ def _local_file(rec, label: str, mirrors: list[tuple[str, Path]], lock_path: Pat
                 return cand
             break
     if realise is not None and realise.ours(str(rec.build)):
+        assert rec.sha256 is not None  # _fetch_verified refuses a record without one before asking
         return realise.from_store(str(rec.build), rec.file_name, rec.sha256.hex())
     return None
 
@@ -212,7 +218,7 @@ class Unavailable(UserError):
     """The package could not be fetched from where the lock says (not: it was fetched and is corrupt)."""
 
 
-def _download(rec, label: str, expected: str, lock_path: Path, client_obj) -> Path:
+def _download(rec: RepoDataRecord, label: str, expected: str, lock_path: Path, client_obj: Client) -> Path:
     """The record from its channel URL into the verified download cache."""
     from rattler.package_streaming import download_to_path
 
@@ -245,8 +251,8 @@ def _download(rec, label: str, expected: str, lock_path: Path, client_obj) -> Pa
     return path
 
 
-def _fetch_verified(recs: list, *, lock_path: Path, mirrors: dict[str, Path], client_obj,
-                    realise=None) -> tuple[int, int]:
+def _fetch_verified(recs: list[RepoDataRecord], *, lock_path: Path, mirrors: dict[str, Path], client_obj: Client,
+                    realise: Optional[Realiser] = None) -> tuple[int, int]:
     """Point every record at a local file whose sha256 is the lock's; returns (verified, downloaded).
 
     Substitute, else build (``realise``, our builds only): the lock's URL, a mirror, the store, the
@@ -300,7 +306,7 @@ def unmarked_prefix_meta(env: str, pfx: str | Path, project: Project, ws: Option
 
 
 def install_env(env: str, project: Project, *, prefix: Optional[str | Path] = None, lock_path: Optional[str | Path] = None,
-                mirrors: Iterable[str] = (), force: bool = False, progress=None,
+                mirrors: Iterable[str] = (), force: bool = False, progress: Optional[Progress] = None,
                 ws: Optional[Workspace] = None) -> InstallResult:
     """``deepep-env install ENV``: the locked packages of ENV into ``prefix`` (default
     ``<project>/.pixi/envs/ENV``, :meth:`Project.prefix_for`). The spec supplies the marker's fields and the default mirror (its
@@ -361,7 +367,8 @@ def check_prefix(pfx: Path, project_root: Optional[Path] = None) -> Path:
 
 def install_locked(lock: str | Path, env: str, prefix: str | Path, *, mirrors: Optional[dict[str, Path]] = None,
                    force: bool = False, marker: Optional[dict[str, Any]] = None,
-                   warnings_fn=None, project_root: Optional[Path] = None, realise=None) -> InstallResult:
+                   warnings_fn: Optional[Callable[[], Iterable[str]]] = None, project_root: Optional[Path] = None,
+                   realise: Optional[Realiser] = None) -> InstallResult:
     """Install environment ``env`` of the lock at ``lock`` into ``prefix``, verified; no spec needed
     (``marker`` carries what the spec would add to the completion marker)."""
     t0 = time.perf_counter()
@@ -418,7 +425,7 @@ def _adopt(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str,
 
 
 def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror_map: dict[str, Path],
-             marker_base: dict[str, Any], t0: float, realise=None) -> InstallResult:
+             marker_base: dict[str, Any], t0: float, realise: Optional[Realiser] = None) -> InstallResult:
     data = read_lock(lock)
     le = data.env(env)
     if le is None:
@@ -527,7 +534,7 @@ def _abandoned(p: Path) -> bool:
     return pid is None or not pid_alive(pid) or age >= LEFTOVER_MAX_AGE_S
 
 
-def _link(recs: list, stage: Path, pfx: Path, cache: Path, cl, lock: Path) -> None:
+def _link(recs: list[RepoDataRecord], stage: Path, pfx: Path, cache: Path, cl: Client, lock: Path) -> None:
     import rattler
 
     with rattler_errors(f"install into {pfx} failed: {{error}}", file=lock, limit=400):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, Optional
 
 from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
@@ -18,7 +18,7 @@ from deepep_env.errors import UserError
 @contextlib.contextmanager
 def rattler_errors(template: str, *, file: "str | Path | None" = None, field: str | None = None,
                    accepted: str | None = None, first_line: bool = False, limit: int = 600,
-                   cleanup=None) -> Iterator[None]:
+                   cleanup: Optional[Callable[[], object]] = None) -> Iterator[None]:
     """The one place rattler's exceptions become a :class:`UserError`. ``template`` gets
     ``{error}``: the error's first line (``first_line``) or all of it on one line, bounded, with any
     URL credentials redacted. Interrupts and our own errors pass through; ``cleanup`` runs before

@@ -15,6 +15,7 @@ share: words, quotes, ``$VAR``, ``--``). Planning is data (:class:`TaskPlan`), r
 from __future__ import annotations
 
 import collections
+import io
 import os
 import re
 import shlex
@@ -24,7 +25,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence, TextIO
 
 from deepep_env.errors import UserError
 from deepep_env.install import install_env
@@ -142,7 +143,7 @@ def _run_order(tasks: dict[str, Task], top: DependsOn, path: Path) -> list[tuple
     return order
 
 
-def _step(project, task: Task, given: Sequence[str], path: Path) -> Optional[TaskStep]:
+def _step(project: Project, task: Task, given: Sequence[str], path: Path) -> Optional[TaskStep]:
     cwd = str((project.root / task.cwd).resolve()) if task.cwd else str(project.root)
     cmd = task.cmd
     if cmd is None:  # an alias: only its dependencies run
@@ -287,7 +288,7 @@ def ensure_installed(project: Project, plan: TaskPlan, ws: Optional[Workspace] =
               file=sys.stderr, flush=True)
 
 
-def _pump(src, dst, keep: "collections.deque[bytes]", limit: int) -> None:
+def _pump(src: io.BufferedIOBase, dst: TextIO, keep: "collections.deque[bytes]", limit: int) -> None:
     """Copy ``src`` to the text stream ``dst`` as it comes (its binary buffer when it has one),
     keeping the last ``limit`` bytes in ``keep``."""
     size = 0

@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Optional, Sequence
 
 from deepep_env.atomic import write_text
 from deepep_env.builder.channel import Channel, index, make_build_channel
@@ -236,7 +236,7 @@ class _Builder:
         # the same inputs give the same bytes only if they are built at the same place.
         return self.build_root / f"{short_id(_pinned(node.id), 10)}-{node.package}"
 
-    def _id_lock(self, node: BuildNode):
+    def _id_lock(self, node: BuildNode) -> ContextManager[None]:
         """One build of an id at a time on this machine, whichever checkout asks (they share the root)."""
         return _locked(self.build_root / ".locks" / f"{short_id(_pinned(node.id), 10)}.lock")
 

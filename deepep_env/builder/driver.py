@@ -52,13 +52,19 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from deepep_env.atomic import write_text
 from deepep_env.builder.normalize import epoch_for
 from deepep_env.builder import pkgcache
 from deepep_env.errors import SolveError, UserError
 from deepep_env.recipegraph import ident, parse_recipe, read_recipe
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from rattler_build import RenderedVariant
+
+    from deepep_env.buildplan import BuildNode
+
 
 EXTERNAL_PROVIDERS = ("cuda", "python", "pytorch")
 
@@ -85,9 +91,9 @@ VARIANT_CONFIG_KEYS = ("c_compiler", "c_compiler_version", "cxx_compiler", "cxx_
 OPTIONAL_PREFIXES = ("cuda_prefix", "cuda_host_cxx", "python_executable", "rdma_core_prefix", "gdrcopy_prefix")
 
 
-def recipe_context(node, *, source_dirs: Mapping[str, Path], deps: Sequence, jobs: int,
+def recipe_context(node: BuildNode, *, source_dirs: Mapping[str, Path], deps: Sequence[BuildNode], jobs: int,
                    primary: Optional[str]) -> dict[str, Any]:
-    """The render context of ``node`` (a :class:`deepep_env.buildplan.BuildNode`)."""
+    """The render context of ``node``; ``deps``: the nodes it builds against."""
     ctx: dict[str, Any] = {k: _value(v) for k, v in node.variant.items()}
     if node.version:  # "" = the recipe computes its own version (recipe graphs)
         ctx.setdefault("version", node.version)
@@ -175,7 +181,7 @@ class DriverResult:
     notes: list[str] = field(default_factory=list)
 
 
-def render(recipe_file: Path, context: Mapping[str, Any], *, package: str):
+def render(recipe_file: Path, context: Mapping[str, Any], *, package: str) -> list[RenderedVariant]:
     """Parse (:func:`deepep_env.recipegraph.parse_recipe`, the one recipe parser) and render a
     recipe; one clear line on failure."""
     from rattler_build import RenderConfig, VariantConfig
@@ -212,7 +218,8 @@ def _undefined_names(recipe_file: Path, context: Mapping[str, Any]) -> list[str]
     return sorted(n for n in info.reads if n not in context and n not in info.context and n not in _BUILTIN)
 
 
-def _check_staged_sources(variants, staged: Sequence[Path], package: str, recipe_file: Path) -> None:
+def _check_staged_sources(variants: Sequence[RenderedVariant], staged: Sequence[Path], package: str,
+                          recipe_file: Path) -> None:
     """A staged tree given to rattler-build must keep every file: by default a ``path:`` source
     honours the tree's own ``.gitignore`` and silently drops the files it lists (measured with
     py-rattler-build 0.73), which would build something other than the pinned, patched tree."""
@@ -226,7 +233,7 @@ def _check_staged_sources(variants, staged: Sequence[Path], package: str, recipe
                     "(rattler-build would drop files the source's own .gitignore lists)", file=recipe_file)
 
 
-def staging_rebuild_notes(variants, package: str) -> list[str]:
+def staging_rebuild_notes(variants: Sequence[RenderedVariant], package: str) -> list[str]:
     """py-rattler-build (0.73; unchanged upstream as of 0.74) builds each output in a folder named
     after that output, and its staging-cache key hashes the prefix path, so a staging output that
     feeds several outputs is built again for each one (measured: NVSHMEM compiled twice). Say so,

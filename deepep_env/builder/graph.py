@@ -48,7 +48,7 @@ def _own_path_sources(info: RecipeInfo) -> dict[str, str]:
     return out
 
 
-def _catalog_source(info: RecipeInfo):
+def _catalog_source(info: RecipeInfo) -> tuple[Optional[SourcePin], tuple[RPatch, ...], Optional[str]]:
     if not (info.dir / "sources.toml").is_file():
         return None, (), info.version
     cat = load_catalog(info.dir.parent, info.dir.name, same_name=False)

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from deepep_env.errors import SolveError, UserError
 
@@ -66,7 +66,7 @@ def rendered_recipe(conda: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _captured_stdout(fn) -> str:
+def _captured_stdout(fn: Callable[[], object]) -> str:
     """What ``fn`` (rattler-build, in this process) writes to file descriptor 1."""
     sys.stdout.flush()
     saved = os.dup(1)

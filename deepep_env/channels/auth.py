@@ -61,11 +61,14 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, TypedDict
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, TypedDict
 from urllib.parse import urlsplit
 
 from deepep_env.errors import UserError
 from deepep_env.readfile import MAX_CONFIG_BYTES, read_regular
+
+if TYPE_CHECKING:  # annotations only: rattler loads on first use
+    from rattler.networking import Client
 
 ENV_TOKEN = "DEEPEP_ENV_CHANNEL_TOKEN"
 ENV_USER = "DEEPEP_ENV_CHANNEL_USER"
@@ -554,7 +557,7 @@ def authenticated_client(
     *,
     max_retries: int = 1,
     timeout: int | None = 60,
-):
+) -> Client:
     """A ``rattler.Client`` that authenticates like ``deepep-env publish`` does.
 
     - rattler's ``AuthenticationMiddleware`` (RATTLER_AUTH_FILE, keyring, ~/.rattler, netrc);

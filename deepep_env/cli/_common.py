@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 import typer
 
-from deepep_env.project import find_project
+from deepep_env.project import Project, find_project
+
+if TYPE_CHECKING:  # annotations only: rich loads on first use
+    from rich.console import Console
 
 ProjectOpt = typer.Option(None, "--project", help="project folder (default: nearest parent with env_specs/)")
 JsonOpt = typer.Option(False, "--json", help="print JSON instead of a table")
@@ -15,7 +18,7 @@ DemoHostOpt = typer.Option(None, "--demo-host", help="use a bundled captured hos
                            "instead of this machine; --root NAME works too")
 
 
-def project(path: Optional[str]):
+def project(path: Optional[str]) -> Project:
     return find_project(path)
 
 
@@ -31,7 +34,7 @@ def print_warnings(warnings: Iterable[str]) -> None:
         print(f"deepep-env: warning: {redact(w)}", file=sys.stderr)
 
 
-def console():
+def console() -> Console:
     from rich.console import Console
 
     import shutil

@@ -3,7 +3,7 @@ and the local channel, in dependency order, rebuilding only what changed."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 
@@ -12,11 +12,17 @@ from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json
 from deepep_env.errors import StaleError, UserError
 from deepep_env.project import Project, find_project
 
+if TYPE_CHECKING:  # annotations only: rich, pydantic, yaml load on first use (see build_cmd)
+    from rich.console import Console
+
+    from deepep_env.builder import BuildReport, Progress
+    from deepep_env.buildplan import BuildNode
+
 
 PROGRESS_EVERY_S = 20.0
 
 
-def progress_printer(console):
+def progress_printer(console: Console) -> Progress:
     """Live status on a terminal; elsewhere (CI, a log file) timestamped lines: the start of each
     package, then its latest build-log line at most every PROGRESS_EVERY_S seconds."""
     import time
@@ -27,7 +33,7 @@ def progress_printer(console):
     def line(text: str) -> None:
         console.print(f"{time.strftime('%H:%M:%S')} {text}", markup=False, highlight=False, soft_wrap=True)
 
-    def cb(event, node, result):
+    def cb(event: str, node: BuildNode, result: Any) -> None:  # result: a log line, a NodeResult
         if event == "start":
             if tty:
                 state["status"] = console.status(f"[bold]{node.package}[/] {node.build_string}")
@@ -63,7 +69,8 @@ def _channel_url(c: str) -> str:
     return p.resolve().as_uri() if "://" not in c and (p.is_dir() or c.startswith((".", "/"))) else c
 
 
-def _recipes_report(recipes: Path, project: Optional[str], *, store, channel, source_cache, extra_channel, **kw):
+def _recipes_report(recipes: Path, project: Optional[str], *, store: Optional[Path], channel: Optional[Path],
+                    source_cache: Optional[Path], extra_channel: List[str], **kw: Any) -> BuildReport:
     """``--recipes DIR``: the graph of every recipe under DIR; state paths default to the project's,
     or to the current folder's when DIR is a bare folder of recipes (no project)."""
     from deepep_env.builder import build_recipes   # local: pydantic, yaml (see build_cmd)
@@ -77,7 +84,7 @@ def _recipes_report(recipes: Path, project: Optional[str], *, store, channel, so
                          extra_channels=[_channel_url(c) for c in extra_channel], **kw)
 
 
-def _print_report(report) -> None:
+def _print_report(report: BuildReport) -> None:
     built = len(report.built)
     typer.echo(f"{built} built, {len(report.nodes) - built} cached; channel {report.channel}")
     for c in report.checks:

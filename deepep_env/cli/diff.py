@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from deepep_env.cli._common import console, print_warnings
 from deepep_env.errors import UserError
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.lock.diff import LockDiff
 
 
 def register(app: typer.Typer) -> None:
@@ -60,7 +63,7 @@ def register(app: typer.Typer) -> None:
                 print(_dropped_line(dropped))
 
 
-def _dropped(d, envs: Optional[list[str]]) -> Optional[list[dict]]:
+def _dropped(d: LockDiff, envs: Optional[list[str]]) -> Optional[list[dict]]:
     """The passing test records (verified/) this change invalidates, or None outside a project."""
     from deepep_env.project import find_project
     from deepep_env.verify.matrix import dropped_records

@@ -4,7 +4,7 @@ Exit status: 0 nothing wrong, 1 warnings only (with --strict), 2 errors (issue 7
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -13,13 +13,16 @@ from typer.core import TyperCommand
 
 from deepep_env.project import DEFAULT_PREFIX
 
+if TYPE_CHECKING:  # the Context TyperCommand.parse_args takes (the click that typer vendors)
+    from typer._click.core import Context as ClickContext
+
 CMD_KEY = "deepep_env.doctor.cmd"
 
 
 class _DoctorCommand(TyperCommand):
     """Everything after ``--`` is the --traffic command, never ENV (click would bind its first word)."""
 
-    def parse_args(self, ctx, args):
+    def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
         if "--" in args:
             i = args.index("--")
             ctx.meta[CMD_KEY] = list(args[i + 1 :])

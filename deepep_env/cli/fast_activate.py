@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Mapping, NoReturn, Optional
+
+if TYPE_CHECKING:  # annotations only: argparse loads in _parser
+    import argparse
 
 SHELL_CHOICES = ("bash", "zsh", "fish", "json")
 
 
-def default_shell(environ=None) -> str:
+def default_shell(environ: Optional[Mapping[str, str]] = None) -> str:
     name = os.path.basename((environ or os.environ).get("SHELL", ""))
     return name if name in ("bash", "zsh", "fish") else "bash"
 
@@ -75,11 +78,11 @@ def hook_main(argv: list[str]) -> int:
     return 0
 
 
-def _parser(prog: str, description: str):
+def _parser(prog: str, description: str) -> argparse.ArgumentParser:
     import argparse
 
     class OneLineParser(argparse.ArgumentParser):
-        def error(self, message: str):  # a usage error is one line naming what is accepted
+        def error(self, message: str) -> NoReturn:  # a usage error is one line naming what is accepted
             sys.stderr.write(f"deepep-env: error: {' '.join(message.split())} (see `{self.prog} --help`)\n")
             raise SystemExit(2)
 

@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import List, Literal, Optional
+from typing import TYPE_CHECKING, List, Literal, Optional
 
 import typer
 
 from deepep_env.atomic import write_text
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
 from deepep_env.errors import UserError
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.launch.model import Rendering
 
 
 def _pairs(values: Optional[List[str]], flag: str) -> tuple[tuple[str, str], ...]:
@@ -29,7 +32,7 @@ def _output_path(output: str, filename: str) -> Path:
     return p
 
 
-def _emit(rendering, output: Optional[str], as_json: bool) -> None:
+def _emit(rendering: Rendering, output: Optional[str], as_json: bool) -> None:
     """Write the rendering to --output (if given), then print it, the path written, or JSON."""
     written = write_text(_output_path(output, rendering.filename), rendering.text) if output else None
     if as_json:

@@ -1,12 +1,15 @@
 """`deepep-env lock ENV [--check]`: solve the spec into the project's pixi.lock, or say why it is stale."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
 from deepep_env.errors import StaleError
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.project import Project
 
 
 def register(app: typer.Typer) -> None:
@@ -56,7 +59,7 @@ def register(app: typer.Typer) -> None:
                 print(f"  {sub}  {p['name']} {p['version']} {p['build']}")
 
 
-def _only(proj, env: str, only: str, *, check: bool, output: Optional[str]) -> None:
+def _only(proj: Project, env: str, only: str, *, check: bool, output: Optional[str]) -> None:
     """``--only deepep-env``: the tool package this checkout builds, swapped into the lock (or, with
     --check, exit 1 when the lock names another build of it)."""
     from pathlib import Path

@@ -9,6 +9,17 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:  # annotations only: typer loads after the fast paths
+    from typing import Protocol
+
+    import typer
+
+    class _ClickError(Protocol):
+        """click's ``ClickException`` (click's own or typer's vendored copy): a usage error."""
+
+        def format_message(self) -> str: ...
 
 # Order is the order of `deepep-env --help`.
 COMMAND_MODULES = (
@@ -34,7 +45,7 @@ COMMAND_MODULES = (
 )
 
 
-def build_app():
+def build_app() -> typer.Typer:
     import typer
 
     app = typer.Typer(
@@ -49,7 +60,7 @@ def build_app():
     return app
 
 
-def _usage_line(exc) -> str:
+def _usage_line(exc: _ClickError) -> str:
     """click's usage errors in one line: the message, with the command to ask for help."""
     msg = " ".join(str(exc.format_message()).split())
     ctx = getattr(exc, "ctx", None)
@@ -107,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     except usage_exc as exc:
-        _error(_usage_line(exc))
+        _error(_usage_line(cast("_ClickError", exc)))   # usage_exc is ClickException
         return 2
     except abort_exc as exc:
         # typer turns an EOFError that escaped a command into Abort (a KeyboardInterrupt into exit

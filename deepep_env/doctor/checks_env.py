@@ -9,6 +9,7 @@ own are checked against deepep_env/overlay/known_vars.py (taken from their sourc
 from __future__ import annotations
 
 import difflib
+from typing import Optional
 
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.check import Emitter, check
@@ -22,7 +23,7 @@ NOT_TYPOS = frozenset({"NCCL_VERSION", "NCCL_ROOT", "NCCL_LIB_DIR", "NCCL_INCLUD
                        "NCCL_PACKAGE_VERSION", "NCCL_ROOT_DIR", "NVSHMEM_DIR", "NVSHMEM_HOME"})
 
 
-def _prefix(name: str):
+def _prefix(name: str) -> Optional[str]:
     return next((p for p in CHECKED_PREFIXES if name.startswith(p)), None)
 
 

@@ -11,7 +11,7 @@ one check per finding id (the handler's value and the keys it needs are read by 
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
@@ -38,7 +38,7 @@ def driver_param(ctx: DoctorContext, key: str) -> Optional[int]:
         return None
 
 
-def params_evidence(ctx: DoctorContext, keys) -> Evidence:
+def params_evidence(ctx: DoctorContext, keys: Sequence[str]) -> Evidence:
     d = ctx.host.facts.driver
     parts = []
     for k in keys:
@@ -53,7 +53,7 @@ def params_evidence(ctx: DoctorContext, keys) -> Evidence:
     return Evidence(value="; ".join(dict.fromkeys(parts)), file=PARAMS_FILE)
 
 
-def modprobe_fix(keys) -> str:
+def modprobe_fix(keys: Sequence[str]) -> str:
     opts = []
     if "EnableStreamMemOPs" in keys:
         opts.append("NVreg_EnableStreamMemOPs=1")

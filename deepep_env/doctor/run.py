@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional, Sequence
 from deepep_env.doctor.catalog import CHECK_FAILED, all_checks
 from deepep_env.doctor.check import Check, Emitter
 from deepep_env.doctor.context import DoctorContext
-from deepep_env.doctor.model import SEVERITIES, DoctorReport, Evidence, Finding, one_line
+from deepep_env.doctor.model import SEVERITIES, DoctorReport, Evidence, Finding, TrafficResult, one_line
 from deepep_env.doctor.setup import build_context
 from deepep_env.doctor.traffic import run_traffic
 from deepep_env.envcontext import HostContext, read_host
@@ -107,7 +107,8 @@ def outside_only(checks: Sequence[Check], ctx: DoctorContext, findings: Sequence
     return out
 
 
-def _report(ctx: DoctorContext, findings: list[Finding], checks: Sequence[Check], traffic_result, traffic: bool) -> DoctorReport:
+def _report(ctx: DoctorContext, findings: list[Finding], checks: Sequence[Check],
+            traffic_result: Optional[TrafficResult], traffic: bool) -> DoctorReport:
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     fam = {n: i for i, n in enumerate(FAMILY_ORDER)}
     context: dict[str, Any] = dict(ctx.info)

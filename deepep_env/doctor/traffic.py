@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from typing import Mapping, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 from deepep_env.doctor.model import Evidence, Finding, NicTraffic, TrafficResult
 from deepep_env.platform.rootfs import RootFS
@@ -40,7 +40,7 @@ def snapshot(root: str | os.PathLike[str]) -> dict[tuple[str, int], tuple[Option
     return out
 
 
-def _f(id: str, severity: str, title: str, evidence, fix: str) -> Finding:
+def _f(id: str, severity: str, title: str, evidence: Iterable[Evidence], fix: str) -> Finding:
     return Finding(id=id, severity=severity, title=title, evidence=tuple(evidence), fix=fix, check="traffic")
 
 

@@ -254,7 +254,7 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-def _str(dumper: yaml.SafeDumper, data: str):
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
     style = "|" if "\n" in data else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import Iterable
 
 from deepep_env.errors import UserError
 from deepep_env.launch.preflight import shared_dir, wrap
@@ -46,7 +47,7 @@ def _check_name(name: str) -> str:
     return name
 
 
-def _check_exports(pairs, source: str) -> tuple[tuple[str, str], ...]:
+def _check_exports(pairs: Iterable[tuple[str, str]], source: str) -> tuple[tuple[str, str], ...]:
     out: dict[str, str] = {}
     for key, value in pairs:
         if not ENV_NAME_RE.match(key):

@@ -20,18 +20,21 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 from urllib.parse import unquote, urlsplit
 
 from deepep_env.channels.auth import authenticated_client, check_url_has_no_secret, redact
 from deepep_env.errors import UserError
 from deepep_env.readfile import MAX_REPODATA_BYTES, present, read_bytes
 
+if TYPE_CHECKING:  # annotations only: rattler loads on first use
+    from rattler.networking import Client
+
 PROBE_TIMEOUT_S = float(os.environ.get("DEEPEP_ENV_CHANNEL_PROBE_TIMEOUT", "3"))
 REQUEST_TIMEOUT_S = 60
 
 
-def client(channels: Iterable[str] = ()):
+def client(channels: Iterable[str] = ()) -> Client:
     """An authenticated ``rattler.Client`` with few retries and a request timeout."""
     return authenticated_client(list(channels), max_retries=1, timeout=REQUEST_TIMEOUT_S)
 
@@ -179,7 +182,7 @@ def probe(ref: ChannelRef, subdirs: Iterable[str]) -> None:
             from None
 
 
-def read_index(ref: ChannelRef, subdirs: Iterable[str], client_obj=None) -> list[dict]:
+def read_index(ref: ChannelRef, subdirs: Iterable[str], client_obj: Optional[Client] = None) -> list[dict]:
     """(name, version, build, subdir) of every package in a channel's plain repodata.json.
 
     Used only to learn the *names* of our builds' outputs (recipes may have several outputs that

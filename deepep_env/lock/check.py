@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from deepep_env.hashing import file_sha256
-from deepep_env.lock.lockfile import LockData, LockedPackage
+from deepep_env.lock.lockfile import LockData, LockedEnv, LockedPackage
+from deepep_env.lock.platforms import LockPlatformDef
 from deepep_env.lock.request import BuiltNode, LockRequest, request_for_env
 from deepep_env.lock.solve import default_lock_path
 from deepep_env.lock.workspace import Workspace, workspace
@@ -207,7 +208,8 @@ def _spec_rest(spec: str) -> str:
     return spec.split(None, 1)[1] if " " in spec.strip() else "*"
 
 
-def _platform_pairs(req: LockRequest, lock: LockData, env, res: LockCheck) -> list[tuple[Any, str]]:
+def _platform_pairs(req: LockRequest, lock: LockData, env: LockedEnv,
+                    res: LockCheck) -> list[tuple[LockPlatformDef, str]]:
     """(wanted platform, its locked platform name) for the package checks, reasons for the rest.
 
     A wanted platform matches the locked one of its name; failing that, the one locked platform on
@@ -216,7 +218,7 @@ def _platform_pairs(req: LockRequest, lock: LockData, env, res: LockCheck) -> li
     locked = {n: env.subdirs.get(n, n) for n in env.packages}
     wanted = {p.name for p in req.platforms}
     spare = [n for n in sorted(locked) if n not in wanted]
-    pairs: list[tuple[Any, str]] = []
+    pairs: list[tuple[LockPlatformDef, str]] = []
     for plat in req.platforms:
         name = plat.name if plat.name in locked else None
         if name is None:
@@ -257,7 +259,7 @@ def check_request(req: LockRequest, lock: Optional[LockData], path: Path) -> Loc
     return res
 
 
-def _check_channels(req: LockRequest, env, res: LockCheck) -> None:
+def _check_channels(req: LockRequest, env: LockedEnv, res: LockCheck) -> None:
     want_channels = tuple(c.lock_url for c in req.channels)
     have_channels = tuple(c if c.endswith("/") else c + "/" for c in env.channels)
     if want_channels != have_channels:

@@ -16,13 +16,16 @@ import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from deepep_env.argv import operand
 from deepep_env.errors import UserError
 from deepep_env.formats import LOCK_DIFF
 from deepep_env.lock.lockfile import LockData, LockedEnv, LockedPackage, read_lock
 from deepep_env.readfile import present
+
+if TYPE_CHECKING:  # annotations only: rattler loads on first use
+    from rattler import Version
 
 # Review order of the pinned components (issue 5); every other package follows, by name.
 # Names are conda's (normalised, lower case) and PyPI's (`torch`, NVIDIA's `nvidia-*-cu12` wheels, which
@@ -241,7 +244,7 @@ def _channel_of(url: str, channels: list[str], kind: str = "conda") -> str:
     return url.rsplit("/", 2)[0] + "/" if url.count("/") >= 3 else url
 
 
-def _vkey(v: str):
+def _vkey(v: str) -> Optional[Version]:
     from rattler import Version
 
     try:

@@ -9,9 +9,12 @@ count: the same bytes installed are the same digest. Every reader (records, ``ve
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from deepep_env.errors import UserError
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.lock.lockfile import LockData
 
 
 def section_digest(packages: Iterable) -> str:
@@ -20,7 +23,7 @@ def section_digest(packages: Iterable) -> str:
     return "sha256:" + hashlib.sha256("\n".join(items).encode("ascii", "replace")).hexdigest()
 
 
-def env_digests(lock, env: str) -> dict[str, str]:
+def env_digests(lock: LockData, env: str) -> dict[str, str]:
     """platform → digest, for every platform the lock has for ``env`` (pixi environment name)."""
     e = lock.env(env)
     if e is None:
@@ -28,12 +31,12 @@ def env_digests(lock, env: str) -> dict[str, str]:
     return {plat: section_digest(pkgs) for plat, pkgs in sorted(e.packages.items()) if pkgs}
 
 
-def all_digests(lock) -> dict[tuple[str, str], str]:
+def all_digests(lock: LockData) -> dict[tuple[str, str], str]:
     """(env, platform) → digest, for every environment of the lock."""
     return {(env, plat): d for env in sorted(lock.envs) for plat, d in env_digests(lock, env).items()}
 
 
-def env_digest(lock, env: str, platform: Optional[str] = None) -> tuple[str, str]:
+def env_digest(lock: LockData, env: str, platform: Optional[str] = None) -> tuple[str, str]:
     """(platform, digest) of ``env``: its one platform, or ``platform`` when the lock has several."""
     digests = env_digests(lock, env)
     if not digests:

@@ -27,6 +27,8 @@ from deepep_env.lock.solve import default_lock_path
 from deepep_env.readfile import present
 
 if TYPE_CHECKING:  # annotations only: no import at run time
+    from conda_lock.lockfile.v2prelim.models import Lockfile
+
     from deepep_env.project import Project
 
 
@@ -135,7 +137,7 @@ def _locked_dependency(p: LockedPackage, subdir: str) -> Any:
                             hash=HashModel(md5=p.md5, sha256=p.sha256), categories={"main"}, build=p.build)
 
 
-def _model(data: LockData, env: str, source_name: str, per_subdir: list[tuple[str, list[LockedPackage]]]) -> Any:
+def _model(data: LockData, env: str, source_name: str, per_subdir: list[tuple[str, list[LockedPackage]]]) -> Lockfile:
     """The conda-lock ``Lockfile`` model of one environment."""
     from conda_lock.lockfile.v2prelim.models import Lockfile, LockMeta
     from conda_lock.models.channel import Channel
@@ -156,7 +158,8 @@ def _model(data: LockData, env: str, source_name: str, per_subdir: list[tuple[st
     return model
 
 
-def to_conda_lock(lock_path: Path, env: str, *, output: Optional[Path] = None, platform: Optional[str] = None):
+def to_conda_lock(lock_path: Path, env: str, *, output: Optional[Path] = None,
+                  platform: Optional[str] = None) -> Lockfile:
     """The conda-lock ``Lockfile`` model of one environment of a pixi lock (sources: the environment
     file beside ``output``)."""
     out = Path(output) if output else Path(f"{env}{LOCK_SUFFIX}")

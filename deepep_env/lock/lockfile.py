@@ -19,7 +19,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from deepep_env.atomic import write_bytes
 from deepep_env.channels.auth import check_url_has_no_secret
@@ -28,6 +28,9 @@ from deepep_env.formats import LOCK_META
 from deepep_env.lock.platforms import ALIAS_RE, aliases, canonical_name
 from deepep_env.rattler_errors import rattler_errors
 from deepep_env.readfile import read_text
+
+if TYPE_CHECKING:  # annotations only: rattler loads on first use
+    from rattler.lock import LockPlatform
 
 META_PREFIX = "# deepep-env-lock: "
 # Its stamp is formats.LOCK_META. v1: one environment's fields at the top level (``env`` names it);
@@ -144,7 +147,7 @@ def _read_version(text: str) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-def row_names(platforms) -> dict[str, str]:
+def row_names(platforms: Iterable[LockPlatform]) -> dict[str, str]:
     """On-disk platform name → the name readers use: a ``pN`` alias (pixi's and ours, see
     lock/platforms.py) becomes the spec's name for its identity (``linux-64-cuda130``), as pixi's
     ``align_platform_names`` restores the manifest's; any other name stays."""

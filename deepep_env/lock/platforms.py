@@ -31,7 +31,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:  # annotations only: rattler loads on first use
+    from rattler import GenericVirtualPackage
 
 # pixi's subdir defaults for linux (crates/pixi_manifest/src/platform.rs default_glibc_version /
 # default_linux_version); conda-forge's current baseline is glibc 2.28 (alma8), and CUDA 12.x/13.x
@@ -57,7 +60,7 @@ class VirtualPkg:
         parts = text.split("=")
         return cls(parts[0], parts[1] if len(parts) > 1 and parts[1] else "0", parts[2] if len(parts) > 2 else "")
 
-    def rattler(self):
+    def rattler(self) -> GenericVirtualPackage:
         from rattler import BuildString, GenericVirtualPackage, PackageName, Version
 
         # py-rattler's BuildString refuses "" (CEP 26); the solver matches no spec on these builds.

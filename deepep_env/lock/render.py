@@ -5,9 +5,20 @@ Pure functions of the data (:class:`LockDiff`, :class:`LockCheck`); nothing here
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from deepep_env.lock.diff import LockDiff, PackageChange, PlatformDiff, order_key
+from deepep_env.lock.diff import LockDiff, PackageChange, PlatformDiff, VirtualPackageChange, order_key
+
+if TYPE_CHECKING:  # annotations only: rich loads on first use
+    from rich.console import Console
+
+
+class _PrintOpts(TypedDict):
+    """Console.print's options for data lines (typed, so ``**`` passes them checked)."""
+
+    highlight: bool
+    soft_wrap: bool
+
 
 ARROW = "→"
 
@@ -71,7 +82,7 @@ def _md_code(s: str) -> str:
     return f"{fence}{pad}{s}{pad}{fence}"
 
 
-def _vp_text(v) -> tuple[str, str]:
+def _vp_text(v: VirtualPackageChange) -> tuple[str, str]:
     return v.old or "-", v.new or "-"
 
 
@@ -125,13 +136,13 @@ def diff_markdown(d: LockDiff) -> str:
     return "\n".join(lines)
 
 
-def diff_table(d: LockDiff, console) -> None:
+def diff_table(d: LockDiff, console: Console) -> None:
     from rich.markup import escape as esc
     from rich.table import Table
 
     # Values are data, not rich markup: a build string or a path with `[...]` must print as written;
     # long URLs/paths must not be cut or wrapped mid-word by rich's highlighter.
-    _plain = {"highlight": False, "soft_wrap": True}
+    _plain: _PrintOpts = {"highlight": False, "soft_wrap": True}
     s = d.summary()
     console.print(f"[bold]{esc(d.old)}[/] {ARROW} [bold]{esc(d.new)}[/]: {s['changed']} changed, {s['added']} added, "
                   f"{s['removed']} removed, {s['build_ids_changed']} build id(s) changed"

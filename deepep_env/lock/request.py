@@ -28,6 +28,8 @@ from deepep_env.lock.platforms import LockPlatformDef, VirtualPkg, platform_for
 from deepep_env.lock.workspace import Workspace, workspace
 
 if TYPE_CHECKING:  # annotations only: no import at run time
+    from rattler.networking import Client
+
     from deepep_env.buildplan import BuildPlan
     from deepep_env.project import Project
     from deepep_env.spec.resolved import ResolvedSpec
@@ -184,7 +186,7 @@ def workspace_platforms(project: Project, ws: Optional[Workspace] = None) -> lis
 
 
 def request_for_env(r: ResolvedSpec, project: Project, *, channel_dir: Optional[Path] = None, for_check: bool = False,
-                    client_obj=None, ws: Optional[Workspace] = None) -> LockRequest:
+                    client_obj: Optional[Client] = None, ws: Optional[Workspace] = None) -> LockRequest:
     """The lock request a resolved spec implies (build plan included)."""
     # local: pydantic and yaml; and buildplan imports lock.platforms, so at the top this would be a cycle
     from deepep_env.buildplan import live_host, plan as build_plan

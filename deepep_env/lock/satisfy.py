@@ -17,12 +17,16 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from deepep_env.errors import UserError
 from deepep_env.lock.lockfile import refuse_secrets
 from deepep_env.lock.platforms import VirtualPkg, identity, subdir_defaults
 from deepep_env.readfile import read_text
+
+if TYPE_CHECKING:  # annotations only: rattler loads on first use
+    from rattler import MatchSpec
+
 
 CHANNEL_ALIAS = "https://conda.anaconda.org"   # pixi's Config skips it in serde: not configurable
 
@@ -540,7 +544,7 @@ def _walk(where: str, env: Environment, by_name: dict[str, Any], vps: list[Virtu
     return out
 
 
-def _vp_matches(spec, v: VirtualPkg) -> bool:
+def _vp_matches(spec: MatchSpec, v: VirtualPkg) -> bool:
     from rattler import Version, VersionSpec
 
     if spec.version is not None and not VersionSpec(str(spec.version)).matches(Version(v.version)):

@@ -25,6 +25,8 @@ from deepep_env.lock.request import LockRequest, request_for_env
 from deepep_env.rattler_errors import rattler_errors
 
 if TYPE_CHECKING:  # annotations only: no import at run time
+    from rattler.networking import Client
+
     from deepep_env.project import Project
 
 
@@ -60,7 +62,7 @@ class LockResult:
                 "warnings": [redact(w) for w in self.warnings]}
 
 
-def solve_request(req: LockRequest, *, client_obj=None) -> dict[str, list]:
+def solve_request(req: LockRequest, *, client_obj: Optional[Client] = None) -> dict[str, list]:
     """subdir → solved RepoDataRecords (URLs still as read). Raises UserError, never a traceback."""
     import rattler
     from rattler import Channel, ChannelPriority, Gateway, Subdir
@@ -126,7 +128,8 @@ def rewrite_urls(req: LockRequest, records: dict[str, list]) -> None:
                     break
 
 
-def lock_request(req: LockRequest, path: Path, *, client_obj=None, project: Optional[Project] = None) -> LockResult:
+def lock_request(req: LockRequest, path: Path, *, client_obj: Optional[Client] = None,
+                 project: Optional[Project] = None) -> LockResult:
     records = solve_request(req, client_obj=client_obj)
     hash_local_files(req, records)
     rewrite_urls(req, records)

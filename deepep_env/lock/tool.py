@@ -13,10 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from deepep_env.errors import UserError
 from deepep_env.lock.lockfile import EnvSection, _existing_sections, write_env
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from rattler import RepoDataRecord
+
+    from deepep_env.buildplan import BuildNode
+    from deepep_env.lock.platforms import LockPlatformDef
+    from deepep_env.project import Project
 
 TOOL = "deepep-env"
 
@@ -28,7 +35,7 @@ class ToolRelock:
     current: list[str]             # environments that already lock this build
 
 
-def this_checkout_tool(project):
+def this_checkout_tool(project: Project) -> Optional[BuildNode]:
     """The tool's build node for this checkout (None when the project has no recipes/deepep-env)."""
     from deepep_env.buildplan import finish_nodes, tool_node
 
@@ -36,14 +43,14 @@ def this_checkout_tool(project):
     return finish_nodes([node])[0] if node is not None else None
 
 
-def tool_status(project, lock: Path) -> dict[str, str]:
+def tool_status(project: Project, lock: Path) -> dict[str, str]:
     """env -> the tool build the lock names (environments that lock the tool)."""
     sections, _ = _existing_sections(lock)
     return {env: str(r.build) for env, s in sections.items() for recs in s.records.values() for r in recs
             if r.name.normalized == TOOL}
 
 
-def _built_record(project, node):
+def _built_record(project: Project, node: BuildNode) -> RepoDataRecord:
     """The RepoDataRecord of the tool package as built here (the builder's channel, indexed)."""
     from rattler import Channel, RepoData
 
@@ -61,7 +68,7 @@ def _built_record(project, node):
     return recs[0]
 
 
-def relock_tool(project, envs: Optional[list[str]] = None, *, lock: Optional[Path] = None) -> ToolRelock:
+def relock_tool(project: Project, envs: Optional[list[str]] = None, *, lock: Optional[Path] = None) -> ToolRelock:
     """Build this checkout's tool package and swap it into ``envs`` (default: every environment that
     locks it); nothing else in the lock changes."""
     from deepep_env.lock.inputs import swap_tool_inputs
@@ -86,7 +93,7 @@ def relock_tool(project, envs: Optional[list[str]] = None, *, lock: Optional[Pat
     return ToolRelock(node.build_string, todo, [e for e in wanted if e not in todo])
 
 
-def _swap(path: Path, env: str, built, node, platforms) -> None:
+def _swap(path: Path, env: str, built: RepoDataRecord, node: BuildNode, platforms: list[LockPlatformDef]) -> None:
     sections, _ = _existing_sections(path)
     s = sections[env]
     records = {}

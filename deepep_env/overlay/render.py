@@ -11,10 +11,10 @@ does not grow PATH; without it (``deepep-env overlay``) the script prepends at e
 from __future__ import annotations
 
 import json
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Union
 
 from deepep_env.errors import UserError
-from deepep_env.overlay.changes import Note, Overlay, PrependPath, Set, Source, Unset, change_to_dict
+from deepep_env.overlay.changes import Change, Note, Overlay, PrependPath, Set, Source, Unset, change_to_dict
 
 FORMATS = ("bash", "zsh", "fish", "json", "dotenv", "k8s", "k8s-json")
 SHELLS = ("bash", "zsh", "fish")
@@ -34,7 +34,7 @@ def fish_quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _comment(c, prefix: str = "# ") -> str:
+def _comment(c: Union[Change, Note], prefix: str = "# ") -> str:
     return prefix + _one_line(f"{c.rule}: {c.fact}")
 
 

@@ -7,11 +7,12 @@ modules → the collection). Stdlib-only: activation imports it.
 from __future__ import annotations
 
 import os
+from types import ModuleType
 from typing import Callable, Mapping, Optional, Sequence
 
 from deepep_env.overlay import known_vars
 from deepep_env.overlay.changes import Change, Note, Overlay, PrependPath, Set, Unset
-from deepep_env.platform.facts import HostFacts
+from deepep_env.platform.facts import AffinityEntry, HostFacts
 from deepep_env.platform.profiles import Profile
 
 
@@ -67,13 +68,13 @@ class RuleContext:
 
     # -- derived facts -------------------------------------------------------------------
     @property
-    def mapping(self):
+    def mapping(self) -> list[AffinityEntry]:
         return [e for e in self.facts.affinity if e.hca and e.port is not None]
 
     def mapped_hcas(self) -> list[str]:
         seen: list[str] = []
         for e in self.mapping:
-            if e.hca not in seen:
+            if e.hca and e.hca not in seen:  # mapping keeps only entries with an HCA
                 seen.append(e.hca)
         return seen or [n.hca for n in self.facts.usable_nics()]
 
@@ -91,6 +92,6 @@ def rule(name: str) -> Callable[[Rule], Rule]:
     return deco
 
 
-def rules_of(module) -> dict[str, Rule]:
+def rules_of(module: ModuleType) -> dict[str, Rule]:
     """The rules a module defines, by name, in definition order."""
     return {fn.rule_name: fn for fn in vars(module).values() if callable(fn) and hasattr(fn, "rule_name")}

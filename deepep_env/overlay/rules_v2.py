@@ -22,7 +22,7 @@ from __future__ import annotations
 import glob
 import json
 import os
-from typing import Optional
+from typing import Iterable, Mapping, Optional
 
 from deepep_env.overlay.rulebase import RuleContext, rule
 from deepep_env.readfile import MAX_CONFIG_BYTES, read_regular
@@ -47,7 +47,7 @@ def v2_record(prefix: Optional[str]) -> Optional[dict]:
     return None
 
 
-def competing_nccl(site_dirs, own: str) -> list[str]:
+def competing_nccl(site_dirs: Iterable[str], own: str) -> list[str]:
     """NCCL libraries pip wheels put in ``site_dirs`` that are not the file ``own`` (the env's)."""
     mine = os.path.realpath(own)
     found = []
@@ -79,7 +79,7 @@ def nccl_preload(ctx: RuleContext) -> None:
                 "first: " + ", ".join(others[:3]))
 
 
-def jit_cache_root(environ) -> Optional[str]:
+def jit_cache_root(environ: Mapping[str, str]) -> Optional[str]:
     base = environ.get("XDG_CACHE_HOME") or (os.path.join(environ["HOME"], ".cache") if environ.get("HOME") else "")
     return base if base and os.path.isabs(base) else None
 

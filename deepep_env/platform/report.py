@@ -4,7 +4,7 @@ from __future__ import annotations
 from deepep_env.platform import Detection
 
 
-def _known(v) -> str:
+def _known(v: object) -> str:
     """A driver key as read, or 'unknown' (absent, unreadable or not a number): never 'None'."""
     return "unknown" if v is None else str(v)
 

@@ -8,7 +8,11 @@ and the evidence for that choice as text. Self-contained, no script; valid XML.
 from __future__ import annotations
 
 from html import escape
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.platform.facts import HostFacts
+    from deepep_env.platform.profiles import PlatformChoice
 
 BOX_W, BOX_H, GAP, GROUP_W, PAD = 150, 30, 8, 360, 14
 GPU_FILL, NIC_FILL, NIC_DOWN_FILL = "#76b900", "#1565c0", "#9e9e9e"
@@ -19,7 +23,7 @@ def _switch(chain: tuple[str, ...]) -> str:
     return chain[-3] if len(chain) >= 4 else (chain[0] if chain else "unknown")
 
 
-def _mapping(facts, overlay) -> tuple[dict[int, str], list[str]]:
+def _mapping(facts: HostFacts, overlay: Optional[Any]) -> tuple[dict[int, str], list[str]]:
     """cuda index → HCA, and the evidence lines, from the overlay's choice (or the probe's affinity)."""
     ev: list[str] = []
     if overlay is not None:
@@ -38,8 +42,9 @@ def _mapping(facts, overlay) -> tuple[dict[int, str], list[str]]:
     return out, ev
 
 
-def render_svg(facts, platform, overlay: Optional[Any] = None) -> str:
-    """``facts``: HostFacts; ``platform``: the PlatformChoice; ``overlay``: the Overlay it applies, if any."""
+def render_svg(facts: HostFacts, platform: PlatformChoice, overlay: Optional[Any] = None) -> str:
+    """``overlay``: the :class:`~deepep_env.overlay.changes.Overlay` it applies, if any (a layer above
+    platform/, so not imported here)."""
     mapping, evidence = _mapping(facts, overlay)
     groups: dict[str, dict[str, list]] = {}
     for g in facts.gpus:

@@ -9,15 +9,19 @@ targets say so in the report's notes.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deepep_env import atomic
 from deepep_env.errors import UserError
 from deepep_env.publish.model import PublishReport
 
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.project import Project
+
 CHANNEL_DIR = "verified"
 
 
-def ship_records_dir(channel: Path, env: str, project, report: PublishReport) -> PublishReport:
+def ship_records_dir(channel: Path, env: str, project: Project, report: PublishReport) -> PublishReport:
     from deepep_env.verify.records import MAX_RECORD_BYTES, load_records, read_bounded, safe_name
 
     records, warnings = load_records(project, env)
@@ -38,7 +42,8 @@ def ship_records_dir(channel: Path, env: str, project, report: PublishReport) ->
     return report
 
 
-def ship_records(kind: str, to_channel: "Path | None", env: "str | None", project_dir, report: PublishReport) -> PublishReport:
+def ship_records(kind: str, to_channel: "Path | None", env: "str | None", project_dir: "str | Path | None",
+                 report: PublishReport) -> PublishReport:
     """The records of ``env`` to a ``file`` channel; a note for any other target."""
     if not env:
         return report

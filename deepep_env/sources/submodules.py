@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Callable, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Sequence
 
 from deepep_env.sources.cache import is_archive, unpack
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.spec.catalog import SourcePin
 
 
 class Submodule(NamedTuple):
@@ -22,8 +25,8 @@ class Submodule(NamedTuple):
     urls: tuple[str, ...]
 
 
-def submodules_of(pin) -> tuple[Submodule, ...]:
-    """Hashable submodule tuples of a :class:`~deepep_env.spec.catalog.SourcePin` (sorted by path)."""
+def submodules_of(pin: SourcePin) -> tuple[Submodule, ...]:
+    """Hashable submodule tuples of a source pin (sorted by path)."""
     return tuple(Submodule(p, s.git, s.rev, tuple(s.urls)) for p, s in sorted(pin.submodules.items()))
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 import socket
 from collections import Counter
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.envcontext import HostContext
 
 # The CUDA version a Linux driver branch supports at most (NVIDIA's CUDA toolkit release notes, table 3).
 _CUDA_FOR_DRIVER = ((580, "13.0"), (575, "12.9"), (570, "12.8"), (565, "12.7"), (560, "12.6"), (555, "12.5"),
@@ -44,8 +47,8 @@ def node_name(root: str, live: bool) -> str:
     return name[0] if name else os.path.basename(os.path.normpath(root)) or "host"
 
 
-def host_fingerprint(host) -> dict[str, Any]:
-    """``host``: a :class:`~deepep_env.envcontext.HostContext`."""
+def host_fingerprint(host: HostContext) -> dict[str, Any]:
+    """The host's facts and platform choice as one flat dict."""
     f = host.facts
     gpus = [g.model or g.device_id or "unknown" for g in f.gpus]
     nics = [n for n in f.nics if n.bdf]

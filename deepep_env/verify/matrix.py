@@ -12,10 +12,13 @@ from typing import TYPE_CHECKING, Any, Optional
 from deepep_env.verify.records import Record, load_records
 
 if TYPE_CHECKING:  # annotations only
+    from pathlib import Path
+
     from deepep_env.lock.workspace import Workspace
+    from deepep_env.project import Project
 
 
-def current_digests(project) -> tuple[dict[tuple[str, str], str], Optional[str]]:
+def current_digests(project: Project) -> tuple[dict[tuple[str, str], str], Optional[str]]:
     """(lock env, platform) → digest of the project's pixi.lock, and why there are none (no lock)."""
     from deepep_env.errors import UserError
     from deepep_env.lock.lockfile import read_lock
@@ -62,7 +65,7 @@ class Cell:
         }
 
 
-def build_matrix(project, env: Optional[str] = None, base=None) -> dict[str, Any]:
+def build_matrix(project: Project, env: Optional[str] = None, base: Optional[Path] = None) -> dict[str, Any]:
     """``deepep-env verified --json``; ``base``: the ``verified/`` folder of a channel instead of the project's."""
     records, warnings = load_records(project, env, base)
     digests, why = current_digests(project)
@@ -77,7 +80,7 @@ def build_matrix(project, env: Optional[str] = None, base=None) -> dict[str, Any
     return out
 
 
-def plan_verification(project, env: str, ws: Optional[Workspace] = None) -> dict[str, Any]:
+def plan_verification(project: Project, env: str, ws: Optional[Workspace] = None) -> dict[str, Any]:
     """``plan``: whether ``env`` has a passing record for its current digest."""
     from deepep_env.verify.records import lock_identity
 
@@ -101,7 +104,7 @@ def plan_verification(project, env: str, ws: Optional[Workspace] = None) -> dict
             "stale": len(records) - len(same)}
 
 
-def dropped_records(project, old: dict[tuple[str, str], str], new: dict[tuple[str, str], str],
+def dropped_records(project: Project, old: dict[tuple[str, str], str], new: dict[tuple[str, str], str],
                     envs: Optional[list[str]] = None) -> list[Record]:
     """Passing records valid under the ``old`` lock's digests and not under the ``new`` one's."""
     records, _ = load_records(project)

@@ -27,6 +27,7 @@ from deepep_env.formats import TEST_RECORD
 
 if TYPE_CHECKING:  # annotations only
     from deepep_env.lock.workspace import Workspace
+    from deepep_env.project import Project
 
 VERIFIED_DIR = "verified"
 MAX_RECORD_BYTES = 1 << 20
@@ -50,7 +51,8 @@ def _subdir() -> str:
     return "linux-aarch64" if m in ("aarch64", "arm64") else "linux-64"
 
 
-def lock_identity(project, env: str, lock_platform: Optional[str] = None, ws: Optional[Workspace] = None) -> dict[str, Any]:
+def lock_identity(project: Project, env: str, lock_platform: Optional[str] = None,
+                  ws: Optional[Workspace] = None) -> dict[str, Any]:
     """``{lock_env, lock_platform, digest}`` of ``env`` from the project's pixi.lock; ``digest`` is
     None (with ``why``) when the env is not locked: such a record proves nothing about a lock.
     ``ws``: the command's workspace (the lock read once)."""
@@ -82,7 +84,7 @@ def host_root(environ: Optional[dict[str, str]] = None) -> str:
     return env.get("DEEPEP_ENV_HOST_ROOT") or "/"
 
 
-def build_record(project, env: str, test: str, args: Sequence[str], exit_code: int, output: str, *,
+def build_record(project: Project, env: str, test: str, args: Sequence[str], exit_code: int, output: str, *,
                  root: str = "/", platform: Optional[str] = None, lock_platform: Optional[str] = None,
                  now: Optional[datetime] = None) -> dict[str, Any]:
     from deepep_env import __version__
@@ -110,13 +112,13 @@ def build_record(project, env: str, test: str, args: Sequence[str], exit_code: i
     return rec
 
 
-def record_path(project, rec: dict[str, Any]) -> Path:
+def record_path(project: Project, rec: dict[str, Any]) -> Path:
     stamp = rec["time"].replace("-", "").replace(":", "")
     name = f"{stamp}-{safe_name(rec['test'])}-{safe_name(str(rec['host'].get('node') or 'host'))}.json"
     return project.root / VERIFIED_DIR / safe_name(rec["env"], 128) / name
 
 
-def write_record(project, rec: dict[str, Any]) -> Path:
+def write_record(project: Project, rec: dict[str, Any]) -> Path:
     """Atomic write; a second record of the same second, test and node gets a ``-N`` suffix."""
     path = record_path(project, rec)
     n = 1
@@ -126,7 +128,8 @@ def write_record(project, rec: dict[str, Any]) -> Path:
     return write_text(path, json.dumps(rec, indent=1, sort_keys=True) + "\n")
 
 
-def record_test(project, env: str, test: str, args: Sequence[str], exit_code: int, output: str, **kw) -> Path:
+def record_test(project: Project, env: str, test: str, args: Sequence[str], exit_code: int, output: str,
+                **kw: Any) -> Path:
     return write_record(project, build_record(project, env, test, args, exit_code, output, **kw))
 
 
@@ -202,7 +205,8 @@ def read_record(path: Path) -> Record:
     return Record(path, data)
 
 
-def load_records(project, env: Optional[str] = None, base: Optional[Path] = None) -> tuple[list[Record], list[str]]:
+def load_records(project: Project, env: Optional[str] = None,
+                 base: Optional[Path] = None) -> tuple[list[Record], list[str]]:
     """Every readable record under ``verified/`` (of ``env`` only, when given), oldest first, and a
     warning line for each file skipped. ``base``: another ``verified/`` folder (a channel's)."""
     base = project.root / VERIFIED_DIR if base is None else base
