@@ -8,6 +8,8 @@
 #   reinstall ENV what a fresh clone does: an empty store and channel, sources from the carry folder,
 #                 then only `deepep-env install ENV` (substitute, else rebuild from the recipe; accepted
 #                 only if every sha256 equals the committed lock's), then the test through `task`.
+#   REPACK=1      a conda-mode env: repack the machine's python/pytorch/CUDA first (repack_conda.py) and
+#                 serve it at the spec's repack URL; reinstall then compares those packages' sha256 too.
 #   PLANT_NCCL=1  (a V2 env) after the install: doctor as installed, then doctor with pip torch's NCCL
 #                 preloaded ahead of the env's (issue 27.5: the downgrade of DeepEP #710 must be caught).
 # Inputs: $GPU_DIR (default .gpu): skeletons/*.skel (wheels rebuilt from the image's install), sources/ (DeepEP 8a07e7e, NVSHMEM 3.4.5, DeepEP dd758ca+fmt, NCCL
@@ -35,6 +37,19 @@ for skel in "$GPU_DIR"/skeletons/*.skel; do
   fig wheel_rebuilt_s "$(since "$t")"
   sha256sum "$GPU_DIR/sources/$whl"
 done
+# A conda-mode env (REPACK=1, e.g. h200-nvlink-conda): the machine's python, pytorch and CUDA repacked
+# into a conda-forge-shaped channel (repack_conda.py, byte-reproducible), served at the spec's repack URL.
+if [ -n "${REPACK:-}" ]; then
+  step "repack the machine's python, pytorch and CUDA as a channel"
+  t=$(now)
+  $PY benchmarks/gpu/repack_conda.py /tmp/deepep-repack --wheels "$GPU_DIR/wheels" --rdma /tmp/deepep-rdma/usr \
+    > "$OUT/repack.log" 2>&1 || { tail -30 "$OUT/repack.log"; exit 1; }
+  fig repack_s "$(since "$t")"
+  export DEEPEP_ENV_MIRRORS="https://conda.deepep-env.example/repack=/tmp/deepep-repack"
+  (cd /tmp/deepep-repack && sha256sum */*.conda | sort -k2) > "$OUT/repack-sha256.txt"
+  fig repack_packages "$(wc -l < "$OUT/repack-sha256.txt")"
+  fig repack_digest "$(sha256sum < "$OUT/repack-sha256.txt" | cut -c1-16)"
+fi
 $DE fetch "$ENV_NAME" --from "$GPU_DIR/sources" > "$OUT/fetch.txt" 2>&1 || { cat "$OUT/fetch.txt"; exit 1; }
 
 facts() {  # what the build ids of this host say about it (the fingerprints), and the image's compilers
@@ -115,13 +130,14 @@ chan = os.environ["DEEPEP_ENV_STATE"] + "/channel"
 same = total = 0
 for ps in env.packages.values():
     for q in ps:
-        f = glob.glob(f"{chan}/*/{q.name}-{q.version}-{q.build}.conda")
+        f = glob.glob(f"{chan}/*/{q.name}-{q.version}-{q.build}.conda") or \
+            glob.glob(f"/tmp/deepep-repack/*/{q.name}-{q.version}-{q.build}.conda")
         if f:
             total += 1
             ok = file_sha256(f[0]) == f"sha256:{q.sha256}"
             same += ok
             print(f"rebuilt_{q.name.replace('-', '_')}_same_sha256_as_lock={int(ok)}")
-print(f"rebuilt_packages={total}")
+print(f"rebuilt_packages={total}")   # the repack channel's packages too (REPACK=1)
 print(f"rebuilt_same_sha256={same}")
 PYEOF
 fi
