@@ -244,13 +244,16 @@ def python_pkg(work: Path, patchelf: str) -> Pkg:
     set_rpath(patchelf, root / f"bin/python{PY_VER}", "$ORIGIN/../lib")
     for e in elves[1:]:
         set_rpath(patchelf, e, "$ORIGIN/../..")
-    probe = subprocess.run([str(root / f"bin/python{PY_VER}"), "-c", "import sys; print(sys.prefix); print(sys.path)"],
-                           capture_output=True, text=True, env={})
+    # -B: the probe must not leave bytecode behind. It imports sitecustomize.py, written just now, and a
+    # .pyc records its source's mtime: the one byte string that differed between two machines' repacks
+    # (issue 25, runs S and T; reproduced on CPU by tests/test_repack_reproducible.py).
+    probe = subprocess.run([str(root / f"bin/python{PY_VER}"), "-B", "-c", "import sys; print(sys.prefix); print(sys.path)"],
+                           capture_output=True, text=True, env={"PYTHONDONTWRITEBYTECODE": "1"})
     if str(root / SITE) not in probe.stdout:
         raise SystemExit(f"repack: the repacked python does not see {SITE}: {probe.stdout} {probe.stderr}")
     ver = sys.version.split()[0]
     pkg = Pkg("python", ver, f"h0_0_repack_cpython", license=PYTHON_LICENSE)
-    pkg.add_tree(root, "")
+    pkg.add_tree(root, "", skip=lambda rel: "__pycache__/" in f"/{rel}")   # bytecode is the installer's business
     return pkg
 
 
