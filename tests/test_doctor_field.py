@@ -112,12 +112,13 @@ def test_comm_reuse_deliberate_or_guarded_is_quiet(tmp_path, v2):
 
 
 # -- 5. ElasticBuffer first built inside CUDA-graph capture (sglang PR #39078) ----------------------------
-def test_buffer_without_capture_check_warns(tmp_path, v2):
+def test_buffer_without_capture_check_is_said(tmp_path, v2):
+    """An info finding: every 2.1.0 env has this constructor, and only the program's order decides it."""
     root, venv, environ = v2()
     py = str(venv / "bin/python3")
     f = find(_doctor(root, v2_elastic_ctor(make_v2_prefix(tmp_path / "pfx", python_executable=py)), environ),
              "deepep-v2.build-in-capture")
-    assert f.severity == "warning" and "DevComm setup failed" in f.title and "#39078" in f.title
+    assert f.severity == "info" and "DevComm setup failed" in f.title and "#39078" in f.title
     assert "before CUDA-graph capture" in f.fix
     quiet(_doctor(root, v2_elastic_ctor(make_v2_prefix(tmp_path / "pfx2", python_executable=py), capture_check=True),
                   environ), "deepep-v2.build-in-capture")

@@ -30,7 +30,8 @@ Each check reads what the upstream thread's failure depends on and names the thr
   (``ncclDevCommCreate``), illegal inside CUDA-graph capture; a revision whose ``buffers/elastic.py`` does
   not test for capture fails with ``GIN: DevComm setup failed on all available backends`` when a
   program first builds the buffer on its first dispatch inside ``torch.cuda.graph()`` (sglang PR #39078).
-  Only the program's order decides it: a warning.
+  Only the program's order decides it, and every V2 env built from 2.1.0 has such a constructor: an
+  ``info`` finding (printed with its fix, not counted by ``--strict``), so a clean V2 env stays clean.
 - ``host.ah-rails``: B300 with ConnectX-8 (``hca_type`` MT4131): rails without a RoCE v2 IPv4 GID reject
   address handles, NVSHMEM's IBGDA fails with ``ibgda.cpp: Unable to create ah`` → ``create DCT share
   err`` (NVIDIA/nvshmem #33; SemiAnalysisAI/InferenceX PR #2525 restricts NVSHMEM_HCA_LIST).
@@ -351,7 +352,7 @@ def buffer_built_before_capture(ctx: DoctorContext, emit: Emitter) -> None:
     # ncclDevCommCreate (csrc/kernels/backend/nccl.cu) cannot be captured; no capture test anywhere.
     if "get_nccl_comm_handle(" not in text or re.search(r"is_current_stream_capturing|StreamIsCapturing", text):
         return
-    emit("deepep-v2.build-in-capture", "warning",
+    emit("deepep-v2.build-in-capture", "info",
          "this DeepEP's ElasticBuffer constructor creates NCCL device communicators (ncclDevCommCreate) and does "
          "not detect CUDA-graph capture: built for the first time inside torch.cuda.graph() (a lazy buffer on the "
          "first dispatch) it fails with `NCCL exception ... (GIN: DevComm setup failed on all available "
