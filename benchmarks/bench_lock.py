@@ -49,8 +49,8 @@ def generate(channel: Path, n: int, bumped: set[int], version: str) -> None:
 
 
 def request(channel: Path):
-    from deepep_env.lock.channels import ChannelRef, file_url
-    from deepep_env.lock.platforms import platform_for
+    from deepep_env.channels.urls import ChannelRef, file_url
+    from deepep_env.formats.lock_platforms import platform_for
     from deepep_env.lock.request import LockRequest, Requirement
 
     ref = ChannelRef("local", file_url(channel), TEAM_URL, local=True)

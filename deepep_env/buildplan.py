@@ -20,8 +20,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.hashing import build_id, build_id_preimage, recipe_sha256, short_id
-from deepep_env.lock.inputs import host_inputs_from_record, resolutions_from_record
-from deepep_env.lock.platforms import platform_for
+from deepep_env.formats.build_inputs import HostInputs, host_inputs_from_record, resolutions_from_record
+from deepep_env.formats.lock_platforms import platform_for
 from deepep_env.project import Project
 from deepep_env.readfile import present
 from deepep_env.sources import hostprint
@@ -119,8 +119,6 @@ def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any],
     return ident, meta
 
 
-# (env, package, component, node meta) -> that host external's fingerprint (sources/hostprint.py)
-HostInputs = Callable[[str, str, str, Mapping[str, Any]], dict[str, str]]
 
 
 def live_host(env: str, package: str, component: str, meta: Mapping[str, Any]) -> dict[str, str]:

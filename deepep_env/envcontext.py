@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Mapping, NamedTuple, Optional, Sequence
 from deepep_env.errors import UserError
 from deepep_env.overlay.activation import prefix_changes
 from deepep_env.overlay.changes import Overlay
-from deepep_env.overlay.prefix import PrefixMeta, find_prefix, has_marker, is_conda_prefix, read_prefix_meta
+from deepep_env.formats.prefix import PrefixMeta, find_prefix, has_marker, is_conda_prefix, read_prefix_meta
 from deepep_env.project import nearest_root
 from deepep_env.overlay.rules import build_overlay
 from deepep_env.platform import Detection, detect

@@ -11,7 +11,7 @@ from typing import Any, Optional
 from deepep_env.doctor.run import run_doctor
 from deepep_env.envcontext import HostContext, overlay_context, read_host
 from deepep_env.errors import UserError
-from deepep_env.overlay.prefix import has_marker
+from deepep_env.formats.prefix import has_marker
 from deepep_env.project import Project
 from deepep_env.spec.resolved import ResolvedSpec
 

@@ -13,7 +13,7 @@ verified archives), compared with the lock, given its completion marker
 leaves the previous prefix exactly as it was: a prefix that has a marker is always complete. A
 killed install's staging folder, package cache and parked old prefix are removed by the next
 install; a swap killed between its two renames is rolled back by the next reader of the prefix
-(``overlay.prefix.recover_swap``), so the prefix is never missing. ``activate``, ``run`` and ``doctor`` read it.
+(``formats.prefix.recover_swap``), so the prefix is never missing. ``activate``, ``run`` and ``doctor`` read it.
 A second install of the same lock is a no-op decided from the marker alone (no lock parse, no
 hashing of packages).
 """
@@ -33,16 +33,16 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 from deepep_env.channels.auth import redact
 from deepep_env.errors import UserError
 from deepep_env.readfile import read_bytes
-from deepep_env.formats import PREFIX_MARKER
+from deepep_env.formats.stamps import PREFIX_MARKER
 from deepep_env.hashing import file_sha256
-from deepep_env.lock.channels import channel_mirrors, mirror_dir, url_to_path
-from deepep_env.lock.channels import client as make_client
+from deepep_env.channels.urls import channel_mirrors, mirror_dir, url_to_path
+from deepep_env.channels.urls import client as make_client
 from deepep_env.lock.check import check_lock
-from deepep_env.lock.lockfile import read_lock
+from deepep_env.formats.lockfile import read_lock
 from deepep_env.lock.solve import default_lock_path
 from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.builder.realise import Realiser
-from deepep_env.overlay.prefix import (LEGACY_RELPATH, PrefixMarker, PrefixMeta, existing_marker, has_marker, marker_path, owner_pid,
+from deepep_env.formats.prefix import (LEGACY_RELPATH, PrefixMarker, PrefixMeta, existing_marker, has_marker, marker_path, owner_pid,
                                        pid_alive, recover_swap)
 from deepep_env.rattler_errors import rattler_errors
 

@@ -3,7 +3,7 @@
 A module may import from its own layer and from the layers below it, never from one above;
 tests/test_layers.py reads every import of the package (module-level and inside functions) with
 ``ast`` and fails on an upward import or on an import cycle between top-level modules/packages.
-The few upward imports the code still has are listed there, each with its reason.
+There are no exceptions: an upward import is fixed by moving code to the layer it belongs in.
 
 The order is the data flow: a spec is resolved, built, published and locked; the lock is
 installed into a prefix; the host is read; the overlay is computed from host and prefix; doctor,
@@ -21,7 +21,8 @@ from __future__ import annotations
 LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("base", ("", "errors", "formats", "hashing", "atomic", "project", "versions", "children",
               "rattler_errors", "channels", "readfile", "argv", "layers"),
-     "typed errors, format stamps, hashing, atomic writes, the project's paths, secrets in URLs"),
+     "typed errors, hashing, atomic writes, the project's paths, channel URLs and secrets in them; "
+     "the file formats: stamps, pixi.lock, build inputs, lock platforms, the prefix marker"),
     ("platform", ("platform",), "platform profiles, host probes and facts, read-only"),
     ("spec", ("spec",), "env specs: load, validate, resolve against a platform profile"),
     ("sources", ("sources", "recipegraph", "toolpkg"), "source cache, recipe graph, the tool as a package"),

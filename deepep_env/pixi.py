@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from deepep_env.atomic import write_text
 from deepep_env.errors import StaleError, UserError
-from deepep_env.formats import PIXI_MANIFEST
-from deepep_env.lock.channels import file_url
-from deepep_env.lock.platforms import platform_for
+from deepep_env.formats.stamps import PIXI_MANIFEST
+from deepep_env.channels.urls import file_url
+from deepep_env.formats.lock_platforms import platform_for
 from deepep_env.lock.request import component_requirements, workspace_platforms
 from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.project import pixi_env_name
@@ -124,7 +124,7 @@ def _table(name: str, rows: dict[str, Any], comments: tuple[str, ...] = ()) -> s
 class PixiEnv:
     spec: str
     name: str
-    platform: Any                    # deepep_env.lock.platforms.LockPlatformDef
+    platform: Any                    # deepep_env.formats.lock_platforms.LockPlatformDef
     channels: list[str]
     dependencies: dict[str, Any]
     env: dict[str, str]

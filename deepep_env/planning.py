@@ -15,9 +15,9 @@ from deepep_env.errors import UserError
 from deepep_env.hashing import short_id
 from deepep_env.hostview import host_view
 from deepep_env.lock import check_lock
-from deepep_env.lock.lockfile import read_lock
+from deepep_env.formats.lockfile import read_lock
 from deepep_env.lock.workspace import Workspace, workspace
-from deepep_env.overlay.prefix import has_marker
+from deepep_env.formats.prefix import has_marker
 from deepep_env.platform.demo import demo_name, host_root
 from deepep_env.project import Project
 from deepep_env.sources import hostprint

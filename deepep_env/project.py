@@ -18,7 +18,7 @@ STATE_DIRNAME = ".deepep-env"
 
 
 # The two rules below are the only place that says where a project and its state are. They import
-# nothing heavy: the activate fast path (overlay/prefix.py) uses them too.
+# nothing heavy: the activate fast path (formats/prefix.py) uses them too.
 def nearest_root(cwd: Path, environ: Optional[Mapping[str, str]] = None) -> Optional[Path]:
     """``$DEEPEP_ENV_PROJECT``, else the nearest of ``cwd`` and its parents with ``env_specs/``."""
     environ = os.environ if environ is None else environ

@@ -31,7 +31,7 @@ from deepep_env.errors import UserError
 from deepep_env.install import install_env
 from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.overlay.activation import source_activation_scripts, spec_python
-from deepep_env.overlay.prefix import has_marker, read_prefix_meta
+from deepep_env.formats.prefix import has_marker, read_prefix_meta
 from deepep_env.pixi_model import DependsOn, PixiManifest, Task, TaskArg, load_manifest
 from deepep_env.project import pixi_env_name
 

@@ -188,8 +188,8 @@ def env_for_cli(project, cache: Path) -> dict[str, str]:
 
 def data_request(project, env: str, packages: list[str], subdirs: list[str]):
     """A lock request given as data: explicit package specs, the spec's channels and CUDA."""
-    from deepep_env.lock.channels import resolve_channels
-    from deepep_env.lock.platforms import platform_for
+    from deepep_env.channels.urls import resolve_channels
+    from deepep_env.formats.lock_platforms import platform_for
     from deepep_env.lock.request import LockRequest, Requirement
     from deepep_env.spec.resolve import load_resolved
 

@@ -133,4 +133,4 @@ def test_the_package_runs_the_cli_of_its_own_tree(installed):
                             f"runpy.run_path({str(prefix / 'share' / 'deepep-env' / 'main.py')!r})"],
                            capture_output=True, text=True)
     assert probe.returncode == 0
-    assert (prefix / "share" / "deepep-env" / "lib" / "deepep_env" / "overlay" / "hook.py").is_file()
+    assert (prefix / "share" / "deepep-env" / "lib" / "deepep_env" / "cli" / "hook.py").is_file()

@@ -64,7 +64,7 @@ def test_plan_json_lists_requirements_and_what_to_pin(repo, capsys):
 def _solve(specs, channels, cuda="12.9"):
     from rattler import MatchSpec, Subdir, solve
 
-    from deepep_env.lock.platforms import platform_for
+    from deepep_env.formats.lock_platforms import platform_for
 
     vps = [v.rattler() for v in platform_for("linux-64", cuda).virtual_packages]
     recs = asyncio.run(solve(sources=channels, specs=[MatchSpec(s) for s in specs],
@@ -132,7 +132,7 @@ def test_unsatisfiable_pin_is_not_solved(repo):
 
 def test_mirrors_read_a_channel_from_a_folder_and_lock_its_url(monkeypatch, tmp_path):
     from deepep_env.builder import spec_channels_for_build
-    from deepep_env.lock.channels import resolve_channels
+    from deepep_env.channels.urls import resolve_channels
 
     monkeypatch.setenv("DEEPEP_ENV_MIRRORS", f"conda-forge={FORGE} https://conda.example/repack={tmp_path}")
     refs = resolve_channels(["local", "conda-forge", "https://conda.example/repack"], publish_url=None,

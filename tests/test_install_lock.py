@@ -69,7 +69,7 @@ def test_conda_python_env_records_its_interpreter(proj, capsys):
     m = read_marker(prefix)
     assert m["python"] == {"provider": "conda", "version": "3.12", "full_version": "3.12.8",
                            "executable": str(prefix / "bin" / "python")}
-    from deepep_env.overlay.prefix import read_prefix_meta  # what activate/run read
+    from deepep_env.formats.prefix import read_prefix_meta  # what activate/run read
 
     meta = read_prefix_meta(prefix, "lt-conda")
     assert meta.python_provider == "conda" and meta.python_version == "3.12"

@@ -48,7 +48,7 @@ def fresh(tmp_path, monkeypatch, capsys):
 
 
 def _locked(fp) -> dict[str, str]:
-    from deepep_env.lock.lockfile import read_lock
+    from deepep_env.formats.lockfile import read_lock
 
     env = read_lock(fp.root / "pixi.lock").env("h200-nvlink")
     return {q.name: q.sha256 for ps in env.packages.values() for q in ps}
@@ -142,7 +142,7 @@ def installed(lt_world, tmp_path, monkeypatch, capsys):
 
 
 def _records(proj, env="lt-host"):
-    from deepep_env.lock.lockfile import read_lock
+    from deepep_env.formats.lockfile import read_lock
 
     data = read_lock(proj.pixi_lock)
     plat = next(n for n in data.env(env).packages)

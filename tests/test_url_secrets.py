@@ -197,7 +197,7 @@ def test_spec_refuses_a_secret_url_in_the_shared_words(case, where, tmp_path, ca
 
 @pytest.mark.parametrize("case", SHARED, ids=_ids(SHARED))
 def test_lock_channels_and_publish_refuse_in_the_same_words(case, tmp_path, capsys, no_creds):
-    from deepep_env.lock.channels import resolve_channels
+    from deepep_env.channels.urls import resolve_channels
 
     _, url, _ = case
     found = url_secret(url)

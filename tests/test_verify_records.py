@@ -14,7 +14,7 @@ from cli_runner import cli_in_process
 from verify_fixtures import DEEPEP_OUTPUT, make_project, rebuild_package
 
 from deepep_env.errors import UserError
-from deepep_env.lock.lockfile import read_lock
+from deepep_env.formats.lockfile import read_lock
 from deepep_env.project import Project
 from deepep_env.lock.digest import env_digest, env_digests, section_digest
 from deepep_env.verify.figures import parse_figures

@@ -42,7 +42,7 @@ def count(monkeypatch):
 @pytest.fixture
 def lock_reads(monkeypatch):
     """Counts the reads of pixi.lock through lockfile.read_lock looked up at call time (the Workspace's)."""
-    import deepep_env.lock.lockfile as lockfile
+    import deepep_env.formats.lockfile as lockfile
 
     seen: Counter = Counter()
     real = lockfile.read_lock

@@ -43,10 +43,10 @@ from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.buildplan import BuildNode, finish_node
 from deepep_env.buildplan import live_host, plan as build_plan
 from deepep_env.errors import SolveError, UserError
-from deepep_env.formats import BUILD_MANIFEST, BUILD_REPORT
+from deepep_env.formats.stamps import BUILD_MANIFEST, BUILD_REPORT
 from deepep_env.hashing import short_id, tree_sha256
-from deepep_env.lock.channels import channel_mirrors, channel_url, file_url
-from deepep_env.lock.lockfile import read_lock
+from deepep_env.channels.urls import channel_mirrors, channel_url, file_url
+from deepep_env.formats.lockfile import read_lock
 from deepep_env.sources import SourceCache, fetch, primary_source, require_present, stage, wants_for_nodes
 from deepep_env.spec import load_resolved
 

@@ -24,7 +24,7 @@ from deepep_env.builder.store import Store
 from deepep_env.buildplan import BuildNode, BuildPlan, live_host, plan as build_plan
 from deepep_env.errors import UserError
 from deepep_env.hashing import file_sha256
-from deepep_env.lock.lockfile import build_id_of
+from deepep_env.formats.lockfile import build_id_of
 from deepep_env.sources import SourceCache, require_present, wants_for_nodes
 from deepep_env.builder.resolution import differences as differences_of_resolutions
 from deepep_env.sources.hostprint import externals_differences
@@ -93,7 +93,7 @@ class Realiser:
         return got
 
     def _resolution_moved(self, node: BuildNode) -> list[str]:
-        from deepep_env.lock.inputs import resolutions_from_builds
+        from deepep_env.formats.build_inputs import resolutions_from_builds
 
         here = resolutions_from_builds(self.project, self.env)(self.env, node.package)
         return differences_of_resolutions(node.resolved, here)

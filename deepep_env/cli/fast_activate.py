@@ -65,7 +65,7 @@ def run_activate(
 
 def hook_main(argv: list[str]) -> int:
     """``deepep-env hook --shell SHELL [--prefix P]``: the overlay for a conda ``activate.d`` script."""
-    from deepep_env.overlay.hook import SHELLS, run_hook
+    from deepep_env.cli.hook import SHELLS, run_hook
 
     parser = _parser("deepep-env hook", "Print the host overlay for an activate.d script to eval (with its undo).")
     parser.add_argument("--shell", choices=SHELLS, default="sh")

@@ -224,7 +224,7 @@ class DoctorContext:
     cwd: str
     env_name: Optional[str] = None
     spec: Any = None  # ResolvedSpec when the project and ENV are known
-    meta: Any = None  # overlay.prefix.PrefixMeta of the installed prefix
+    meta: Any = None  # formats.prefix.PrefixMeta of the installed prefix
     prefix: Optional[str] = None
     setup_findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

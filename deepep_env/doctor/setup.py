@@ -17,7 +17,7 @@ from deepep_env.envcontext import HostContext, host_overlay, platform_mismatch, 
 from deepep_env.errors import UnknownEnvError, UserError
 from deepep_env.overlay.activation import run_environment
 from deepep_env.overlay.changes import Overlay, Source
-from deepep_env.overlay.prefix import (META_RELPATH, PREFIX_ENV_VAR, PrefixMeta, check_env_name, default_prefix, has_marker,
+from deepep_env.formats.prefix import (META_RELPATH, PREFIX_ENV_VAR, PrefixMeta, check_env_name, default_prefix, has_marker,
                                        is_conda_prefix, read_prefix_meta)
 from deepep_env.overlay.rules import default_site_dirs
 from deepep_env.project import Project
@@ -49,7 +49,7 @@ def find_project(project: Any) -> Optional[Project]:
 
 def resolve_prefix(env: Optional[str], prefix: Optional[str], project: Any, environ: Mapping[str, str], cwd: str) -> Optional[str]:
     """--prefix; else $DEEPEP_ENV_PREFIX; else the project's ``.pixi/envs/ENV`` (one owner of the
-    rule: :func:`deepep_env.overlay.prefix.default_prefix`)."""
+    rule: :func:`deepep_env.formats.prefix.default_prefix`)."""
     if prefix:
         return os.path.abspath(os.fspath(prefix))
     if not env:

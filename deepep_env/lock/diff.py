@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from deepep_env.argv import operand
 from deepep_env.errors import UserError
-from deepep_env.formats import LOCK_DIFF
-from deepep_env.lock.lockfile import LockData, LockedEnv, LockedPackage, read_lock
+from deepep_env.formats.stamps import LOCK_DIFF
+from deepep_env.formats.lockfile import LockData, LockedEnv, LockedPackage, read_lock
 from deepep_env.readfile import present
 
 if TYPE_CHECKING:  # annotations only: rattler loads on first use

@@ -22,7 +22,7 @@ import yaml
 
 from deepep_env.atomic import write_bytes
 from deepep_env.errors import StaleError, UserError
-from deepep_env.lock.lockfile import LockData, LockedEnv, LockedPackage, read_lock
+from deepep_env.formats.lockfile import LockData, LockedEnv, LockedPackage, read_lock
 from deepep_env.lock.solve import default_lock_path
 from deepep_env.readfile import present
 

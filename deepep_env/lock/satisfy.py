@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from deepep_env.errors import UserError
-from deepep_env.lock.lockfile import refuse_secrets
-from deepep_env.lock.platforms import VirtualPkg, identity, subdir_defaults
+from deepep_env.formats.lockfile import refuse_secrets
+from deepep_env.formats.lock_platforms import VirtualPkg, identity, subdir_defaults
 from deepep_env.readfile import read_text
 
 if TYPE_CHECKING:  # annotations only: rattler loads on first use

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Optional
 from deepep_env.channels.auth import redact
 from deepep_env.copies import check_copy, store_sha
 from deepep_env.errors import UserError
-from deepep_env.lock.channels import client as make_client
-from deepep_env.lock.channels import probe, url_to_path
-from deepep_env.lock.inputs import write_env_inputs
-from deepep_env.lock.lockfile import EnvSection, write_env
+from deepep_env.channels.urls import client as make_client
+from deepep_env.channels.urls import probe, url_to_path
+from deepep_env.formats.build_inputs import write_env_inputs
+from deepep_env.formats.lockfile import EnvSection, write_env
 from deepep_env.lock.request import LockRequest, request_for_env
 from deepep_env.rattler_errors import rattler_errors
 

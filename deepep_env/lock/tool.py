@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from deepep_env.errors import UserError
-from deepep_env.lock.lockfile import EnvSection, _existing_sections, write_env
+from deepep_env.formats.lockfile import EnvSection, _existing_sections, write_env
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from rattler import RepoDataRecord
 
     from deepep_env.buildplan import BuildNode
-    from deepep_env.lock.platforms import LockPlatformDef
+    from deepep_env.formats.lock_platforms import LockPlatformDef
     from deepep_env.project import Project
 
 TOOL = "deepep-env"
@@ -71,7 +71,7 @@ def _built_record(project: Project, node: BuildNode) -> RepoDataRecord:
 def relock_tool(project: Project, envs: Optional[list[str]] = None, *, lock: Optional[Path] = None) -> ToolRelock:
     """Build this checkout's tool package and swap it into ``envs`` (default: every environment that
     locks it); nothing else in the lock changes."""
-    from deepep_env.lock.inputs import swap_tool_inputs
+    from deepep_env.formats.build_inputs import swap_tool_inputs
     from deepep_env.lock.request import workspace_platforms
 
     path = lock or Path(project.pixi_lock)

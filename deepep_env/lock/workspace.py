@@ -16,7 +16,7 @@ from deepep_env.errors import UserError
 
 if TYPE_CHECKING:  # annotations only
     from deepep_env.buildplan import BuildPlan, HostInputs, Resolutions
-    from deepep_env.lock.lockfile import LockData
+    from deepep_env.formats.lockfile import LockData
     from deepep_env.project import Project
     from deepep_env.spec.resolved import ResolvedSpec
 
@@ -72,7 +72,7 @@ class Workspace:
 
     def lock(self, path: Optional[Path] = None) -> "LockData":
         """The lock at ``path`` (default the project's ``pixi.lock``), read once."""
-        from deepep_env.lock.lockfile import read_lock
+        from deepep_env.formats.lockfile import read_lock
 
         p = (Path(path) if path is not None else self.project.pixi_lock).absolute()
         if p not in self._locks:

@@ -16,7 +16,7 @@ from typing import Mapping, Optional, Sequence
 
 from deepep_env.errors import UserError
 from deepep_env.overlay.changes import Change, Note, Overlay, PrependPath, Set, Source
-from deepep_env.overlay.prefix import META_RELPATH, PrefixMeta
+from deepep_env.formats.prefix import META_RELPATH, PrefixMeta
 
 
 PYTHON_VAR = "DEEPEP_ENV_PYTHON"

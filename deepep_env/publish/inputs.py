@@ -14,7 +14,7 @@ from typing import Iterable, Optional
 
 from deepep_env.copies import check_copy, store_sha
 from deepep_env.errors import UserError
-from deepep_env.formats import BUILD_MANIFEST
+from deepep_env.formats.stamps import BUILD_MANIFEST
 from deepep_env.hashing import file_sha256
 from deepep_env.project import find_project
 from deepep_env.publish.model import LocalPackage

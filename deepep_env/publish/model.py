@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from deepep_env.channels.auth import redact, redact_data
-from deepep_env.formats import PUBLISH_REPORT
+from deepep_env.formats.stamps import PUBLISH_REPORT
 
 UPLOADED = "uploaded"
 ALREADY_PRESENT = "already-present"

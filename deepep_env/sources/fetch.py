@@ -23,7 +23,7 @@ from typing import Iterable, Literal, Optional, Sequence
 
 from deepep_env.argv import operand
 from deepep_env.errors import UserError
-from deepep_env.formats import FETCH_REPORT
+from deepep_env.formats.stamps import FETCH_REPORT
 from deepep_env.hashing import file_sha256, file_tree_sha256, tree_sha256
 from deepep_env.sources.cache import SourceCache, is_archive, unpack
 from deepep_env.sources.submodules import place_submodules, submodules_of

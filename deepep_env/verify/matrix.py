@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only
 def current_digests(project: Project) -> tuple[dict[tuple[str, str], str], Optional[str]]:
     """(lock env, platform) → digest of the project's pixi.lock, and why there are none (no lock)."""
     from deepep_env.errors import UserError
-    from deepep_env.lock.lockfile import read_lock
+    from deepep_env.formats.lockfile import read_lock
     from deepep_env.lock.digest import all_digests
 
     try:

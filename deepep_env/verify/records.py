@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from deepep_env.atomic import write_text
 from deepep_env.errors import UserError
-from deepep_env.formats import TEST_RECORD
+from deepep_env.formats.stamps import TEST_RECORD
 
 if TYPE_CHECKING:  # annotations only
     from deepep_env.lock.workspace import Workspace
@@ -56,7 +56,7 @@ def lock_identity(project: Project, env: str, lock_platform: Optional[str] = Non
     """``{lock_env, lock_platform, digest}`` of ``env`` from the project's pixi.lock; ``digest`` is
     None (with ``why``) when the env is not locked: such a record proves nothing about a lock.
     ``ws``: the command's workspace (the lock read once)."""
-    from deepep_env.lock.lockfile import read_lock
+    from deepep_env.formats.lockfile import read_lock
     from deepep_env.project import pixi_env_name
     from deepep_env.lock.digest import env_digests
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 from deepep_env.atomic import write_bytes
 from deepep_env.channels.auth import check_url_has_no_secret
 from deepep_env.errors import UserError
-from deepep_env.formats import LOCK_META
-from deepep_env.lock.platforms import ALIAS_RE, aliases, canonical_name
+from deepep_env.formats.stamps import LOCK_META
+from deepep_env.formats.lock_platforms import ALIAS_RE, aliases, canonical_name
 from deepep_env.rattler_errors import rattler_errors
 from deepep_env.readfile import read_text
 
@@ -149,7 +149,7 @@ def _read_version(text: str) -> Optional[int]:
 
 def row_names(platforms: Iterable[LockPlatform]) -> dict[str, str]:
     """On-disk platform name → the name readers use: a ``pN`` alias (pixi's and ours, see
-    lock/platforms.py) becomes the spec's name for its identity (``linux-64-cuda130``), as pixi's
+    formats/lock_platforms.py) becomes the spec's name for its identity (``linux-64-cuda130``), as pixi's
     ``align_platform_names`` restores the manifest's; any other name stays."""
     disk = {p.name: (str(p.subdir), list(p.virtual_packages)) for p in platforms}
     out = {n: n for n in disk}

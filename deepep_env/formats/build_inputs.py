@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from deepep_env.atomic import write_text
 from deepep_env.errors import UserError
-from deepep_env.formats import BUILD_INPUTS, BUILD_MANIFEST
+from deepep_env.formats.stamps import BUILD_INPUTS, BUILD_MANIFEST
 from deepep_env.hashing import build_id
 from deepep_env.readfile import present, read_json
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.buildplan import HostInputs
     from deepep_env.project import Project
+
+# (env, package, component, node meta) -> that host external's fingerprint (sources/hostprint.py):
+# how the planner asks for host facts, live or from this record (deepep_env.buildplan re-exports it).
+HostInputs = Callable[[str, str, str, Mapping[str, Any]], dict[str, str]]
 
 
 INPUTS_FILE = Path("lockfiles") / "build-inputs.json"

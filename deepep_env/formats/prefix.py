@@ -28,7 +28,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from deepep_env.atomic import write_text
 from deepep_env.errors import UserError
-from deepep_env.formats import PREFIX_MARKER
+from deepep_env.formats.stamps import PREFIX_MARKER
 from deepep_env.project import envs_dir, nearest_root, pixi_env_name
 from deepep_env.readfile import MAX_CONFIG_BYTES, read_json, read_regular
 

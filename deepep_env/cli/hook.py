@@ -27,7 +27,7 @@ from deepep_env.envcontext import overlay_context, read_host
 from deepep_env.errors import UserError
 from deepep_env.overlay.activation import PYTHON_VAR, spec_python
 from deepep_env.overlay.changes import Change, Overlay, PrependPath, Set
-from deepep_env.overlay.prefix import PrefixMeta
+from deepep_env.formats.prefix import PrefixMeta
 from deepep_env.overlay.render import fish_quote, sh_quote
 
 UNDO_VAR = "_DEEPEP_ENV_UNDO"
