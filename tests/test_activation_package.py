@@ -24,7 +24,7 @@ SHELLS = ("bash", "zsh", "fish")
 @pytest.fixture(scope="module")
 def installed(lt_world, tmp_path_factory):
     """lt-host locked into the project's pixi.lock and installed where pixi puts it."""
-    from deepep_env.install import install_env
+    from deepep_env.install.installer import install_env
     from deepep_env.lock import lock_env
 
     os.environ.setdefault("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.formats.stamps import LOCK_META, Format, read_stamp
 
 # a format at version 3 that still reads 2 (v1 is "no longer read"), to exercise every branch

@@ -1,7 +1,7 @@
 """The layers of deepep_env hold (issue 29.1): no import from a lower layer to a higher one, and no
 import cycle between top-level modules/packages.
 
-The layers are written once, in :mod:`deepep_env.layers`. The graph is read from the source with
+The layers are written once, in :mod:`deepep_env.base.layers`. The graph is read from the source with
 ``ast``: every ``import``/``from … import`` anywhere in a module (top level, inside functions,
 under ``TYPE_CHECKING``), relative imports resolved. An edge is named by module:
 ``deepep_env.builder.realise -> deepep_env.formats.lockfile``.
@@ -12,7 +12,7 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-from deepep_env.layers import LAYERS, layer_of
+from deepep_env.base.layers import LAYERS, layer_of
 
 PKG = Path(__file__).resolve().parents[1] / "deepep_env"
 
@@ -98,7 +98,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_every_module_is_in_a_layer():
     missing = sorted({_top(m) for m in _modules() if layer_of(_top(m)) is None})
-    assert not missing, (f"top-level modules in no layer: {missing}; add each to deepep_env/layers.py "
+    assert not missing, (f"top-level modules in no layer: {missing}; add each to deepep_env/base/layers.py "
                          f"(layers, lowest first: {[name for name, _, _ in LAYERS]})")
 
 
@@ -147,20 +147,20 @@ def test_the_reader_sees_function_level_and_relative_imports():
     """The graph is the whole graph: a function-level import counts (lock/request.py plans inside a
     function), and so does an import inside a package's ``__init__``."""
     edges = {(s, d) for s, d, _, _ in _edges(_modules())}
-    assert ("deepep_env.lock.request", "deepep_env.buildplan") in edges
-    assert ("deepep_env.envcontext", "deepep_env.install") in edges
+    assert ("deepep_env.lock.request", "deepep_env.builder.plan") in edges
+    assert ("deepep_env.host.context", "deepep_env.install.installer") in edges
     assert ("deepep_env.lock", "deepep_env.lock.solve") in edges
 
 
 def test_the_checks_catch_an_upward_import_and_a_cycle():
     """The checks themselves: an invented upward edge and an invented loop are found."""
-    assert layer_of("errors") < layer_of("cli")  # type: ignore[operator]
+    assert layer_of("base") < layer_of("cli")  # type: ignore[operator]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_architecture_page_shows_these_layers():
-    """docs/architecture.md's table of layers is deepep_env/layers.py's, in order."""
+    """docs/architecture.md's table of layers is deepep_env/base/layers.py's, in order."""
     import re
 
     doc = (PKG.parent / "docs" / "architecture.md").read_text(encoding="utf-8")

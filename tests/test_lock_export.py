@@ -84,7 +84,7 @@ def test_two_rich_platforms_on_one_subdir_export_once(repo_root, tmp_path):
 
 
 def test_different_package_sets_on_one_subdir_need_a_platform(repo_root, tmp_path):
-    from deepep_env.errors import UserError
+    from deepep_env.base.errors import UserError
     from deepep_env.lock.export import to_conda_lock
 
     src = _two_rich_platforms(repo_root, tmp_path, drop_one=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cli_runner import cli_in_process
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.formats.lockfile import META_PREFIX, read_lock
 
 REPO = Path(__file__).resolve().parents[1]

@@ -209,7 +209,7 @@ def test_one_url_two_contents_is_refused(repo_root, tmp_path):
     """rattler keeps one record per URL: relocking an environment whose package file was rebuilt with
     other bytes, while another environment still locks the old ones, is refused (found on a GPU run:
     same build id, other bytes) and writes nothing."""
-    from deepep_env.errors import UserError
+    from deepep_env.base.errors import UserError
     from deepep_env.formats.lockfile import _existing_sections, write_env
     from deepep_env.formats.lock_platforms import platform_for
 

@@ -79,9 +79,9 @@ def test_activate_sets_it(tmp_path):
 def test_task_sets_it_with_the_overlay_off(tmp_path):
     """`deepep-env task` reads the marker itself: DEEPEP_ENV_NO_OVERLAY skips the package's hook, not
     the interpreter the task needs."""
-    from deepep_env.pixi_model import parse_manifest
-    from deepep_env.project import Project
-    from deepep_env.tasks import TaskPlan, task_environment
+    from deepep_env.lock.pixi_model import parse_manifest
+    from deepep_env.base.project import Project
+    from deepep_env.views.tasks import TaskPlan, task_environment
 
     pfx = fake_prefix(tmp_path / "p", executable=EXE)
     plan = TaskPlan(task="t", environment="gcp-b200", spec="gcp-b200", prefix=str(pfx))

@@ -4,7 +4,7 @@
 conda, pixi (``pixi run``/``pixi shell``), rattler's activation and ``deepep-env activate`` all
 source a prefix's ``activate.d`` scripts after setting ``CONDA_PREFIX``; the script runs this
 hook, which computes the same overlay as ``deepep-env overlay --prefix $CONDA_PREFIX`` (the same
-function: :func:`deepep_env.envcontext.overlay_context`) and prints it for the shell, each change
+function: :func:`deepep_env.host.context.overlay_context`) and prints it for the shell, each change
 with its rule and host fact as a comment. It also stores, in ``_DEEPEP_ENV_UNDO``, the code that
 puts every variable it changed back as it was; ``deactivate.d`` evaluates it.
 
@@ -23,8 +23,8 @@ import glob
 import os
 from typing import Mapping, Optional
 
-from deepep_env.envcontext import overlay_context, read_host
-from deepep_env.errors import UserError
+from deepep_env.host.context import overlay_context, read_host
+from deepep_env.base.errors import UserError
 from deepep_env.overlay.activation import PYTHON_VAR, spec_python
 from deepep_env.overlay.changes import Change, Overlay, PrependPath, Set
 from deepep_env.formats.prefix import PrefixMeta

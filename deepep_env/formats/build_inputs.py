@@ -16,17 +16,17 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
-from deepep_env.atomic import write_text
-from deepep_env.errors import UserError
+from deepep_env.base.atomic import write_text
+from deepep_env.base.errors import UserError
 from deepep_env.formats.stamps import BUILD_INPUTS, BUILD_MANIFEST
-from deepep_env.hashing import build_id
-from deepep_env.readfile import present, read_json
+from deepep_env.base.hashing import build_id
+from deepep_env.base.readfile import present, read_json
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
 
 # (env, package, component, node meta) -> that host external's fingerprint (sources/hostprint.py):
-# how the planner asks for host facts, live or from this record (deepep_env.buildplan re-exports it).
+# how the planner asks for host facts, live or from this record (deepep_env.builder.plan re-exports it).
 HostInputs = Callable[[str, str, str, Mapping[str, Any]], dict[str, str]]
 
 
@@ -98,7 +98,7 @@ def swap_tool_inputs(project: Project, env: str, node: Any) -> None:
 
 
 def host_inputs_from_record(project: Project, live: HostInputs) -> Any:
-    """A host-inputs function for :func:`deepep_env.buildplan.plan`: the fingerprint the lock
+    """A host-inputs function for :func:`deepep_env.builder.plan.plan`: the fingerprint the lock
     recorded for (env, package, component) where there is one, else this machine's (``live``)."""
     inputs = read_inputs(project)
 
@@ -110,7 +110,7 @@ def host_inputs_from_record(project: Project, live: HostInputs) -> Any:
 
 
 def resolutions_from_record(project: Project) -> Any:
-    """A resolutions function for :func:`deepep_env.buildplan.plan`: what the lock recorded each
+    """A resolutions function for :func:`deepep_env.builder.plan.plan`: what the lock recorded each
     build's environments resolved to ({} where nothing was recorded)."""
     inputs = read_inputs(project)
 

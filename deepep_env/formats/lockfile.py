@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from deepep_env.atomic import write_bytes
-from deepep_env.channels.auth import check_url_has_no_secret
-from deepep_env.errors import UserError
+from deepep_env.base.atomic import write_bytes
+from deepep_env.base.channels.auth import check_url_has_no_secret
+from deepep_env.base.errors import UserError
 from deepep_env.formats.stamps import LOCK_META
 from deepep_env.formats.lock_platforms import ALIAS_RE, aliases, canonical_name
-from deepep_env.rattler_errors import rattler_errors
-from deepep_env.readfile import read_text
+from deepep_env.base.rattler_errors import rattler_errors
+from deepep_env.base.readfile import read_text
 
 if TYPE_CHECKING:  # annotations only: rattler loads on first use
     from rattler.lock import LockPlatform

@@ -14,7 +14,7 @@ checked; the legacy ``conda-meta/deepep-env.json`` still read) and its one write
 :class:`PrefixMeta` is the checked view of it that activation reads.
 
 Where the prefix is, in order: ``--prefix``; ``$DEEPEP_ENV_PREFIX`` (the prefix itself); else where
-``deepep-env install`` and pixi put it: ``<project>/.pixi/envs/<ENV>`` (deepep_env/project.py).
+``deepep-env install`` and pixi put it: ``<project>/.pixi/envs/<ENV>`` (deepep_env/base/project.py).
 """
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
-from deepep_env.atomic import write_text
-from deepep_env.errors import UserError
+from deepep_env.base.atomic import write_text
+from deepep_env.base.errors import UserError
 from deepep_env.formats.stamps import PREFIX_MARKER
-from deepep_env.project import envs_dir, nearest_root, pixi_env_name
-from deepep_env.readfile import MAX_CONFIG_BYTES, read_json, read_regular
+from deepep_env.base.project import envs_dir, nearest_root, pixi_env_name
+from deepep_env.base.readfile import MAX_CONFIG_BYTES, read_json, read_regular
 
 META_RELPATH = os.path.join("conda-meta", "deepep-env")
 # Where deepep-env < 0.3 wrote it: still read (and removed by the next install), never written.
@@ -56,8 +56,8 @@ def has_marker(prefix: "str | os.PathLike[str]") -> bool:
 
 
 # What an install leaves beside a prefix NAME while it runs, each named by the installer's pid:
-# .NAME.staging-PID-…, .NAME.pkgs-PID-… (deepep_env.install._staging) and .NAME.old-PID, the
-# previous prefix parked between the two renames of a swap (deepep_env.install._swap).
+# .NAME.staging-PID-…, .NAME.pkgs-PID-… (deepep_env.install.installer._staging) and .NAME.old-PID, the
+# previous prefix parked between the two renames of a swap (deepep_env.install.installer._swap).
 _OWNER = re.compile(r"\.(?:staging|pkgs|old)-(\d+)(?:-|$)")
 
 
@@ -144,7 +144,7 @@ def default_prefix(env: str, cwd: Optional[str] = None, environ: Optional[Mappin
     environ = os.environ if environ is None else environ
     if environ.get(PREFIX_ENV_VAR):
         return Path(environ[PREFIX_ENV_VAR])
-    # Where install put it: Project.prefix_for, by the same rules (deepep_env.project): pixi's layout.
+    # Where install put it: Project.prefix_for, by the same rules (deepep_env.base.project): pixi's layout.
     here = Path(cwd or os.getcwd())
     return envs_dir(nearest_root(here, environ) or here) / pixi_env_name(env)
 

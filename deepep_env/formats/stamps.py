@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 if TYPE_CHECKING:
     from pathlib import Path

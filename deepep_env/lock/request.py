@@ -22,16 +22,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from deepep_env.errors import UserError
-from deepep_env.channels.urls import ChannelRef, read_index, resolve_channels
+from deepep_env.base.errors import UserError
+from deepep_env.base.channels.urls import ChannelRef, read_index, resolve_channels
 from deepep_env.formats.lock_platforms import LockPlatformDef, VirtualPkg, platform_for
 from deepep_env.lock.workspace import Workspace, workspace
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from rattler.networking import Client
 
-    from deepep_env.buildplan import BuildPlan
-    from deepep_env.project import Project
+    from deepep_env.builder.plan import BuildPlan
+    from deepep_env.base.project import Project
     from deepep_env.spec.resolved import ResolvedSpec
 
 
@@ -189,7 +189,7 @@ def request_for_env(r: ResolvedSpec, project: Project, *, channel_dir: Optional[
                     client_obj: Optional[Client] = None, ws: Optional[Workspace] = None) -> LockRequest:
     """The lock request a resolved spec implies (build plan included)."""
     # local: the planner brings pydantic and yaml, which reading a lock does not need
-    from deepep_env.buildplan import live_host, plan as build_plan
+    from deepep_env.builder.plan import live_host, plan as build_plan
     from deepep_env.formats.build_inputs import resolutions_from_builds
 
     refs = resolve_channels(list(r.channels), publish_url=r.publish_url,

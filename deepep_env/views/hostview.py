@@ -1,6 +1,6 @@
 """The host half of a plan: detect the platform, compute the overlay, run doctor — as data.
 
-Used by ``deepep-env plan``. The host is probed once (:func:`deepep_env.envcontext.read_host`) and
+Used by ``deepep-env plan``. The host is probed once (:func:`deepep_env.host.context.read_host`) and
 that one reading feeds the summary, the overlay and doctor; each step that cannot run is reported
 as an error string instead of failing the whole plan.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from deepep_env.doctor.run import run_doctor
-from deepep_env.envcontext import HostContext, overlay_context, read_host
-from deepep_env.errors import UserError
+from deepep_env.host.context import HostContext, overlay_context, read_host
+from deepep_env.base.errors import UserError
 from deepep_env.formats.prefix import has_marker
-from deepep_env.project import Project
+from deepep_env.base.project import Project
 from deepep_env.spec.resolved import ResolvedSpec
 
 

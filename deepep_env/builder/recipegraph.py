@@ -23,7 +23,7 @@ A requirement naming another node's output, or an exact pin ``${{ dep_<node> }}`
   ``deepep-env >=0.2,<1``): needed in the channel of the dependent's recipe test, not an input of
   its bytes.
 
-Who consumes what: :func:`deepep_env.buildplan.plan` (an env spec: the project's own recipes, which
+Who consumes what: :func:`deepep_env.builder.plan.plan` (an env spec: the project's own recipes, which
 pin what they build against) puts build edges into ``BuildNode.deps`` and run edges into
 ``BuildNode.run_deps``; :func:`deepep_env.builder.graph.nodes_from_recipe_dirs` (any recipe folder,
 written by someone else) takes both into ``deps`` — a run requirement there may pin a build in a
@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
-from deepep_env.errors import UserError
-from deepep_env.rattler_errors import rattler_errors
-from deepep_env.readfile import MAX_CONFIG_BYTES, read_text
+from deepep_env.base.errors import UserError
+from deepep_env.base.rattler_errors import rattler_errors
+from deepep_env.base.readfile import MAX_CONFIG_BYTES, read_text
 
 if TYPE_CHECKING:  # annotations only: both are imported when a recipe is read
     from jinja2 import Environment, nodes

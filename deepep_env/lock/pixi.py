@@ -39,19 +39,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from deepep_env.atomic import write_text
-from deepep_env.errors import StaleError, UserError
+from deepep_env.base.atomic import write_text
+from deepep_env.base.errors import StaleError, UserError
 from deepep_env.formats.stamps import PIXI_MANIFEST
-from deepep_env.channels.urls import file_url
+from deepep_env.base.channels.urls import file_url
 from deepep_env.formats.lock_platforms import platform_for
 from deepep_env.lock.request import component_requirements, workspace_platforms
 from deepep_env.lock.workspace import Workspace, workspace
-from deepep_env.project import pixi_env_name
-from deepep_env.pixi_model import PIXI_ACCEPTED
-from deepep_env.readfile import present, read_text
+from deepep_env.base.project import pixi_env_name
+from deepep_env.lock.pixi_model import PIXI_ACCEPTED
+from deepep_env.base.readfile import present, read_text
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
     from deepep_env.spec.resolved import ResolvedSpec
 
 
@@ -194,7 +194,7 @@ def _built_dependencies(r: ResolvedSpec, project: Project, comments: list[str], 
     try:
         for n in workspace(project, ws).plan_of(r).roots():
             if n.meta.get("tool"):
-                deps[n.package] = f"=={n.version}"   # pinned by version: deepep_env/toolpkg.py
+                deps[n.package] = f"=={n.version}"   # pinned by version: deepep_env/builder/toolpkg.py
             elif n.id:
                 deps[n.package] = {"version": f"=={n.version}", "build": n.build_string}
             else:

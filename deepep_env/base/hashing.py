@@ -44,7 +44,7 @@ def canonical_json(obj: Any) -> bytes:
 
 def file_sha256(path: str | Path) -> str:
     h = hashlib.sha256()
-    from deepep_env.readfile import open_regular  # never blocks on a FIFO, never reads /dev/zero
+    from deepep_env.base.readfile import open_regular  # never blocks on a FIFO, never reads /dev/zero
 
     with os.fdopen(open_regular(path), "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):

@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-from deepep_env.errors import UserError
-from deepep_env.readfile import open_regular
+from deepep_env.base.errors import UserError
+from deepep_env.base.readfile import open_regular
 
 
 class Digests(NamedTuple):

@@ -9,7 +9,7 @@ anything runs (pixi_manifest's ``TomlTask``/``TomlEnvironment``, which deny unkn
   every feature named defined under ``[feature]``;
 - ``activation.env`` a table of strings, ``dependencies`` a table.
 
-Anything else is one :class:`~deepep_env.errors.UserError` naming the file, the key and what would
+Anything else is one :class:`~deepep_env.base.errors.UserError` naming the file, the key and what would
 be accepted. Stdlib only: ``deepep-env task`` imports this.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from deepep_env.errors import UserError
-from deepep_env.readfile import read_toml
+from deepep_env.base.errors import UserError
+from deepep_env.base.readfile import read_toml
 
 TASK_KEYS = ("cmd", "depends-on", "depends_on", "cwd", "env", "description", "args", "inputs", "outputs",
              "clean-env", "default-environment")

@@ -10,16 +10,16 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deepep_env.builder.preview import preview_plan
-from deepep_env.buildplan import BuildNode, BuildPlan
-from deepep_env.errors import UserError
-from deepep_env.hashing import short_id
-from deepep_env.hostview import host_view
+from deepep_env.builder.plan import BuildNode, BuildPlan
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import short_id
+from deepep_env.views.hostview import host_view
 from deepep_env.lock import check_lock
 from deepep_env.formats.lockfile import read_lock
 from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.formats.prefix import has_marker
 from deepep_env.platform.demo import demo_name, host_root
-from deepep_env.project import Project
+from deepep_env.base.project import Project
 from deepep_env.sources import hostprint
 from deepep_env.spec.resolved import ResolvedSpec
 from deepep_env.spec.wheels import nvshmem_options, wheel_suggestion

@@ -1,8 +1,8 @@
-"""rattler's exceptions as one :class:`~deepep_env.errors.UserError` line, with secrets redacted.
+"""rattler's exceptions as one :class:`~deepep_env.base.errors.UserError` line, with secrets redacted.
 
 rattler raises its own types and, for some corrupt inputs, Rust panics (``PanicException`` is a
 ``BaseException``, field notes §5); its messages can carry channel URLs, so the text goes through
-:func:`deepep_env.channels.auth.redact`. Kept out of :mod:`deepep_env.errors`, which imports nothing
+:func:`deepep_env.base.channels.auth.redact`. Kept out of :mod:`deepep_env.base.errors`, which imports nothing
 from the project (it is on the activate fast path and every module imports it).
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import contextlib
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
-from deepep_env.channels.auth import redact
-from deepep_env.errors import UserError
+from deepep_env.base.channels.auth import redact
+from deepep_env.base.errors import UserError
 
 
 @contextlib.contextmanager

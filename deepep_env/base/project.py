@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 STATE_DIRNAME = ".deepep-env"
 

@@ -64,8 +64,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, TypedDict
 from urllib.parse import urlsplit
 
-from deepep_env.errors import UserError
-from deepep_env.readfile import MAX_CONFIG_BYTES, read_regular
+from deepep_env.base.errors import UserError
+from deepep_env.base.readfile import MAX_CONFIG_BYTES, read_regular
 
 if TYPE_CHECKING:  # annotations only: rattler loads on first use
     from rattler.networking import Client

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 
 def operand(value: str, *, field: str, file: Optional[str] = None, accepted: Optional[str] = None) -> str:

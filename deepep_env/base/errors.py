@@ -5,8 +5,8 @@ on one line and exits with ``err.exit_code`` (2 for bad input). Nothing else is 
 traceback.
 
 This module imports nothing from the project (every module imports it, the activate fast path
-included); rattler's exceptions become a :class:`UserError` in :mod:`deepep_env.rattler_errors`,
-which needs the redaction of :mod:`deepep_env.channels.auth`.
+included); rattler's exceptions become a :class:`UserError` in :mod:`deepep_env.base.rattler_errors`,
+which needs the redaction of :mod:`deepep_env.base.channels.auth`.
 """
 from __future__ import annotations
 

@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
-from deepep_env.channels.auth import redact
-from deepep_env.errors import UserError
-from deepep_env.readfile import read_bytes
+from deepep_env.base.channels.auth import redact
+from deepep_env.base.errors import UserError
+from deepep_env.base.readfile import read_bytes
 from deepep_env.formats.stamps import PREFIX_MARKER
-from deepep_env.hashing import file_sha256
-from deepep_env.channels.urls import channel_mirrors, mirror_dir, url_to_path
-from deepep_env.channels.urls import client as make_client
+from deepep_env.base.hashing import file_sha256
+from deepep_env.base.channels.urls import channel_mirrors, mirror_dir, url_to_path
+from deepep_env.base.channels.urls import client as make_client
 from deepep_env.lock.check import check_lock
 from deepep_env.formats.lockfile import read_lock
 from deepep_env.lock.solve import default_lock_path
@@ -44,14 +44,14 @@ from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.builder.realise import Realiser
 from deepep_env.formats.prefix import (LEGACY_RELPATH, PrefixMarker, PrefixMeta, existing_marker, has_marker, marker_path, owner_pid,
                                        pid_alive, recover_swap)
-from deepep_env.rattler_errors import rattler_errors
+from deepep_env.base.rattler_errors import rattler_errors
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from rattler import RepoDataRecord
     from rattler.networking import Client
 
-    from deepep_env.builder import Progress
-    from deepep_env.project import Project
+    from deepep_env.builder.build import Progress
+    from deepep_env.base.project import Project
     from deepep_env.spec.resolved import ResolvedSpec
 
 

@@ -27,16 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence, TextIO
 
-from deepep_env.errors import UserError
-from deepep_env.install import install_env
+from deepep_env.base.errors import UserError
+from deepep_env.install.installer import install_env
 from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.overlay.activation import source_activation_scripts, spec_python
 from deepep_env.formats.prefix import has_marker, read_prefix_meta
-from deepep_env.pixi_model import DependsOn, PixiManifest, Task, TaskArg, load_manifest
-from deepep_env.project import pixi_env_name
+from deepep_env.lock.pixi_model import DependsOn, PixiManifest, Task, TaskArg, load_manifest
+from deepep_env.base.project import pixi_env_name
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
 
 
 RECORDED_PREFIX = "deepep-test-"
@@ -326,7 +326,7 @@ def run_teed(argv: list[str], *, cwd: str, env: dict[str, str], limit: int = 8 <
 
 def write_task_record(project: Project, plan: TaskPlan, rc: int, output: str, env: dict[str, str]) -> None:
     """The test record of a finished ``deepep-test-*`` task; one that cannot be written is a warning."""
-    from deepep_env.channels.auth import redact
+    from deepep_env.base.channels.auth import redact
     from deepep_env.verify.records import host_root, record_test
 
     try:

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import deepep_env
-from deepep_env.hashing import tree_sha256
+from deepep_env.base.hashing import tree_sha256
 
 TOOL = "deepep-env"
 VERSION = deepep_env.__version__

@@ -1,10 +1,10 @@
 """Conda channels the tool reads from and publishes to.
 
-``deepep_env.channels.auth`` is the one place credentials are looked up (environment, rattler's
+``deepep_env.base.channels.auth`` is the one place credentials are looked up (environment, rattler's
 auth file, keyring, netrc), turned into a ``rattler.Client`` for ``lock``/``install``, and
-scrubbed from every message (:func:`~deepep_env.channels.auth.redact`).
+scrubbed from every message (:func:`~deepep_env.base.channels.auth.redact`).
 """
-from deepep_env.channels.auth import (
+from deepep_env.base.channels.auth import (
     Credentials,
     authenticated_client,
     credentials_for,

@@ -10,7 +10,7 @@ host files under a probed root. A file is read only when it is a regular file of
 - decoded as UTF-8 (text readers), the offending byte and line named.
 
 Two layers: :func:`read_regular` raises ``OSError`` (the probes treat an unreadable host file as
-absent), the rest raise one-line :class:`~deepep_env.errors.UserError` naming the file, what it is
+absent), the rest raise one-line :class:`~deepep_env.base.errors.UserError` naming the file, what it is
 and what would be accepted. Stdlib only (the activate fast path imports this).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import os
 import stat
 from typing import Any, Optional, Union
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 PathLike = Union[str, "os.PathLike[str]"]
 

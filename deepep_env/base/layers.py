@@ -6,10 +6,11 @@ tests/test_layers.py reads every import of the package (module-level and inside 
 There are no exceptions: an upward import is fixed by moving code to the layer it belongs in.
 
 The order is the data flow: a spec is resolved, built, published and locked; the lock is
-installed into a prefix; the host is read; the overlay is computed from host and prefix; doctor,
-launch and the command-level views sit on top; the CLI above all. ``platform`` (profiles and
+installed into a prefix; the host is read and the overlay computed from host and prefix (the
+overlay's rules sit below ``host/``, whose context applies them); doctor, launch and the
+command-level views sit on top; the CLI above all. ``platform`` (profiles and
 probes, stdlib-only, depending on nothing but the base) sits low because specs name its profiles;
-its facts enter the flow at the host context (``envcontext``). docs/architecture.md draws it.
+its facts enter the flow at the host context (``host/``). docs/architecture.md draws it.
 
 Entries are top-level names under ``deepep_env`` (``""`` is the package's own ``__init__``).
 A name that does not exist yet is allowed (modules on open branches); a module that exists and
@@ -19,23 +20,23 @@ from __future__ import annotations
 
 # (layer, top-level modules/packages, what the layer holds), lowest first. Data only: no imports.
 LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("base", ("", "errors", "formats", "hashing", "atomic", "project", "versions", "children",
-              "rattler_errors", "channels", "readfile", "argv", "layers"),
-     "typed errors, hashing, atomic writes, the project's paths, channel URLs and secrets in them; "
-     "the file formats: stamps, pixi.lock, build inputs, lock platforms, the prefix marker"),
+    ("base", ("", "base"),
+     "typed errors, hashing, atomic writes, bounded reads, the project's paths, channel URLs and secrets in them"),
+    ("formats", ("formats",),
+     "the file formats: stamps, pixi.lock, lock platforms, the build inputs record, the prefix marker"),
     ("platform", ("platform",), "platform profiles, host probes and facts, read-only"),
     ("spec", ("spec",), "env specs: load, validate, resolve against a platform profile"),
-    ("sources", ("sources", "recipegraph", "toolpkg"), "source cache, recipe graph, the tool as a package"),
-    ("buildplan", ("buildplan",), "the build plan: nodes and build ids (pre-images)"),
-    ("builder", ("builder", "copies"), "rattler-build driver, the store, the build channel"),
-    ("lock", ("lock", "pixi", "pixi_model"), "pixi.lock: solve, check, diff, export; pixi.toml"),
+    ("sources", ("sources",), "source cache, host fingerprints"),
+    ("builder", ("builder",),
+     "recipe graph, the tool as a package, the build plan (build ids), rattler-build, the store, the build channel"),
+    ("lock", ("lock",), "pixi.lock: solve, check, diff, export; pixi.toml"),
     ("install", ("install",), "a lock environment installed into a prefix, with its marker"),
     ("overlay", ("overlay",), "host overlay rules and prefix activation"),
-    ("envcontext", ("envcontext",), "one host read and one prefix per command: the host context"),
+    ("host", ("host",), "one host read and one prefix per command: the host context"),
     ("verify", ("verify",), "test records bound to a lock digest, the host fingerprint they name"),
     ("doctor", ("doctor", "launch"), "doctor checks over a context; launch scripts"),
-    ("views", ("hostview", "planning", "tasks", "publish", "fleet"),
-     "command-level views: plan, tasks; publishing packages and records; the fleet report"),
+    ("views", ("views", "publish", "fleet"),
+     "command-level views: plan, tasks, the host view; publishing packages and records; the fleet report"),
     ("cli", ("cli",), "the typer commands"),
 )
 

@@ -3,7 +3,7 @@ inputs, and each one's build id (docs/build-id.md). Pure: reads recipe files, bu
 
 The spec decides *which* nodes there are (NVSHMEM from source or not, GDRCopy, NCCL, DeepEP V1 or
 V2) and their inputs; the edges between them and the build order are the recipes'
-(:mod:`deepep_env.recipegraph`: what each recipe requires of the others' outputs), never written
+(:mod:`deepep_env.builder.recipegraph`: what each recipe requires of the others' outputs), never written
 here.
 
 The builder (:mod:`deepep_env.builder`) executes a :class:`BuildPlan`; ``spec show`` and ``plan`` print it.
@@ -18,17 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from deepep_env.errors import UserError
-from deepep_env.hashing import build_id, build_id_preimage, recipe_sha256, short_id
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import build_id, build_id_preimage, recipe_sha256, short_id
 from deepep_env.formats.build_inputs import HostInputs, host_inputs_from_record, resolutions_from_record
 from deepep_env.formats.lock_platforms import platform_for
-from deepep_env.project import Project
-from deepep_env.readfile import present
+from deepep_env.base.project import Project
+from deepep_env.base.readfile import present
 from deepep_env.sources import hostprint
-from deepep_env.recipegraph import build_order, read_recipe, recipe_edges
+from deepep_env.builder.recipegraph import build_order, read_recipe, recipe_edges
 from deepep_env.spec.catalog import SourcePin
 from deepep_env.spec.resolved import RPatch, ResolvedSpec
-from deepep_env.toolpkg import TOOL, VERSION, tool_source
+from deepep_env.builder.toolpkg import TOOL, VERSION, tool_source
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ def build_virtual_packages(subdir: str = "linux-64", cuda: Optional[str] = None)
 
 def tool_node(project: Project) -> Optional[BuildNode]:
     """deepep-env's own package (recipes/deepep-env), when the project has its recipe: the CLI and
-    the overlay as conda activation, in every environment (deepep_env/toolpkg.py)."""
+    the overlay as conda activation, in every environment (deepep_env/builder/toolpkg.py)."""
     d = project.recipes / TOOL
     if not (d / "recipe.yaml").is_file():
         return None

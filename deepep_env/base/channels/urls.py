@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional
 from urllib.parse import unquote, urlsplit
 
-from deepep_env.channels.auth import authenticated_client, check_url_has_no_secret, redact
-from deepep_env.errors import UserError
-from deepep_env.readfile import MAX_REPODATA_BYTES, present, read_bytes
+from deepep_env.base.channels.auth import authenticated_client, check_url_has_no_secret, redact
+from deepep_env.base.errors import UserError
+from deepep_env.base.readfile import MAX_REPODATA_BYTES, present, read_bytes
 
 if TYPE_CHECKING:  # annotations only: rattler loads on first use
     from rattler.networking import Client
