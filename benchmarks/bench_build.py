@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5, help="repetitions of the no-op rebuild")
     args = ap.parse_args(argv)
 
-    from deepep_env.builder import build_recipes
+    from deepep_env.builder.build import build_recipes
     from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
     from deepep_env.sources import fetch, wants_for_nodes
 

@@ -49,8 +49,8 @@ def generate(channel: Path, n: int, bumped: set[int], version: str) -> None:
 
 
 def request(channel: Path):
-    from deepep_env.lock.channels import ChannelRef, file_url
-    from deepep_env.lock.platforms import platform_for
+    from deepep_env.base.channels.urls import ChannelRef, file_url
+    from deepep_env.formats.lock_platforms import platform_for
     from deepep_env.lock.request import LockRequest, Requirement
 
     ref = ChannelRef("local", file_url(channel), TEAM_URL, local=True)
@@ -63,7 +63,7 @@ def main() -> int:
     ap.add_argument("--packages", type=int, default=300)
     args = ap.parse_args()
     n = args.packages
-    from deepep_env.install import install_locked
+    from deepep_env.install.installer import install_locked
     from deepep_env.lock import check_request, diff_data, lock_request, read_lock
 
     with tempfile.TemporaryDirectory(prefix="bench-lock-") as tmp:

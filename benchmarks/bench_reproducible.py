@@ -24,7 +24,7 @@ FIXTURES = REPO / "tests" / "fixtures" / "recipes"
 
 def build_in(checkout: Path) -> tuple[dict[str, Path], float]:
     """Copy the fixture recipes to ``checkout`` and build them there; {channel-relative file: path}."""
-    from deepep_env.builder import build_recipes
+    from deepep_env.builder.build import build_recipes
     from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
     from deepep_env.sources import fetch, wants_for_nodes
 

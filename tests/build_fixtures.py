@@ -62,7 +62,7 @@ class Sandbox:
         return {n.package: n for n in nodes_from_recipe_dirs(recipe_dirs_under(self.graph), **kw)}
 
     def build(self, **kw):
-        from deepep_env.builder import build_recipes
+        from deepep_env.builder.build import build_recipes
 
         args: dict[str, Any] = dict(store=self.store, channel=self.channel, source_cache=self.cache, offline=True, jobs=1)
         args.update(kw)
@@ -152,7 +152,7 @@ class FakeProject:
 
     @property
     def project(self):
-        from deepep_env.project import Project
+        from deepep_env.base.project import Project
 
         return Project(self.root)
 
@@ -160,7 +160,7 @@ class FakeProject:
 def fake_project(tmp_path: Path) -> FakeProject:
     """env_specs/ (the real h200-nvlink spec), recipes/*/sources.toml (the real catalogs, with the
     pins of NVSHMEM 3.4.5 and DeepEP 8a07e7e pointed at tiny upstream stand-ins) and fake recipes."""
-    from deepep_env.hashing import tree_sha256
+    from deepep_env.base.hashing import tree_sha256
 
     root = tmp_path / "proj"
     (root / "env_specs").mkdir(parents=True)

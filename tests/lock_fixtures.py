@@ -77,8 +77,8 @@ def publish(files: list[Path], channel: Path) -> None:
 def build_env(project_root: Path, env: str, channel: Path, work: Path) -> dict[str, str]:
     """Build the plan's packages for ``env`` into ``channel`` (as `deepep-env build` would); a build
     id the channel already has is not rebuilt (like the builder's store)."""
-    from deepep_env.buildplan import plan
-    from deepep_env.project import Project
+    from deepep_env.builder.plan import plan
+    from deepep_env.base.project import Project
     from deepep_env.spec.resolve import load_resolved
 
     project = Project(project_root)
@@ -157,7 +157,7 @@ def lt_world(tmp_path_factory) -> World:
 
 def project_copy(w: World, dest: Path):
     """A private copy of the project with the built channel at ``<state>/channel``."""
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
 
     shutil.copytree(w.project, dest)
     p = Project(dest)
@@ -188,8 +188,8 @@ def env_for_cli(project, cache: Path) -> dict[str, str]:
 
 def data_request(project, env: str, packages: list[str], subdirs: list[str]):
     """A lock request given as data: explicit package specs, the spec's channels and CUDA."""
-    from deepep_env.lock.channels import resolve_channels
-    from deepep_env.lock.platforms import platform_for
+    from deepep_env.base.channels.urls import resolve_channels
+    from deepep_env.formats.lock_platforms import platform_for
     from deepep_env.lock.request import LockRequest, Requirement
     from deepep_env.spec.resolve import load_resolved
 

@@ -74,7 +74,7 @@ def write_manifest(state: Path, env: str, channel: Path, files: list[Path]) -> P
     """A build manifest as `deepep-env build` writes it (contract: deepep-env/build-manifest/v1)."""
     from rattler.package import IndexJson
 
-    from deepep_env.hashing import file_sha256
+    from deepep_env.base.hashing import file_sha256
 
     pkgs = []
     for f in files:

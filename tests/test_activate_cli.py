@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from cli_runner import cli_subprocess
-from deepep_env.errors import UserError
-from deepep_env.envcontext import activation_context
+from deepep_env.base.errors import UserError
+from deepep_env.host.context import activation_context
 from deepep_env.overlay.activation import run_environment
-from deepep_env.overlay.prefix import default_prefix, read_prefix_meta
+from deepep_env.formats.prefix import default_prefix, read_prefix_meta
 from platform_fixtures import REPO, fake_prefix, has_shell, no_traceback
 
 SCRIPTS = {

@@ -24,7 +24,7 @@ SHELLS = ("bash", "zsh", "fish")
 @pytest.fixture(scope="module")
 def installed(lt_world, tmp_path_factory):
     """lt-host locked into the project's pixi.lock and installed where pixi puts it."""
-    from deepep_env.install import install_env
+    from deepep_env.install.installer import install_env
     from deepep_env.lock import lock_env
 
     os.environ.setdefault("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
@@ -133,4 +133,4 @@ def test_the_package_runs_the_cli_of_its_own_tree(installed):
                             f"runpy.run_path({str(prefix / 'share' / 'deepep-env' / 'main.py')!r})"],
                            capture_output=True, text=True)
     assert probe.returncode == 0
-    assert (prefix / "share" / "deepep-env" / "lib" / "deepep_env" / "overlay" / "hook.py").is_file()
+    assert (prefix / "share" / "deepep-env" / "lib" / "deepep_env" / "cli" / "hook.py").is_file()

@@ -248,8 +248,8 @@ def test_new_surfaces_bad_input_is_one_clear_line(case, sweep_project, tmp_path)
 def test_a_task_argument_is_data_never_code(sweep_project, tmp_path, capfd):
     """Issue 26 (high): `cmd = "echo hello {{ who }}"`, `args = ["who"]`, then `-- 'x; touch …'` ran
     touch. Run for real (bash), without the install step: the value is printed, nothing else runs."""
-    from deepep_env.project import Project
-    from deepep_env.tasks import plan_task, run_task
+    from deepep_env.base.project import Project
+    from deepep_env.views.tasks import plan_task, run_task
 
     proj, _ = sweep_project
     (proj / "pixi.toml").write_text(_pixi_toml(GREET + '\nquoted = { cmd = "echo \'hello {{ who }}\'", args = ["who"] }'

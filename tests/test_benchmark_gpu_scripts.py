@@ -138,7 +138,7 @@ def test_repack_is_byte_identical_across_runs_umasks_and_clocks(tmp_path):
     import time
 
     import repack_conda
-    from deepep_env.hashing import file_sha256
+    from deepep_env.base.hashing import file_sha256
 
     site = tmp_path / "site"
     _dist(site, "same", "1.0", "License: MIT")

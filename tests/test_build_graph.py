@@ -16,9 +16,9 @@ import pytest
 
 from build_fixtures import REPO, add_recipe, read_in_package, sandbox
 from cli_runner import cli_argv, cli_env, cli_subprocess
-from deepep_env.builder import build_recipes
+from deepep_env.builder.build import build_recipes
 from deepep_env.builder.graph import nodes_from_recipe_dirs
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 
 @pytest.fixture()

@@ -22,9 +22,9 @@ import pytest
 
 from build_fixtures import FIXTURES, add_recipe, read_in_package
 from cli_runner import cli_subprocess
-from deepep_env.builder import build_recipes
+from deepep_env.builder.build import build_recipes
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 HIDDEN = FIXTURES / "hidden"
 DEPS = {

@@ -9,7 +9,7 @@ import pytest
 
 from build_fixtures import fake_project, sandbox
 from deepep_env.builder.graph import nodes_from_recipe_dirs
-from deepep_env.hashing import build_id, canonical_json
+from deepep_env.base.hashing import build_id, canonical_json
 
 AB = "sha256:" + "ab" * 32
 CD = "sha256:" + "cd" * 32
@@ -143,7 +143,7 @@ def test_fixture_patch_content_is_identity(tmp_path):
 
 
 def test_spec_comments_and_key_order_change_no_id_but_values_do(tmp_path):
-    from deepep_env.buildplan import plan
+    from deepep_env.builder.plan import plan
     from deepep_env.spec import load_resolved
 
     fp = fake_project(tmp_path)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from deepep_env.builder import pkgcache
-from deepep_env.hashing import file_sha256
+from deepep_env.base.hashing import file_sha256
 
 
 def _entry(root: Path, name: str = "dep-1.0-h0", body: bytes = b"int x;\n") -> Path:

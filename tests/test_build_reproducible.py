@@ -14,7 +14,7 @@ import pytest
 
 from build_fixtures import add_recipe, read_in_package, sandbox
 from cli_runner import cli_subprocess
-from deepep_env.hashing import file_sha256
+from deepep_env.base.hashing import file_sha256
 
 
 def _shas(report, channel: Path) -> dict[str, str]:
@@ -44,7 +44,7 @@ def test_a_mirror_folder_does_not_reach_the_bytes(tmp_path, monkeypatch):
     """Found on a GPU: rattler-build records the channels it read (info/about.json, the rendered
     recipe). A channel read from a mirror folder ($DEEPEP_ENV_MIRRORS) is recorded as the channel's
     own URL — the one the id names — so two machines with the mirror at two paths build the same bytes."""
-    from deepep_env.lock.channels import file_url
+    from deepep_env.base.channels.urls import file_url
 
     shas = []
     for where in ("a", "b/deeper"):

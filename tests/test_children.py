@@ -1,5 +1,5 @@
 """Issue 15: children die with their parent. A build script still running when `deepep-env build`
-is killed with SIGKILL is terminated by the watchdog (deepep_env/children.py)."""
+is killed with SIGKILL is terminated by the watchdog (deepep_env/base/children.py)."""
 from __future__ import annotations
 
 import os

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from deepep_env.buildplan import plan
+from deepep_env.builder.plan import plan
 from deepep_env.builder.preview import preview_plan
-from deepep_env.errors import UserError
-from deepep_env.project import Project
+from deepep_env.base.errors import UserError
+from deepep_env.base.project import Project
 from deepep_env.spec.resolve import load_resolved
 
 FORGE = Path(__file__).resolve().parent / "fixtures" / "conda-forge"
@@ -64,7 +64,7 @@ def test_plan_json_lists_requirements_and_what_to_pin(repo, capsys):
 def _solve(specs, channels, cuda="12.9"):
     from rattler import MatchSpec, Subdir, solve
 
-    from deepep_env.lock.platforms import platform_for
+    from deepep_env.formats.lock_platforms import platform_for
 
     vps = [v.rattler() for v in platform_for("linux-64", cuda).virtual_packages]
     recs = asyncio.run(solve(sources=channels, specs=[MatchSpec(s) for s in specs],
@@ -131,8 +131,8 @@ def test_unsatisfiable_pin_is_not_solved(repo):
 
 
 def test_mirrors_read_a_channel_from_a_folder_and_lock_its_url(monkeypatch, tmp_path):
-    from deepep_env.builder import spec_channels_for_build
-    from deepep_env.lock.channels import resolve_channels
+    from deepep_env.builder.build import spec_channels_for_build
+    from deepep_env.base.channels.urls import resolve_channels
 
     monkeypatch.setenv("DEEPEP_ENV_MIRRORS", f"conda-forge={FORGE} https://conda.example/repack={tmp_path}")
     refs = resolve_channels(["local", "conda-forge", "https://conda.example/repack"], publish_url=None,
@@ -170,7 +170,7 @@ def test_packages_must_be_match_specs(repo_root, tmp_path):
 def test_a_replaced_channel_file_is_reindexed_with_its_new_sha256(tmp_path):
     """rattler's indexer keeps the record of a file name it has seen: Channel.put forgets it first."""
     from deepep_env.builder.channel import Channel, index
-    from deepep_env.hashing import digest
+    from deepep_env.base.hashing import digest
     from lock_fixtures import build_recipe
 
     recipe = tmp_path / "r" / "recipe.yaml"

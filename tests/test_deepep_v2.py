@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from deepep_env.buildplan import nccl_conda_version, plan
+from deepep_env.builder.plan import nccl_conda_version, plan
 from deepep_env.builder.preview import preview_plan
-from deepep_env.errors import UserError
-from deepep_env.hashing import tree_sha256
-from deepep_env.project import Project
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import tree_sha256
+from deepep_env.base.project import Project
 from deepep_env.spec.catalog import SourcePin, load_catalog
 from deepep_env.spec.resolve import load_resolved
 

@@ -87,7 +87,7 @@ def test_jit_cache_keeps_a_chosen_one_and_says_when_there_is_no_home(host_tree, 
 
 
 def test_ep_variables_are_known_names(host_tree, tmp_path):
-    from deepep_env.errors import UserError
+    from deepep_env.base.errors import UserError
     from deepep_env.overlay import known_vars
 
     for name in ("EP_JIT_CACHE_DIR", "EP_NCCL_ROOT_DIR", "EP_REUSE_NCCL_COMM", "NCCL_GIN_CROSS_NIC", "NCCL_GIN_ENABLE"):

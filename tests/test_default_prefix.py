@@ -1,4 +1,4 @@
-"""The default prefix is written once (deepep_env/project.py) and quoted from there (issue 29.3)."""
+"""The default prefix is written once (deepep_env/base/project.py) and quoted from there (issue 29.3)."""
 from __future__ import annotations
 
 import re
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cli_runner import cli_in_process
-from deepep_env.project import DEFAULT_PREFIX, ENVS_DIR, Project, envs_dir
+from deepep_env.base.project import DEFAULT_PREFIX, ENVS_DIR, Project, envs_dir
 
 REPO = Path(__file__).resolve().parents[1]
 

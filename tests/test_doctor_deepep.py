@@ -234,8 +234,8 @@ def test_elf_reader_matches_readelf(tmp_path):
 
 
 def test_prefix_marker_json_is_what_install_writes(tmp_path):
-    """The fixture marker carries the fields deepep_env.overlay.prefix reads."""
-    from deepep_env.overlay.prefix import read_prefix_meta
+    """The fixture marker carries the fields deepep_env.formats.prefix reads."""
+    from deepep_env.formats.prefix import read_prefix_meta
 
     meta = read_prefix_meta(make_prefix(tmp_path / "pfx"), "gcp-b200")
     assert meta.python_provider == "conda" and meta.site_packages().endswith("python3.12/site-packages")

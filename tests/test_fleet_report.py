@@ -16,7 +16,7 @@ from cli_runner import cli_in_process
 from verify_fixtures import DEEPEP_OUTPUT, make_project
 
 from deepep_env.doctor import run_doctor
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.fleet.html import render_html
 from deepep_env.fleet.report import fleet_report, render_text
 

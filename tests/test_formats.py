@@ -1,11 +1,11 @@
-"""deepep_env/formats.py: how a format stamp is read (both JSON conventions) and the one refusal of a
+"""deepep_env/formats/stamps.py: how a format stamp is read (both JSON conventions) and the one refusal of a
 stamp this deepep-env cannot read. Pure unit tests: no file is written, nothing is run."""
 from __future__ import annotations
 
 import pytest
 
-from deepep_env.errors import UserError
-from deepep_env.formats import LOCK_META, Format, read_stamp
+from deepep_env.base.errors import UserError
+from deepep_env.formats.stamps import LOCK_META, Format, read_stamp
 
 # a format at version 3 that still reads 2 (v1 is "no longer read"), to exercise every branch
 THING = Format("deepep-env/thing", 3, "thing file", oldest=2)

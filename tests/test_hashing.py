@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from deepep_env.hashing import build_id, build_id_preimage, canonical_json, tree_sha256
+from deepep_env.base.hashing import build_id, build_id_preimage, canonical_json, tree_sha256
 
 H = lambda c: "sha256:" + c * 64  # noqa: E731
 

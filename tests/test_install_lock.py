@@ -33,8 +33,8 @@ def _pkg_file(root, name, build):
 
 
 def test_install_then_noop(proj, capsys):
-    from deepep_env.hashing import file_sha256
-    from deepep_env.install import read_marker
+    from deepep_env.base.hashing import file_sha256
+    from deepep_env.install.installer import read_marker
 
     lock = _lock(proj, "lt-host", capsys)
     rc, out, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root)
@@ -60,7 +60,7 @@ def test_install_then_noop(proj, capsys):
 
 
 def test_conda_python_env_records_its_interpreter(proj, capsys):
-    from deepep_env.install import read_marker
+    from deepep_env.install.installer import read_marker
 
     _lock(proj, "lt-conda", capsys)
     rc, out, err = cli_in_process(capsys, "install", "lt-conda", "--project", proj.root, "--json")
@@ -69,7 +69,7 @@ def test_conda_python_env_records_its_interpreter(proj, capsys):
     m = read_marker(prefix)
     assert m["python"] == {"provider": "conda", "version": "3.12", "full_version": "3.12.8",
                            "executable": str(prefix / "bin" / "python")}
-    from deepep_env.overlay.prefix import read_prefix_meta  # what activate/run read
+    from deepep_env.formats.prefix import read_prefix_meta  # what activate/run read
 
     meta = read_prefix_meta(prefix, "lt-conda")
     assert meta.python_provider == "conda" and meta.python_version == "3.12"
@@ -81,7 +81,7 @@ def test_conda_python_env_records_its_interpreter(proj, capsys):
 
 
 def test_corrupt_package_in_channel_is_refused(proj, capsys, lt_world):
-    from deepep_env.install import read_marker
+    from deepep_env.install.installer import read_marker
 
     _lock(proj, "lt-host", capsys)
     lf.corrupt(_pkg_file(proj.channel, "deep-ep", lt_world.builds["lt-host"]["deep-ep"]))
@@ -94,7 +94,7 @@ def test_corrupt_package_in_channel_is_refused(proj, capsys, lt_world):
 
 
 def test_tampered_lock_is_refused_and_the_working_prefix_is_left_exactly_as_it_was(proj, capsys):
-    from deepep_env.install import read_marker
+    from deepep_env.install.installer import read_marker
 
     lock = _lock(proj, "lt-host", capsys)
     assert cli_in_process(capsys, "install", "lt-host", "--project", proj.root)[0] == 0
@@ -147,7 +147,7 @@ def test_mirror_maps_the_team_url_to_a_folder(proj, capsys, tmp_path):
 
 
 def test_custom_prefix_and_lock(proj, capsys, tmp_path):
-    from deepep_env.install import read_marker
+    from deepep_env.install.installer import read_marker
 
     lock = _lock(proj, "lt-host", capsys)
     other = tmp_path / "copy.pixi.lock"
@@ -201,7 +201,7 @@ def test_install_downloads_from_http_and_verifies(proj, capsys, http_channel):
 
 
 def test_corrupt_package_on_http_server_is_refused(proj, capsys, http_channel, lt_world):
-    from deepep_env.install import read_marker
+    from deepep_env.install.installer import read_marker
 
     url, served = http_channel
     lf.set_spec_value(proj, "lt-host", 'publish_url = "https://conda.deepep-env.invalid/lt-host"',
@@ -234,7 +234,7 @@ def test_files_edited_after_an_install_never_reach_another_install(proj, capsys,
 
 def test_a_spec_env_edit_reaches_the_installed_marker(proj, capsys):
     """Issue 14.5: editing a spec's [env] changes no package, but activate/run read the marker."""
-    from deepep_env.install import read_marker
+    from deepep_env.install.installer import read_marker
 
     _lock(proj, "lt-host", capsys)
     assert cli_in_process(capsys, "install", "lt-host", "--project", proj.root)[0] == 0

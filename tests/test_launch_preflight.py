@@ -9,7 +9,7 @@ import yaml
 from cli_runner import cli_in_process
 from launch_fixtures import REPO, env_info, kubelet_expand
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.launch import K8sOptions, LaunchOptions, plan_launch, render
 from deepep_env.launch.preflight import node_script
 

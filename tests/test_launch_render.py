@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from cli_runner import cli_in_process
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.launch import TESTS, K8sOptions, LaunchOptions, plan_launch, render
 from deepep_env.launch.model import DEFAULT_TESTS_DIR
 from deepep_env.launch.shell import MASTER_ADDR_REQUIRED

@@ -56,8 +56,8 @@ def test_export_needs_a_lock(lt_world, tmp_path, capsys):
 def _two_rich_platforms(repo_root, tmp_path, drop_one: bool = False):
     """A lock with linux-64-cuda130 and linux-64-cuda129 on one subdir (what pixi ≥0.71 writes for
     rich platform entries, as p1/p2), made from the committed h200-nvlink records."""
-    from deepep_env.lock.lockfile import EnvSection, _existing_sections, write_env
-    from deepep_env.lock.platforms import platform_for
+    from deepep_env.formats.lockfile import EnvSection, _existing_sections, write_env
+    from deepep_env.formats.lock_platforms import platform_for
 
     secs, _ = _existing_sections(repo_root / "pixi.lock")
     (recs,) = secs["h200-nvlink"].records.values()
@@ -84,7 +84,7 @@ def test_two_rich_platforms_on_one_subdir_export_once(repo_root, tmp_path):
 
 
 def test_different_package_sets_on_one_subdir_need_a_platform(repo_root, tmp_path):
-    from deepep_env.errors import UserError
+    from deepep_env.base.errors import UserError
     from deepep_env.lock.export import to_conda_lock
 
     src = _two_rich_platforms(repo_root, tmp_path, drop_one=True)
@@ -183,7 +183,7 @@ def _changed_lock(repo_root, tmp_path):
     """A PR that changes one environment: a copy of pixi.lock whose deep-ep record of h200-nvlink
     has other bytes (sha256), and lockfiles/ as committed."""
     lock = tmp_path / "pixi.lock"
-    from deepep_env.lock.lockfile import read_lock
+    from deepep_env.formats.lockfile import read_lock
 
     text = (repo_root / "pixi.lock").read_text()
     env = read_lock(repo_root / "pixi.lock").env("h200-nvlink")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from cli_runner import cli_in_process
-from deepep_env.errors import UserError
-from deepep_env.lock.lockfile import META_PREFIX, read_lock
+from deepep_env.base.errors import UserError
+from deepep_env.formats.lockfile import META_PREFIX, read_lock
 
 REPO = Path(__file__).resolve().parents[1]
 V1_LOCK = Path(__file__).resolve().parent / "fixtures" / "lock" / "header-v1" / "h200-nvlink.pixi.lock"
@@ -64,7 +64,7 @@ def bad_lock(request, tmp_path):
 
 
 def test_committed_lock_has_the_current_header():
-    from deepep_env.formats import LOCK_META
+    from deepep_env.formats.stamps import LOCK_META
 
     meta, _ = _committed()
     assert meta["format"] == LOCK_META.stamp == "deepep-env/lock-meta/v2"
@@ -114,7 +114,7 @@ def test_diff_refuses_either_side(bad_lock, capsys):
 def test_a_lock_it_cannot_read_is_never_overwritten(bad_lock):
     """`deepep-env lock ENV` writes through write_env, which reads every other environment first:
     an unreadable header stops it before anything is written."""
-    from deepep_env.lock.lockfile import EnvSection, write_env
+    from deepep_env.formats.lockfile import EnvSection, write_env
 
     path, says = bad_lock
     before = path.read_bytes()

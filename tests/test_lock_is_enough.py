@@ -48,14 +48,14 @@ def fresh(tmp_path, monkeypatch, capsys):
 
 
 def _locked(fp) -> dict[str, str]:
-    from deepep_env.lock.lockfile import read_lock
+    from deepep_env.formats.lockfile import read_lock
 
     env = read_lock(fp.root / "pixi.lock").env("h200-nvlink")
     return {q.name: q.sha256 for ps in env.packages.values() for q in ps}
 
 
 def test_lock_records_every_build_input_and_the_package_carries_them(fresh):
-    from deepep_env.hashing import build_id
+    from deepep_env.base.hashing import build_id
 
     fp, tk, _ = fresh
     rec = json.loads((fp.root / "lockfiles" / "build-inputs.json").read_text())
@@ -75,7 +75,7 @@ def test_fresh_clone_rebuilds_what_no_channel_serves_and_matches_the_lock(fresh,
     fp, _, p = fresh
     # jobs is not an input of the id: the fake recipe writes it into the package, so rebuild with
     # the same -j the lock was built with (the GPU recipes do not record it)
-    import deepep_env.builder as b
+    import deepep_env.builder.build as b
     orig = b._Builder.__init__
 
     def seven(self, **kw):
@@ -142,7 +142,7 @@ def installed(lt_world, tmp_path, monkeypatch, capsys):
 
 
 def _records(proj, env="lt-host"):
-    from deepep_env.lock.lockfile import read_lock
+    from deepep_env.formats.lockfile import read_lock
 
     data = read_lock(proj.pixi_lock)
     plat = next(n for n in data.env(env).packages)
@@ -208,14 +208,14 @@ def test_the_tool_package_is_relocked_in_place_and_a_fresh_clone_rebuilds_it(ins
     """Every code change is a new build of deepep-env's own package; a lock naming an older one names
     bytes no clone can make. `lock ENV --only deepep-env` swaps this checkout's build in (every other
     record kept); `--check` fails while it is not; and the install of a fresh clone rebuilds it."""
-    import deepep_env.buildplan as bp
-    from deepep_env.toolpkg import tool_source
+    import deepep_env.builder.plan as bp
+    from deepep_env.builder.toolpkg import tool_source
 
     proj = installed
     p = ["--project", str(proj.root)]
     src, _ = tool_source()
     (src / "changed.py").write_text("# a code change\n")          # this checkout's code moved on
-    from deepep_env.hashing import tree_sha256
+    from deepep_env.base.hashing import tree_sha256
     monkeypatch.setattr(bp, "tool_source", lambda: (src, tree_sha256(src)))
     before = proj.pixi_lock.read_text()
     rc, _, err = cli_in_process(capsys, "lock", "lt-host", "--only", "deepep-env", "--check", *p)

@@ -37,7 +37,7 @@ def test_lock_pins_our_build_ids_and_names_channels_by_url(proj, lt_world, capsy
     assert pkgs["deep-ep"].url == f"https://conda.deepep-env.invalid/lt-host/linux-64/deep-ep-1.2.1-{builds['deep-ep']}.conda"
     assert all(p.sha256 and len(p.sha256) == 64 for p in pkgs.values())
     # Virtual packages come from the spec (CUDA 12.9), not from this machine (which has no GPU), under
-    # the rich platform's name and spelled as pixi writes them (lock/platforms.py cites pixi's source).
+    # the rich platform's name and spelled as pixi writes them (formats/lock_platforms.py cites pixi's source).
     assert data.platforms["linux-64-cuda129"] == {"subdir": "linux-64", "virtual_packages": [
         "__cuda=12.9", "__archspec=0=x86_64", "__glibc=2.28", "__linux=4.18", "__unix=0=0"]}
     # Provenance line: which spec version and build ids the lock was made from, per environment.

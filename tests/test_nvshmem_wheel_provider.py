@@ -14,8 +14,8 @@ import pytest
 
 from build_fixtures import REPO, fake_project, read_in_package
 from cli_runner import cli_in_process, cli_subprocess
-from deepep_env.errors import UserError
-from deepep_env.hashing import file_sha256, file_tree_sha256, tree_sha256
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import file_sha256, file_tree_sha256, tree_sha256
 
 WHEEL = "nvidia_nvshmem_cu13-3.4.5-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
 URL = "https://files.pythonhosted.org/packages/00/11/" + "2" * 60 + "/" + WHEEL
@@ -94,7 +94,7 @@ def test_file_tree_hash_is_the_tree_of_the_one_file(tmp_path):
 
 
 def test_spec_resolves_to_the_pinned_wheel_and_plans_a_repack_node(tmp_path):
-    from deepep_env.buildplan import plan
+    from deepep_env.builder.plan import plan
     from deepep_env.spec import load_resolved
 
     fp, whl = wheel_project(tmp_path)
@@ -227,10 +227,10 @@ def test_plan_suggests_the_wheel_where_the_source_is_not_pinned(tmp_path):
     with that edit the spec plans a pinned nvshmem node from recipes/nvshmem-wheel."""
     from rich.console import Console
 
-    from deepep_env.buildplan import plan
+    from deepep_env.builder.plan import plan
     from deepep_env.cli.render_plan import render_plan
-    from deepep_env.planning import make_plan
-    from deepep_env.project import Project
+    from deepep_env.views.planning import make_plan
+    from deepep_env.base.project import Project
     from deepep_env.spec import load_resolved
 
     d = make_plan("gcp-b200", Project(REPO), root=str(REPO / "nonexistent-root"))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from deepep_env.errors import UserError
-from deepep_env.planning import make_plan
-from deepep_env.project import Project
+from deepep_env.base.errors import UserError
+from deepep_env.views.planning import make_plan
+from deepep_env.base.project import Project
 from deepep_env.spec.wheels import load_wheels, wheel_pin
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from cli_runner import cli_subprocess
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.overlay.changes import Note, Overlay, PrependPath, Set, Source, Unset
 from deepep_env.overlay.render import FORMATS, dotenv_quote, render
 from platform_fixtures import has_shell, no_traceback

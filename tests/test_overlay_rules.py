@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from deepep_env.errors import UserError
-from deepep_env.envcontext import overlay_context, read_host
+from deepep_env.base.errors import UserError
+from deepep_env.host.context import overlay_context, read_host
 from deepep_env.overlay import known_vars
 from deepep_env.overlay.changes import PrependPath, Set, Unset
 from deepep_env.overlay.rules import RULES, build_overlay, competing_nvshmem, default_site_dirs, hca_family

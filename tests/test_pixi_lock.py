@@ -209,9 +209,9 @@ def test_one_url_two_contents_is_refused(repo_root, tmp_path):
     """rattler keeps one record per URL: relocking an environment whose package file was rebuilt with
     other bytes, while another environment still locks the old ones, is refused (found on a GPU run:
     same build id, other bytes) and writes nothing."""
-    from deepep_env.errors import UserError
-    from deepep_env.lock.lockfile import _existing_sections, write_env
-    from deepep_env.lock.platforms import platform_for
+    from deepep_env.base.errors import UserError
+    from deepep_env.formats.lockfile import _existing_sections, write_env
+    from deepep_env.formats.lock_platforms import platform_for
 
     lock = tmp_path / "pixi.lock"
     lock.write_bytes((repo_root / "pixi.lock").read_bytes())
@@ -232,8 +232,8 @@ def test_the_lock_holds_no_indexing_time(repo_root, tmp_path):
     environment it writes and in those it keeps; the committed lock has none."""
     import re
 
-    from deepep_env.lock.lockfile import _existing_sections, write_env
-    from deepep_env.lock.platforms import platform_for
+    from deepep_env.formats.lockfile import _existing_sections, write_env
+    from deepep_env.formats.lock_platforms import platform_for
 
     committed = (repo_root / "pixi.lock").read_bytes()
     assert b"indexed_timestamp" not in committed

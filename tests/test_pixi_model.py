@@ -1,4 +1,4 @@
-"""pixi.toml's tasks and environments as typed data (deepep_env/pixi_model.py): what pixi accepts is
+"""pixi.toml's tasks and environments as typed data (deepep_env/lock/pixi_model.py): what pixi accepts is
 accepted, what it refuses is one line naming the key (issue 26)."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from deepep_env.errors import UserError
-from deepep_env.pixi_model import DependsOn, TaskArg, parse_manifest
+from deepep_env.base.errors import UserError
+from deepep_env.lock.pixi_model import DependsOn, TaskArg, parse_manifest
 
 if sys.version_info >= (3, 11):
     import tomllib

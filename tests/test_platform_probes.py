@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.platform import detect, probe_host
 from deepep_env.platform.hosttree import build_host_tree
 from deepep_env.platform.probes import chain_from_path, parse_gid, parse_registry_dwords

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from cli_runner import cli_subprocess
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.platform import detect
 from deepep_env.platform.demo import DEMO_HOSTS, demo_description, materialize_demo_host
 from deepep_env.platform.profiles import get_profile, load_profiles

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from deepep_env.errors import UserError
-from deepep_env.overlay.prefix import LEGACY_RELPATH, META_RELPATH, PrefixMarker, read_prefix_meta
+from deepep_env.base.errors import UserError
+from deepep_env.formats.prefix import LEGACY_RELPATH, META_RELPATH, PrefixMarker, read_prefix_meta
 
 FIELDS = {"format": "deepep-env/prefix/v1", "env": "gcp-b200", "spec_version": "1", "platforms": ["gcp-b200"],
           "python": {"provider": "host", "version": "3.12", "executable": "/usr/bin/python3"},

@@ -1,4 +1,4 @@
-"""deepep_env.channels.auth: where credentials come from, where they are sent, and redaction."""
+"""deepep_env.base.channels.auth: where credentials come from, where they are sent, and redaction."""
 from __future__ import annotations
 
 import base64
@@ -12,8 +12,8 @@ import pytest
 
 from publish_fixtures import FIXTURES, free_port, no_creds_env, stop, wait_port
 
-from deepep_env.channels import auth
-from deepep_env.errors import UserError
+from deepep_env.base.channels import auth
+from deepep_env.base.errors import UserError
 
 SECRET = "s3kr1t-VALUE-42"
 OTHER = "0ther-S3CRET-7"

@@ -9,7 +9,7 @@ import pytest
 
 from publish_fixtures import Captured, one_error_line, write_manifest
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.publish import ALREADY_PRESENT, UPLOADED, ConflictError, publish
 from deepep_env.publish.inputs import manifest_path, read_manifest
 
@@ -167,7 +167,7 @@ def test_publish_env_ships_its_test_records(tmp_path, pkgs, no_creds, captured: 
     """Issue 28: an env's test records go with its packages, to <channel>/verified/ENV/."""
     from verify_fixtures import DEEPEP_OUTPUT, make_project
 
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
     from deepep_env.verify.records import record_test
 
     proj = Project(make_project(tmp_path / "proj"))

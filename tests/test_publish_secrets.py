@@ -72,7 +72,7 @@ def test_no_secret_in_files_or_output(nginx, pkgs, tmp_path, tmp_path_factory, n
     assert out.get("ok"), proc.stdout + proc.stderr
     # A Python-level log line through the library, with redaction installed as the CLI does.
     log = subprocess.run([sys.executable, "-c", (
-        "import logging, sys; from deepep_env.channels.auth import install_log_redaction;"
+        "import logging, sys; from deepep_env.base.channels.auth import install_log_redaction;"
         "logging.basicConfig(level=logging.DEBUG, stream=sys.stderr); install_log_redaction();"
         "logging.getLogger('deepep_env.publish').debug('token is %s', sys.argv[1])"), TOKEN],
         env=bearer, capture_output=True, text=True)
@@ -111,7 +111,7 @@ SECRET_TARGETS = [
 def test_publish_to_url_with_secret_is_refused_without_echo(target, pkgs, tmp_path, no_creds, captured):
     """`publish --to URL` with a credential in the URL (channels.auth.url_secret): exit 2, one line
     naming --to, the secret nowhere — not printed (text or --json), not in any file written."""
-    from deepep_env.channels.auth import url_secret
+    from deepep_env.base.channels.auth import url_secret
 
     _, url = target
     work, state = tmp_path / "work", tmp_path / "state"

@@ -6,7 +6,7 @@ import pytest
 
 from publish_fixtures import Captured, free_port, no_creds_env, one_error_line
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.publish import consumer_url, target_kind
 from deepep_env.publish.servers import parse_server_url
 

@@ -1,4 +1,4 @@
-"""The one bounded reader (deepep_env/readfile.py): regular files only, never blocking, capped,
+"""The one bounded reader (deepep_env/base/readfile.py): regular files only, never blocking, capped,
 UTF-8 checked, one line naming the file and what would be accepted (issue 26)."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from deepep_env.errors import UserError
-from deepep_env.readfile import (NotRegular, TooLarge, present, read_json, read_regular, read_text, read_toml)
+from deepep_env.base.errors import UserError
+from deepep_env.base.readfile import (NotRegular, TooLarge, present, read_json, read_regular, read_text, read_toml)
 
 
 def _special(tmp_path, kind):

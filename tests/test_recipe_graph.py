@@ -1,4 +1,4 @@
-"""The recipes define the build graph (deepep_env/recipegraph.py, consumed by buildplan.plan for env
+"""The recipes define the build graph (deepep_env/builder/recipegraph.py, consumed by buildplan.plan for env
 specs and by builder.graph.nodes_from_recipe_dirs for ``--recipes DIR``).
 
 - every env spec: each package comes after its dependencies, and its ``deps`` are exactly the
@@ -21,11 +21,11 @@ import yaml
 
 from build_fixtures import REPO, add_recipe
 from cli_runner import cli_in_process
-from deepep_env import buildplan
+from deepep_env.builder import plan as buildplan
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
-from deepep_env.errors import UserError
-from deepep_env.project import Project
-from deepep_env.recipegraph import Edges, build_order, ident, read_recipe, recipe_edges
+from deepep_env.base.errors import UserError
+from deepep_env.base.project import Project
+from deepep_env.builder.recipegraph import Edges, build_order, ident, read_recipe, recipe_edges
 from deepep_env.spec import load_resolved
 
 SPECS = sorted(p.stem for p in (REPO / "env_specs").glob("*.toml"))

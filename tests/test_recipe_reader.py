@@ -1,6 +1,6 @@
 """Recipes are read by rattler-build's own parser, not with regular expressions (issue 29.3).
 
-deepep_env/recipegraph.py's ``read_recipe`` is the one reader: py-rattler-build's typed stage-0
+deepep_env/builder/recipegraph.py's ``read_recipe`` is the one reader: py-rattler-build's typed stage-0
 recipe for the structure, Jinja's parser for the ``${{ … }}`` templates in it. Here:
 
 - a recipe written in forms a text pattern misreads (a comment that looks like a package, quoted
@@ -21,8 +21,8 @@ from build_fixtures import REPO, add_recipe
 from cli_runner import cli_in_process
 from deepep_env.builder.driver import render
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
-from deepep_env.errors import UserError
-from deepep_env.recipegraph import read_recipe, recipe_edges
+from deepep_env.base.errors import UserError
+from deepep_env.builder.recipegraph import read_recipe, recipe_edges
 
 TRICKY = r"""
 # package: {name: wrong-name, version: "9"}   <- a comment, not the package
@@ -71,7 +71,7 @@ def test_tricky_forms_make_the_edges(tmp_path):
 
 
 def test_no_recipe_reader_uses_regular_expressions():
-    for rel in ("deepep_env/recipegraph.py", "deepep_env/builder/graph.py", "deepep_env/builder/preview.py"):
+    for rel in ("deepep_env/builder/recipegraph.py", "deepep_env/builder/graph.py", "deepep_env/builder/preview.py"):
         tree = ast.parse((REPO / rel).read_text())
         imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}

@@ -59,10 +59,10 @@ def test_real_recipes_render_for_every_spec(spec, tmp_path):
     """Render every node of the spec's build graph with exactly the context the builder passes
     (deepep_env.builder.driver.recipe_context), sources staged at placeholder paths."""
     from deepep_env.builder.driver import _check_staged_sources, recipe_context, render
-    from deepep_env.buildplan import plan
-    from deepep_env.project import Project
+    from deepep_env.builder.plan import plan
+    from deepep_env.base.project import Project
     from deepep_env.sources import primary_source
-    from deepep_env.errors import UserError
+    from deepep_env.base.errors import UserError
     from deepep_env.spec import load_resolved
 
     project = Project(REPO)

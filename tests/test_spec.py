@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from cli_runner import cli_subprocess
-from deepep_env.errors import UserError
-from deepep_env.project import Project
+from deepep_env.base.errors import UserError
+from deepep_env.base.project import Project
 from deepep_env.spec import load_resolved, load_spec_file, parse_spec_text
 from deepep_env.spec.resolve import resolve
 

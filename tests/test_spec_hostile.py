@@ -365,7 +365,7 @@ def test_deep_nesting_subprocess_no_traceback(tmp_path: Path) -> None:
 def test_whitespace_around_values_is_not_identity(tmp_path: Path) -> None:
     """Stripping is deliberate (str_strip_whitespace): ' 9.0' resolves like '9.0', so a stray space
     can neither fail a build nor change a build id."""
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
     from deepep_env.spec import load_spec_file, parse_spec_text, resolve
 
     a = parse_spec_text(GOOD, expect_name="h200-nvlink")

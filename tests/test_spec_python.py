@@ -40,7 +40,7 @@ def test_committed_tasks_name_no_host_path(repo_root):
 
 
 def test_the_hook_sets_the_marker_interpreter(tmp_path, host_env):
-    from deepep_env.overlay.hook import hook_overlay, hook_script
+    from deepep_env.cli.hook import hook_overlay, hook_script
     from deepep_env.overlay.render import sh_quote
 
     pfx = fake_prefix(tmp_path / "host", executable=EXE)
@@ -51,7 +51,7 @@ def test_the_hook_sets_the_marker_interpreter(tmp_path, host_env):
 
 
 def test_a_conda_python_env_needs_none(tmp_path, host_env):
-    from deepep_env.overlay.hook import hook_overlay
+    from deepep_env.cli.hook import hook_overlay
 
     pfx = fake_prefix(tmp_path / "conda", provider="conda", executable=str(tmp_path / "conda/bin/python"))
     (pfx / "bin" / "python").write_text("")
@@ -61,7 +61,7 @@ def test_a_conda_python_env_needs_none(tmp_path, host_env):
 def test_a_prefix_pixi_installed_falls_back_to_python3(tmp_path, host_env):
     """No marker (pixi installed it): a host-python prefix is known from its files; the interpreter is
     python3 from PATH, as bin/deepep-env falls back."""
-    from deepep_env.overlay.hook import hook_overlay
+    from deepep_env.cli.hook import hook_overlay
 
     pfx = fake_prefix(tmp_path / "pixi", executable=EXE)
     (pfx / "conda-meta" / "deepep-env.json").unlink()
@@ -70,7 +70,7 @@ def test_a_prefix_pixi_installed_falls_back_to_python3(tmp_path, host_env):
 
 def test_activate_sets_it(tmp_path):
     from deepep_env.overlay.activation import prefix_changes
-    from deepep_env.overlay.prefix import read_prefix_meta
+    from deepep_env.formats.prefix import read_prefix_meta
 
     changes, _ = prefix_changes(read_prefix_meta(fake_prefix(tmp_path / "p", executable=EXE)))
     assert {c.name: c.value for c in changes if c.op == "set"}["DEEPEP_ENV_PYTHON"] == EXE
@@ -79,9 +79,9 @@ def test_activate_sets_it(tmp_path):
 def test_task_sets_it_with_the_overlay_off(tmp_path):
     """`deepep-env task` reads the marker itself: DEEPEP_ENV_NO_OVERLAY skips the package's hook, not
     the interpreter the task needs."""
-    from deepep_env.pixi_model import parse_manifest
-    from deepep_env.project import Project
-    from deepep_env.tasks import TaskPlan, task_environment
+    from deepep_env.lock.pixi_model import parse_manifest
+    from deepep_env.base.project import Project
+    from deepep_env.views.tasks import TaskPlan, task_environment
 
     pfx = fake_prefix(tmp_path / "p", executable=EXE)
     plan = TaskPlan(task="t", environment="gcp-b200", spec="gcp-b200", prefix=str(pfx))

@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from deepep_env.errors import UserError
-from deepep_env.pixi_model import parse_manifest
-from deepep_env.tasks import render_task_args as _render
+from deepep_env.base.errors import UserError
+from deepep_env.lock.pixi_model import parse_manifest
+from deepep_env.views.tasks import render_task_args as _render
 
 P = Path("pixi.toml")
 

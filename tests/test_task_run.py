@@ -40,7 +40,7 @@ def _last_json(stdout: str) -> dict:
 def test_task_installs_then_runs_the_test_with_the_overlay(proj, host_tree):
     """As `pixi run -e lt-host deepep-test-intranode`: install into pixi's prefix, activate it (the
     deepep-env package's activate.d applies the host overlay), run the manifest's command there."""
-    from deepep_env.install import read_marker
+    from deepep_env.install.installer import read_marker
 
     host = {"DEEPEP_ENV_HOST_ROOT": str(host_tree("gcp-b200")), "DEEPEP_ENV_PLATFORM": "gcp-b200"}
     # `deepep-env …` as a new process (the task runs commands in subprocesses anyway)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from cli_runner import cli_in_process
-from deepep_env.channels import auth
-from deepep_env.channels.auth import REDACTED, check_url_has_no_secret, redact, url_secret
-from deepep_env.errors import UserError
+from deepep_env.base.channels import auth
+from deepep_env.base.channels.auth import REDACTED, check_url_has_no_secret, redact, url_secret
+from deepep_env.base.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "dpep-url-S3CRET-4f1c"
@@ -197,7 +197,7 @@ def test_spec_refuses_a_secret_url_in_the_shared_words(case, where, tmp_path, ca
 
 @pytest.mark.parametrize("case", SHARED, ids=_ids(SHARED))
 def test_lock_channels_and_publish_refuse_in_the_same_words(case, tmp_path, capsys, no_creds):
-    from deepep_env.lock.channels import resolve_channels
+    from deepep_env.base.channels.urls import resolve_channels
 
     _, url, _ = case
     found = url_secret(url)

@@ -13,9 +13,9 @@ import pytest
 from cli_runner import cli_in_process
 from verify_fixtures import DEEPEP_OUTPUT, make_project, rebuild_package
 
-from deepep_env.errors import UserError
-from deepep_env.lock.lockfile import read_lock
-from deepep_env.project import Project
+from deepep_env.base.errors import UserError
+from deepep_env.formats.lockfile import read_lock
+from deepep_env.base.project import Project
 from deepep_env.lock.digest import env_digest, env_digests, section_digest
 from deepep_env.verify.figures import parse_figures
 from deepep_env.verify.records import build_record, load_records, record_test, write_record
@@ -161,7 +161,7 @@ def test_record_command_reads_the_log(proj, host_tree, capsys, tmp_path):
 
 def test_task_run_writes_a_record(proj, host_tree, tmp_path, capsys):
     """run_task tees the deepep-test-* step and writes its record (install skipped: no channel here)."""
-    from deepep_env.tasks import TaskPlan, TaskStep, run_task
+    from deepep_env.views.tasks import TaskPlan, TaskStep, run_task
 
     prog = tmp_path / "t.sh"
     prog.write_text("cat <<'EOF'\n" + DEEPEP_OUTPUT + "EOF\necho on-stderr >&2\nexit 0\n")

@@ -42,7 +42,7 @@ def count(monkeypatch):
 @pytest.fixture
 def lock_reads(monkeypatch):
     """Counts the reads of pixi.lock through lockfile.read_lock looked up at call time (the Workspace's)."""
-    import deepep_env.lock.lockfile as lockfile
+    import deepep_env.formats.lockfile as lockfile
 
     seen: Counter = Counter()
     real = lockfile.read_lock
@@ -99,7 +99,7 @@ def test_plans_are_memoized_per_provider(tmp_path):
     """One plan per (spec, host provider, resolution provider): another provider is another value."""
     from build_fixtures import fake_project
 
-    from deepep_env.buildplan import live_host
+    from deepep_env.builder.plan import live_host
     from deepep_env.lock.workspace import Workspace
 
     fp = fake_project(tmp_path)
@@ -117,7 +117,7 @@ def test_plans_are_memoized_per_provider(tmp_path):
 def test_a_spec_that_does_not_resolve_raises_each_time(tmp_path):
     from build_fixtures import fake_project
 
-    from deepep_env.errors import UnknownEnvError
+    from deepep_env.base.errors import UnknownEnvError
     from deepep_env.lock.workspace import Workspace
 
     ws = Workspace(fake_project(tmp_path).project)

@@ -25,7 +25,7 @@ def make_project(dest: Path) -> Path:
 
 def rebuild_package(lock: Path, env: str, name: str) -> None:
     """``name`` of ``env`` as another build to a reader of the lock: its sha256 rewritten."""
-    from deepep_env.lock.lockfile import read_lock
+    from deepep_env.formats.lockfile import read_lock
 
     (pkg,) = [p for ps in read_lock(lock).env(env).packages.values() for p in ps if p.name == name]
     old = pkg.sha256

@@ -123,8 +123,8 @@ else
   [ "$rc" = 0 ] || exit 1
   $PY - "$ENV_NAME" <<'PYEOF' | figs
 import sys, glob, os
-from deepep_env.hashing import file_sha256
-from deepep_env.lock.lockfile import read_lock
+from deepep_env.base.hashing import file_sha256
+from deepep_env.formats.lockfile import read_lock
 env = read_lock("pixi.lock").env(sys.argv[1])
 chan = os.environ["DEEPEP_ENV_STATE"] + "/channel"
 same = total = 0

@@ -172,7 +172,7 @@ repro() {
   [ -f "$OUT/$ENV_NAME.pixi.lock" ] || $DE lock "$ENV_NAME" -o "$OUT/$ENV_NAME.pixi.lock" >/dev/null
   $PY - "$OUT/$ENV_NAME.pixi.lock" "$ENV_NAME" "$OUT/committed.pixi.lock" "$MAIN_ENV" <<'PYEOF' | figs
 import sys
-from deepep_env.lock.lockfile import read_lock
+from deepep_env.formats.lockfile import read_lock
 def shas(p, env):
     e = read_lock(p).env(env)
     return {q.name: (q.build, q.sha256) for ps in (e.packages.values() if e else []) for q in ps}

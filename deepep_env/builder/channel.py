@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from deepep_env.atomic import write_bytes, write_text
-from deepep_env.errors import UserError
-from deepep_env.hashing import digest, file_sha256
-from deepep_env.rattler_errors import rattler_errors
-from deepep_env.readfile import MAX_REPODATA_BYTES, read_json
+from deepep_env.base.atomic import write_bytes, write_text
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import digest, file_sha256
+from deepep_env.base.rattler_errors import rattler_errors
+from deepep_env.base.readfile import MAX_REPODATA_BYTES, read_json
 
 
 # Written by rattler's indexer besides repodata.json; we do not write them (zstd at rattler's level

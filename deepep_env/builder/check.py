@@ -15,7 +15,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from deepep_env.hashing import file_sha256
+from deepep_env.base.hashing import file_sha256
 
 
 def _extract(pkg: Path, dest: Path) -> None:

@@ -54,16 +54,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
 
-from deepep_env.atomic import write_text
+from deepep_env.base.atomic import write_text
 from deepep_env.builder.normalize import epoch_for
 from deepep_env.builder import pkgcache
-from deepep_env.errors import SolveError, UserError
-from deepep_env.recipegraph import ident, parse_recipe, read_recipe
+from deepep_env.base.errors import SolveError, UserError
+from deepep_env.builder.recipegraph import ident, parse_recipe, read_recipe
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from rattler_build import RenderedVariant
 
-    from deepep_env.buildplan import BuildNode
+    from deepep_env.builder.plan import BuildNode
 
 
 EXTERNAL_PROVIDERS = ("cuda", "python", "pytorch")
@@ -182,7 +182,7 @@ class DriverResult:
 
 
 def render(recipe_file: Path, context: Mapping[str, Any], *, package: str) -> list[RenderedVariant]:
-    """Parse (:func:`deepep_env.recipegraph.parse_recipe`, the one recipe parser) and render a
+    """Parse (:func:`deepep_env.builder.recipegraph.parse_recipe`, the one recipe parser) and render a
     recipe; one clear line on failure."""
     from rattler_build import RenderConfig, VariantConfig
 

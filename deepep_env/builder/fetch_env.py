@@ -4,7 +4,7 @@ The GPU machine has no network: its cache is filled from upstream copies carried
 (``fetch ENV --from .gpu/sources``), matched by content, so a tarball's file name or origin never
 matters — only that it unpacks to the pinned tree.
 
-It plans the env (:mod:`deepep_env.buildplan`) to know what to fetch, so it sits with the builder,
+It plans the env (:mod:`deepep_env.builder.plan`) to know what to fetch, so it sits with the builder,
 above ``sources/`` (the cache itself), not in it: docs/architecture.md, layers.
 """
 from __future__ import annotations
@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
-from deepep_env.buildplan import plan
-from deepep_env.errors import UserError
+from deepep_env.builder.plan import plan
+from deepep_env.base.errors import UserError
 from deepep_env.sources.cache import SourceCache
 from deepep_env.sources.fetch import FetchReport, fetch, wants_for_nodes
 from deepep_env.spec import load_resolved
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
 
 
 def fetch_sources(env: Optional[str], project: Project, *, recipes_dir: Optional[Path] = None,

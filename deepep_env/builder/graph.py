@@ -1,11 +1,11 @@
 """A build graph from any set of recipe folders (not only deepep-env's own).
 
 ``nodes_from_recipe_dirs(dirs, variant=…)`` reads each ``<dir>/recipe.yaml`` *without building*
-(:func:`deepep_env.recipegraph.read_recipe`). The edges are the recipes' own
-(:func:`deepep_env.recipegraph.recipe_edges`); here every edge, run requirements included, is an
+(:func:`deepep_env.builder.recipegraph.read_recipe`). The edges are the recipes' own
+(:func:`deepep_env.builder.recipegraph.recipe_edges`); here every edge, run requirements included, is an
 input of the dependent's id (see that module for why a recipe folder differs from an env spec).
 Nodes come back topologically sorted (ties by name, so the order is stable); a cycle is one clear
-error naming it. Ids are computed exactly as for env builds (:mod:`deepep_env.buildplan`,
+error naming it. Ids are computed exactly as for env builds (:mod:`deepep_env.builder.plan`,
 docs/build-id.md §2).
 
 Sources of such recipes:
@@ -22,10 +22,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-from deepep_env.buildplan import BuildNode, build_virtual_packages, finish_nodes  # one place computes ids
-from deepep_env.errors import UserError
-from deepep_env.hashing import file_sha256, tree_sha256
-from deepep_env.recipegraph import RecipeInfo, build_order, read_recipe, recipe_edges
+from deepep_env.builder.plan import BuildNode, build_virtual_packages, finish_nodes  # one place computes ids
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import file_sha256, tree_sha256
+from deepep_env.builder.recipegraph import RecipeInfo, build_order, read_recipe, recipe_edges
 from deepep_env.spec.catalog import SourcePin, load_catalog
 from deepep_env.spec.resolved import RPatch
 

@@ -32,7 +32,7 @@ import zipfile
 from pathlib import Path
 from typing import Optional
 
-from deepep_env.atomic import write_bytes
+from deepep_env.base.atomic import write_bytes
 
 # 2020-01-01T00:00:00Z: the epochs of our packages fall in [2020-01-01, 2023-03-03).
 _EPOCH_BASE = 1577836800

@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
-from deepep_env.hashing import file_sha256
+from deepep_env.base.hashing import file_sha256
 
 STATS_SUFFIX = ".deepep-env-stats.json"
 

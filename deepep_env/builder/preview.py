@@ -15,7 +15,7 @@ from deepep_env.builder.driver import recipe_context, render
 from deepep_env.sources.stage import primary_source
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.buildplan import BuildNode, BuildPlan
+    from deepep_env.builder.plan import BuildNode, BuildPlan
 
 SECTIONS = ("build", "host", "run", "run_constraints")
 
@@ -51,7 +51,7 @@ def requirements_of(variants: Sequence[Any]) -> dict[str, dict[str, list[str]]]:
 
 
 def preview_node(node: BuildNode, deps: Sequence) -> dict[str, dict[str, list[str]]]:
-    """Render ``node``'s recipe (a :class:`deepep_env.buildplan.BuildNode`) as the builder would."""
+    """Render ``node``'s recipe (a :class:`deepep_env.builder.plan.BuildNode`) as the builder would."""
     names = sorted(node.sources)
     staged = {n: Path(f"/staged/{node.package}/{n}") for n in names}  # placeholders: render reads no file
     ctx = recipe_context(node, source_dirs=staged, deps=deps, jobs=1, primary=primary_source(node.package, names))

@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from deepep_env.errors import SolveError, UserError
+from deepep_env.base.errors import SolveError, UserError
 
 Resolution = dict[str, list[str]]          # "build"/"host" -> ["name version build sha256:<hex>", …]
 

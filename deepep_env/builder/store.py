@@ -30,10 +30,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from deepep_env.atomic import staged_dir, write_text
-from deepep_env.formats import STORE_ENTRY
-from deepep_env.hashing import file_sha256, short_id
-from deepep_env.readfile import MAX_CONFIG_BYTES, read_regular
+from deepep_env.base.atomic import staged_dir, write_text
+from deepep_env.formats.stamps import STORE_ENTRY
+from deepep_env.base.hashing import file_sha256, short_id
+from deepep_env.base.readfile import MAX_CONFIG_BYTES, read_regular
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 import typer
 
-from deepep_env.project import Project, find_project
+from deepep_env.base.project import Project, find_project
 
 if TYPE_CHECKING:  # annotations only: rich loads on first use
     from rich.console import Console
@@ -28,7 +28,7 @@ def print_json(data: Any) -> None:
 
 def print_warnings(warnings: Iterable[str]) -> None:
     """A library result's warnings, one line each on stderr (stdout stays the result, or its JSON)."""
-    from deepep_env.channels.auth import redact
+    from deepep_env.base.channels.auth import redact
 
     for w in warnings:
         print(f"deepep-env: warning: {redact(w)}", file=sys.stderr)

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from deepep_env.project import DEFAULT_PREFIX
+from deepep_env.base.project import DEFAULT_PREFIX
 
 
 def register(app: typer.Typer) -> None:
@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
         platform: Optional[str] = typer.Option(None, "--platform", help="Platform profile; default: detected."),
     ) -> None:
         """Run CMD inside ENV: `deepep-env run ENV -- python tests/test_intranode.py`."""
-        from deepep_env.envcontext import activation_context
+        from deepep_env.host.context import activation_context
         from deepep_env.overlay.activation import exec_in_env, run_environment
 
         act = activation_context(env, root=root, prefix=prefix, platform=platform)

@@ -7,16 +7,16 @@ from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 
-from deepep_env.channels.auth import check_url_has_no_secret
+from deepep_env.base.channels.auth import check_url_has_no_secret
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json
-from deepep_env.errors import StaleError, UserError
-from deepep_env.project import Project, find_project
+from deepep_env.base.errors import StaleError, UserError
+from deepep_env.base.project import Project, find_project
 
 if TYPE_CHECKING:  # annotations only: rich, pydantic, yaml load on first use (see build_cmd)
     from rich.console import Console
 
-    from deepep_env.builder import BuildReport, Progress
-    from deepep_env.buildplan import BuildNode
+    from deepep_env.builder.build import BuildReport, Progress
+    from deepep_env.builder.plan import BuildNode
 
 
 PROGRESS_EVERY_S = 20.0
@@ -73,7 +73,7 @@ def _recipes_report(recipes: Path, project: Optional[str], *, store: Optional[Pa
                     source_cache: Optional[Path], extra_channel: List[str], **kw: Any) -> BuildReport:
     """``--recipes DIR``: the graph of every recipe under DIR; state paths default to the project's,
     or to the current folder's when DIR is a bare folder of recipes (no project)."""
-    from deepep_env.builder import build_recipes   # local: pydantic, yaml (see build_cmd)
+    from deepep_env.builder.build import build_recipes   # local: pydantic, yaml (see build_cmd)
 
     try:
         proj = find_project(project)
@@ -117,8 +117,8 @@ def register(app: typer.Typer) -> None:
         # local: rich, pydantic, yaml, and main.build_app imports every command module on every run
         from rich.console import Console
 
-        from deepep_env.builder import build_env, check_against_lock
-        from deepep_env.readfile import present
+        from deepep_env.builder.build import build_env, check_against_lock
+        from deepep_env.base.readfile import present
 
         if lock is not None and not present(lock):
             raise UserError("--lock names no file", file=lock, accepted="a pixi.lock written by `deepep-env lock`")

@@ -25,8 +25,8 @@ def register(app: typer.Typer) -> None:
         with host_root(root, demo_host) as host_dir:
             det = detect(host_dir, platform)
             if svg:
-                from deepep_env.atomic import write_text
-                from deepep_env.envcontext import overlay_context, read_host
+                from deepep_env.base.atomic import write_text
+                from deepep_env.host.context import overlay_context, read_host
                 from deepep_env.platform.svg import render_svg
 
                 host = read_host(host_dir, platform)

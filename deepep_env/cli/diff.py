@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from deepep_env.cli._common import console, print_warnings
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from deepep_env.lock.diff import LockDiff
@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         # library imports stay local: main.build_app imports every command module on every run
         from deepep_env.lock import diff_locks, render
         from deepep_env.lock.diff import manifest_beside, manifest_explicit, pixi_update_json
-        from deepep_env.readfile import present
+        from deepep_env.base.readfile import present
 
         if as_json:
             fmt = "json"
@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
 
 def _dropped(d: LockDiff, envs: Optional[list[str]]) -> Optional[list[dict]]:
     """The passing test records (verified/) this change invalidates, or None outside a project."""
-    from deepep_env.project import find_project
+    from deepep_env.base.project import find_project
     from deepep_env.verify.matrix import dropped_records
 
     try:

@@ -11,7 +11,7 @@ import typer
 from deepep_env.cli._common import DemoHostOpt
 from typer.core import TyperCommand
 
-from deepep_env.project import DEFAULT_PREFIX
+from deepep_env.base.project import DEFAULT_PREFIX
 
 if TYPE_CHECKING:  # the Context TyperCommand.parse_args takes (the click that typer vendors)
     from typer._click.core import Context as ClickContext
@@ -31,7 +31,7 @@ class _DoctorCommand(TyperCommand):
 
 
 def _read_env_file(path: str) -> dict[str, str]:
-    from deepep_env.readfile import MAX_CONFIG_BYTES, read_text
+    from deepep_env.base.readfile import MAX_CONFIG_BYTES, read_text
 
     text = read_text(path, what="--env-file", accepted="a KEY=VALUE file such as a captured host's env.txt",
                      limit=MAX_CONFIG_BYTES)
@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
         demo_host: Optional[str] = DemoHostOpt,
     ) -> None:
         """Find the failures the seeds record, before a test runs: each with its evidence and fix."""
-        from deepep_env.errors import UserError
+        from deepep_env.base.errors import UserError
 
         cmd = ctx.meta.get(CMD_KEY)
         if traffic and not cmd:

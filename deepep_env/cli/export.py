@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 
 def _refuse_bad_combination(env: Optional[str], all_envs: bool, fmt: str, platform: Optional[str]) -> None:

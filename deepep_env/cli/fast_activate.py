@@ -30,13 +30,13 @@ def run_activate(
     prefix: Optional[str] = None,
     platform: Optional[str] = None,
 ) -> int:
-    from deepep_env.errors import UserError
+    from deepep_env.base.errors import UserError
 
     try:
         if shell is not None and shell not in SHELL_CHOICES:
             raise UserError(f"unknown shell {shell!r}", field="--shell", accepted=", ".join(SHELL_CHOICES))
         shell = shell or default_shell()
-        from deepep_env.envcontext import activation_context
+        from deepep_env.host.context import activation_context
 
         act = activation_context(env, root=root, prefix=prefix, platform=platform)
         if shell == "json":
@@ -65,7 +65,7 @@ def run_activate(
 
 def hook_main(argv: list[str]) -> int:
     """``deepep-env hook --shell SHELL [--prefix P]``: the overlay for a conda ``activate.d`` script."""
-    from deepep_env.overlay.hook import SHELLS, run_hook
+    from deepep_env.cli.hook import SHELLS, run_hook
 
     parser = _parser("deepep-env hook", "Print the host overlay for an activate.d script to eval (with its undo).")
     parser.add_argument("--shell", choices=SHELLS, default="sh")
@@ -93,7 +93,7 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    from deepep_env.project import DEFAULT_PREFIX   # stdlib only; envcontext imports it anyway
+    from deepep_env.base.project import DEFAULT_PREFIX   # stdlib only; host.context imports it anyway
 
     parser = _parser("deepep-env activate",
                      "Print a script for eval that activates ENV's installed prefix plus the host overlay.")

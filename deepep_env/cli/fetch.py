@@ -7,8 +7,8 @@ from typing import Optional
 import typer
 
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json
-from deepep_env.errors import UserError
-from deepep_env.project import Project, find_project
+from deepep_env.base.errors import UserError
+from deepep_env.base.project import Project, find_project
 
 
 def register(app: typer.Typer) -> None:

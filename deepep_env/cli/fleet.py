@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
 
         rep = fleet_report(folder, expect)
         if html:
-            from deepep_env.atomic import write_text
+            from deepep_env.base.atomic import write_text
             from deepep_env.fleet.html import render_html
 
             write_text(html, render_html(rep))

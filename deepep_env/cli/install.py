@@ -6,7 +6,7 @@ from typing import List, Optional
 import typer
 
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
-from deepep_env.project import DEFAULT_PREFIX
+from deepep_env.base.project import DEFAULT_PREFIX
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from deepep_env.cli.build import progress_printer
-        from deepep_env.install import install_env
+        from deepep_env.install.installer import install_env
 
         # a package no channel serves is rebuilt from its recipe: the same progress as `build` (stderr)
         progress = progress_printer(Console(stderr=True))

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, List, Literal, Optional
 
 import typer
 
-from deepep_env.atomic import write_text
+from deepep_env.base.atomic import write_text
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from deepep_env.launch.model import Rendering

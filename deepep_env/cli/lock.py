@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
-from deepep_env.errors import StaleError
+from deepep_env.base.errors import StaleError
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
 
 
 def register(app: typer.Typer) -> None:
@@ -64,7 +64,7 @@ def _only(proj: Project, env: str, only: str, *, check: bool, output: Optional[s
     --check, exit 1 when the lock names another build of it)."""
     from pathlib import Path
 
-    from deepep_env.errors import UserError
+    from deepep_env.base.errors import UserError
     from deepep_env.lock.tool import TOOL, relock_tool, this_checkout_tool, tool_status
 
     if only != TOOL:

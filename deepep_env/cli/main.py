@@ -86,7 +86,7 @@ def _typer_exceptions() -> tuple[type[Exception], type[Exception], type[Exceptio
 def _error(line: str) -> None:
     """The one error line, redacted: whatever a message quotes (a spec entry, a URL, an argument),
     no credential reaches the terminal or a CI log."""
-    from deepep_env.channels.auth import redact
+    from deepep_env.base.channels.auth import redact
 
     print(f"deepep-env: error: {redact(line)}", file=sys.stderr)
 
@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return fast_activate.hook_main(argv[1:])
     # imports stay below the fast paths: activate and hook load only what they use
-    from deepep_env.errors import UserError
-    from deepep_env.readfile import NotRegular, TooLarge, as_user_error
+    from deepep_env.base.errors import UserError
+    from deepep_env.base.readfile import NotRegular, TooLarge, as_user_error
 
     app = build_app()
     usage_exc, abort_exc, exit_exc = _typer_exceptions()
@@ -144,7 +144,7 @@ def entry() -> None:
     """Console-script entry. py-rattler 0.28's runtime can abort at interpreter shutdown after any of
     its async calls ran (PyGILState_Release, exit 134): flush, then leave without the shutdown dance."""
     if WATCHED_COMMANDS & set(sys.argv[1:2]):
-        from deepep_env.children import start_watchdog   # local: activate/hook must not load it
+        from deepep_env.base.children import start_watchdog   # local: activate/hook must not load it
 
         start_watchdog()
     code = main()

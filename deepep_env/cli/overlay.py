@@ -19,8 +19,8 @@ def register(app: typer.Typer) -> None:
         demo_host: Optional[str] = DemoHostOpt,
     ) -> None:
         """Environment changes for this host, each with the rule and the fact behind it."""
-        from deepep_env.envcontext import overlay_context, read_host
-        from deepep_env.errors import UserError
+        from deepep_env.host.context import overlay_context, read_host
+        from deepep_env.base.errors import UserError
         from deepep_env.overlay.render import FORMATS, render
 
         if fmt not in FORMATS:

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
-from deepep_env.errors import StaleError
+from deepep_env.base.errors import StaleError
 
 
 def register(app: typer.Typer) -> None:
@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write pixi.toml from the specs (one environment per spec, tasks for DeepEP's tests)."""
         # library imports stay local: main.build_app imports every command module on every run
-        from deepep_env.pixi import raise_if_stale, sync
+        from deepep_env.lock.pixi import raise_if_stale, sync
 
         res = sync(project(project_dir), check=check)
         print_warnings(res.warnings)
@@ -47,8 +47,8 @@ def register(app: typer.Typer) -> None:
         would re-solve: `pixi install --locked` would refuse)."""
         # library imports stay local: main.build_app imports every command module on every run
         from deepep_env.lock.satisfy import verdict
-        from deepep_env.pixi_model import load_manifest
-        from deepep_env.readfile import present
+        from deepep_env.lock.pixi_model import load_manifest
+        from deepep_env.base.readfile import present
 
         mpath = Path(manifest) if manifest else project(project_dir).pixi_toml
         lpath = Path(lock) if lock else mpath.parent / "pixi.lock"

@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Resolved pins, build graph with ids and store status, lock status, overlay and doctor findings."""
-        from deepep_env.planning import make_plan
+        from deepep_env.views.planning import make_plan
 
         data = make_plan(name, project(project_dir), root=root, demo_host=demo_host, platform=platform)
         if as_json:

@@ -6,7 +6,7 @@ from typing import List, Optional
 import typer
 
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
         """Upload packages and leave the channel indexed. Credentials: DEEPEP_ENV_CHANNEL_TOKEN or
         DEEPEP_ENV_CHANNEL_USER/_PASSWORD, RATTLER_AUTH_FILE, keyring; S3: AWS_* variables."""
         # library imports stay local: main.build_app imports every command module on every run
-        from deepep_env.channels.auth import install_log_redaction, redact
+        from deepep_env.base.channels.auth import install_log_redaction, redact
         from deepep_env.publish import publish
 
         install_log_redaction()

@@ -1,4 +1,4 @@
-"""Rich rendering of `spec show` and `plan` data (the data itself comes from deepep_env.planning)."""
+"""Rich rendering of `spec show` and `plan` data (the data itself comes from deepep_env.views.planning)."""
 from __future__ import annotations
 
 from typing import Any

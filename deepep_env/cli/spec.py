@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
         """The resolved spec with each package's build id."""
         # local: pydantic, yaml (and rich below), and main.build_app imports every command module on every run
         from deepep_env.cli.render_plan import render_resolved
-        from deepep_env.planning import resolved_with_builds
+        from deepep_env.views.planning import resolved_with_builds
 
         data = resolved_with_builds(name, project(project_dir))
         if as_json:

@@ -6,7 +6,7 @@ from typing import List, Optional
 import typer
 
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 
 def register(app: typer.Typer) -> None:
@@ -22,8 +22,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the same task `pixi run -e ENV NAME` runs (same definitions, same environment)."""
         # library imports stay local: main.build_app imports every command module on every run
-        from deepep_env.pixi_model import load_manifest
-        from deepep_env.tasks import list_tasks, plan_task, run_task
+        from deepep_env.lock.pixi_model import load_manifest
+        from deepep_env.views.tasks import list_tasks, plan_task, run_task
 
         proj = project(project_dir)
         if name is None:

@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
 
         base = None
         if channel:
-            from deepep_env.errors import UserError
+            from deepep_env.base.errors import UserError
             from deepep_env.publish.local import channel_path
 
             base = channel_path(channel) / "verified"

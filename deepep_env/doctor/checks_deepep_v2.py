@@ -31,7 +31,7 @@ from deepep_env.doctor.checks_nccl_v2 import NCCL_FLOOR, NcclInstall, distinct_m
 from deepep_env.doctor.checks_nvshmem import same_file
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
-from deepep_env.versions import version_lt
+from deepep_env.base.versions import version_lt
 
 NVCC_FLOOR = "12.3"          # csrc/jit/compiler.hpp get_nvcc_version()
 

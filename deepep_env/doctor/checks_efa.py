@@ -17,7 +17,7 @@ from deepep_env.doctor.checks_deepep_v2 import v2_package
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
 from deepep_env.platform.profiles import efa_nics
-from deepep_env.versions import version_lt
+from deepep_env.base.versions import version_lt
 
 EFA_DRIVER_FLOOR = "3.3.0"
 EFA_VERSION_FILE = "/sys/module/efa/version"

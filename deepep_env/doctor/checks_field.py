@@ -53,7 +53,7 @@ from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
 from deepep_env.doctor.runtime_probe import nccl_get_version
 from deepep_env.overlay import known_vars
-from deepep_env.versions import version_lt
+from deepep_env.base.versions import version_lt
 
 LAYOUT_CHANGE = "3.5.19"   # NVSHMEM 3.5.21 release notes: RC-QP layout changed starting in 3.5.19
 MLX5_GIN_SYMBOLS = "MLX5_1.25"  # libmlx5 symbol version with the dmabuf entry points NCCL Gin's GDAKI uses

@@ -18,7 +18,7 @@ from deepep_env.doctor.context import DoctorContext, nic_names
 from deepep_env.doctor.model import Evidence
 from deepep_env.doctor.check import Emitter, check
 from deepep_env.platform.facts import Nic, Port
-from deepep_env.versions import version_cmp, version_matches
+from deepep_env.base.versions import version_cmp, version_matches
 
 KERNEL_NEEDS_NEW_OFED = (6, 14)
 MIN_OFED_FOR_KERNEL = "3.2.1"

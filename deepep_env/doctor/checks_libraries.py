@@ -21,7 +21,7 @@ from typing import NamedTuple, Optional
 from deepep_env.doctor.check import Emitter, check
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
-from deepep_env.hashing import file_sha256
+from deepep_env.base.hashing import file_sha256
 from deepep_env.platform.libraries import LIBRARY_DIRS, SYSTEM_LIB_DIRS, ibverbs_file, ibverbs_version, provider_abi
 
 # Variables naming an install location of this stack: checked to exist (seed 002). Cache

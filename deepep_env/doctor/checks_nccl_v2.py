@@ -18,7 +18,7 @@ from deepep_env.doctor.checks_nvshmem import same_file
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
 from deepep_env.doctor.pythonpath import python_search_path
-from deepep_env.versions import version_cmp, version_lt
+from deepep_env.base.versions import version_cmp, version_lt
 
 NCCL_FLOOR = "2.30.4"        # DeepEP README "Requirements" at dd758ca
 EXACT_BELOW = "2.31"         # csrc/kernels/backend/nccl.cu:100-105

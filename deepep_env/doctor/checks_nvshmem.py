@@ -21,7 +21,7 @@ from deepep_env.doctor.context import DoctorContext, local_site_dirs
 from deepep_env.doctor.elf import Dynamic
 from deepep_env.doctor.model import Evidence
 from deepep_env.doctor.pythonpath import FoundModule, PathEntry, find_module, python_search_path
-from deepep_env.hashing import file_sha256
+from deepep_env.base.hashing import file_sha256
 
 # Where another NVSHMEM host library hides in a Python environment (pip wheels).
 COMPETING = ("nvidia/nvshmem/lib", "torch/lib")

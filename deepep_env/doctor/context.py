@@ -18,11 +18,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, TypeVar
 
 from deepep_env.doctor.model import Evidence, Finding, one_line
-from deepep_env.envcontext import HostContext
+from deepep_env.host.context import HostContext
 from deepep_env.overlay.changes import Overlay, PrependPath, Set, Source, Unset
 from deepep_env.platform.facts import Nic
 from deepep_env.platform.rootfs import RootFS
-from deepep_env.readfile import open_regular
+from deepep_env.base.readfile import open_regular
 
 # Top-level directories that hold installed software. A captured tree with none of them (the real
 # H200 capture has only etc/, proc/, sys/) says nothing about /usr/local/cuda: a path the
@@ -215,7 +215,7 @@ class PathView:
 
 @dataclass
 class DoctorContext:
-    host: HostContext  # the host, read once (deepep_env.envcontext)
+    host: HostContext  # the host, read once (deepep_env.host.context)
     env: EnvView  # the effective environment
     current: EnvView  # the current environment alone
     overlay: Optional[Overlay]  # the overlay (applied when overlay_applied, else the host's, for fixes)
@@ -224,7 +224,7 @@ class DoctorContext:
     cwd: str
     env_name: Optional[str] = None
     spec: Any = None  # ResolvedSpec when the project and ENV are known
-    meta: Any = None  # overlay.prefix.PrefixMeta of the installed prefix
+    meta: Any = None  # formats.prefix.PrefixMeta of the installed prefix
     prefix: Optional[str] = None
     setup_findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

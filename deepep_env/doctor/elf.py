@@ -8,7 +8,7 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO, Optional
 
-from deepep_env.readfile import open_regular
+from deepep_env.base.readfile import open_regular
 
 PT_LOAD, PT_DYNAMIC = 1, 2
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from deepep_env.formats import DOCTOR_REPORT
+from deepep_env.formats.stamps import DOCTOR_REPORT
 
 SEVERITIES = ("error", "warning", "info")
 

@@ -16,7 +16,7 @@ from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import SEVERITIES, DoctorReport, Evidence, Finding, TrafficResult, one_line
 from deepep_env.doctor.setup import build_context
 from deepep_env.doctor.traffic import run_traffic
-from deepep_env.envcontext import HostContext, read_host
+from deepep_env.host.context import HostContext, read_host
 from deepep_env.verify.fingerprint import host_fingerprint
 
 # Variables shown in the report's context (with where each came from). Never a token: names only

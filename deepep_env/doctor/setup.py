@@ -1,7 +1,7 @@
 """Build the :class:`DoctorContext` a doctor run checks: the env (spec, prefix, install marker), its
 overlay over the host, and the environment a process of the env would see.
 
-The same pipeline as every other command (:mod:`deepep_env.envcontext`: one host reading, the
+The same pipeline as every other command (:mod:`deepep_env.host.context`: one host reading, the
 marker, the overlay rules, the prefix's activation), with one difference: doctor never stops at a
 broken env. A missing or unusable marker, a platform the env does not target and an overlay that
 cannot be built become *setup findings* (family ``env``); the checks still run on what is known.
@@ -13,15 +13,15 @@ from typing import Any, Mapping, Optional, Sequence
 
 from deepep_env.doctor.context import DoctorContext, EnvView, PathView, effective_environment, site_dirs_of_python
 from deepep_env.doctor.model import Evidence, Finding, one_line
-from deepep_env.envcontext import HostContext, host_overlay, platform_mismatch, prefix_meta, with_prefix_activation
-from deepep_env.errors import UnknownEnvError, UserError
+from deepep_env.host.context import HostContext, host_overlay, platform_mismatch, prefix_meta, with_prefix_activation
+from deepep_env.base.errors import UnknownEnvError, UserError
 from deepep_env.overlay.activation import run_environment
 from deepep_env.overlay.changes import Overlay, Source
-from deepep_env.overlay.prefix import (META_RELPATH, PREFIX_ENV_VAR, PrefixMeta, check_env_name, default_prefix, has_marker,
+from deepep_env.formats.prefix import (META_RELPATH, PREFIX_ENV_VAR, PrefixMeta, check_env_name, default_prefix, has_marker,
                                        is_conda_prefix, read_prefix_meta)
 from deepep_env.overlay.rules import default_site_dirs
-from deepep_env.project import Project
-from deepep_env.project import find_project as locate_project
+from deepep_env.base.project import Project
+from deepep_env.base.project import find_project as locate_project
 from deepep_env.lock.workspace import Workspace, workspace
 
 # A system interpreter's root is the host's own /usr: reading it "on this machine" under --root
@@ -49,7 +49,7 @@ def find_project(project: Any) -> Optional[Project]:
 
 def resolve_prefix(env: Optional[str], prefix: Optional[str], project: Any, environ: Mapping[str, str], cwd: str) -> Optional[str]:
     """--prefix; else $DEEPEP_ENV_PREFIX; else the project's ``.pixi/envs/ENV`` (one owner of the
-    rule: :func:`deepep_env.overlay.prefix.default_prefix`)."""
+    rule: :func:`deepep_env.formats.prefix.default_prefix`)."""
     if prefix:
         return os.path.abspath(os.fspath(prefix))
     if not env:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from deepep_env.errors import UserError
-from deepep_env.formats import DOCTOR_REPORT, FLEET_REPORT
+from deepep_env.base.errors import UserError
+from deepep_env.formats.stamps import DOCTOR_REPORT, FLEET_REPORT
 
 MAX_NODE_BYTES = 4 << 20
 MAX_NODES = 100_000

@@ -16,7 +16,7 @@ from deepep_env.launch.shell import render_shell
 from deepep_env.launch.slurm import render_slurm
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
 
 
 def render(plan: LaunchPlan) -> Rendering:

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.launch.preflight import K8S_JOB_UID_FIELD, K8S_RUN_ID_VAR, K8S_SHARED_MOUNT
 from deepep_env.launch.model import K8sOptions, LaunchPlan, Rendering
 from deepep_env.launch.plan import header_lines

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Optional
 
-from deepep_env.formats import LAUNCH_PLAN
+from deepep_env.formats.stamps import LAUNCH_PLAN
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from deepep_env.spec.resolved import ResolvedSpec
@@ -170,7 +170,7 @@ class Rendering:
     def to_dict(self) -> dict:
         p = self.plan
         out = {
-            "format": LAUNCH_PLAN.version,   # a bare version (formats.py, convention 3)
+            "format": LAUNCH_PLAN.version,   # a bare version (formats/stamps.py, convention 3)
             "target": p.target,
             "env": p.env.name,
             "env_version": p.env.version,

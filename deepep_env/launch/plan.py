@@ -18,7 +18,7 @@ import re
 import shlex
 from typing import Iterable
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.launch.preflight import shared_dir, wrap
 from deepep_env.launch.model import (
     DEFAULT_RUNNER, DEFAULT_TESTS_DIR, TARGETS, TESTS, EnvInfo, LaunchOptions, LaunchPlan,

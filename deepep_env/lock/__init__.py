@@ -18,8 +18,8 @@ from deepep_env.lock.check import (
 from deepep_env.lock.diff import LockDiff, diff_data, diff_locks
 from deepep_env.lock.export import export_conda_lock
 from deepep_env.lock.exports import sync_exports
-from deepep_env.lock.lockfile import LockData, LockedPackage, read_lock
-from deepep_env.lock.platforms import LockPlatformDef, VirtualPkg, platform_for
+from deepep_env.formats.lockfile import LockData, LockedPackage, read_lock
+from deepep_env.formats.lock_platforms import LockPlatformDef, VirtualPkg, platform_for
 from deepep_env.lock.request import LockRequest, Requirement, request_for_env
 from deepep_env.lock.solve import LockResult, default_lock_path, lock_env, lock_request
 

@@ -18,15 +18,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
-from deepep_env.hashing import file_sha256
-from deepep_env.lock.lockfile import LockData, LockedEnv, LockedPackage
-from deepep_env.lock.platforms import LockPlatformDef
+from deepep_env.base.hashing import file_sha256
+from deepep_env.formats.lockfile import LockData, LockedEnv, LockedPackage
+from deepep_env.formats.lock_platforms import LockPlatformDef
 from deepep_env.lock.request import BuiltNode, LockRequest, request_for_env
 from deepep_env.lock.solve import default_lock_path
 from deepep_env.lock.workspace import Workspace, workspace
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from deepep_env.argv import operand
-from deepep_env.errors import UserError
-from deepep_env.formats import LOCK_DIFF
-from deepep_env.lock.lockfile import LockData, LockedEnv, LockedPackage, read_lock
-from deepep_env.readfile import present
+from deepep_env.base.argv import operand
+from deepep_env.base.errors import UserError
+from deepep_env.formats.stamps import LOCK_DIFF
+from deepep_env.formats.lockfile import LockData, LockedEnv, LockedPackage, read_lock
+from deepep_env.base.readfile import present
 
 if TYPE_CHECKING:  # annotations only: rattler loads on first use
     from rattler import Version
@@ -211,7 +211,7 @@ def pixi_update_json(d: LockDiff, explicit: Optional[Callable[[str], tuple[set[s
 
 def manifest_explicit(path: Path) -> Callable[[str], tuple[set[str], set[str]]]:
     """``explicit`` for :func:`pixi_update_json` from the pixi.toml at ``path``."""
-    from deepep_env.pixi_model import load_manifest
+    from deepep_env.lock.pixi_model import load_manifest
 
     m = load_manifest(path)
 

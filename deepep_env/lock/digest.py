@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Iterable, Optional
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.lock.lockfile import LockData
+    from deepep_env.formats.lockfile import LockData
 
 
 def section_digest(packages: Iterable) -> str:

@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
-from deepep_env.atomic import write_bytes
-from deepep_env.errors import StaleError, UserError
-from deepep_env.lock.lockfile import LockData, LockedEnv, LockedPackage, read_lock
+from deepep_env.base.atomic import write_bytes
+from deepep_env.base.errors import StaleError, UserError
+from deepep_env.formats.lockfile import LockData, LockedEnv, LockedPackage, read_lock
 from deepep_env.lock.solve import default_lock_path
-from deepep_env.readfile import present
+from deepep_env.base.readfile import present
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from conda_lock.lockfile.v2prelim.models import Lockfile
 
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
 
 
 LOCK_SUFFIX = ".conda-lock.yml"   # micromamba takes a `*-lock.yml` for a conda-lock file

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from deepep_env.errors import StaleError, UserError
+from deepep_env.base.errors import StaleError, UserError
 from deepep_env.lock.export import LOCK_SUFFIX, SOURCE_SUFFIX, render_env, stale, write_files
-from deepep_env.lock.lockfile import LockData, read_lock
+from deepep_env.formats.lockfile import LockData, read_lock
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
 
 
 LOCKFILES = "lockfiles"

@@ -14,7 +14,7 @@ Which specs are solved (docs/lockfiles.md §2):
   pytorch, nccl, libnvshmem3. ``host``/``pip`` components are the machine's: never solved.
 
 Platforms (pixi's rich platform name, subdir and virtual packages) come from the spec through
-:func:`deepep_env.lock.platforms.platform_for`, never from this machine.
+:func:`deepep_env.formats.lock_platforms.platform_for`, never from this machine.
 """
 from __future__ import annotations
 
@@ -22,16 +22,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from deepep_env.errors import UserError
-from deepep_env.lock.channels import ChannelRef, read_index, resolve_channels
-from deepep_env.lock.platforms import LockPlatformDef, VirtualPkg, platform_for
+from deepep_env.base.errors import UserError
+from deepep_env.base.channels.urls import ChannelRef, read_index, resolve_channels
+from deepep_env.formats.lock_platforms import LockPlatformDef, VirtualPkg, platform_for
 from deepep_env.lock.workspace import Workspace, workspace
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from rattler.networking import Client
 
-    from deepep_env.buildplan import BuildPlan
-    from deepep_env.project import Project
+    from deepep_env.builder.plan import BuildPlan
+    from deepep_env.base.project import Project
     from deepep_env.spec.resolved import ResolvedSpec
 
 
@@ -188,9 +188,9 @@ def workspace_platforms(project: Project, ws: Optional[Workspace] = None) -> lis
 def request_for_env(r: ResolvedSpec, project: Project, *, channel_dir: Optional[Path] = None, for_check: bool = False,
                     client_obj: Optional[Client] = None, ws: Optional[Workspace] = None) -> LockRequest:
     """The lock request a resolved spec implies (build plan included)."""
-    # local: pydantic and yaml; and buildplan imports lock.platforms, so at the top this would be a cycle
-    from deepep_env.buildplan import live_host, plan as build_plan
-    from deepep_env.lock.inputs import resolutions_from_builds
+    # local: the planner brings pydantic and yaml, which reading a lock does not need
+    from deepep_env.builder.plan import live_host, plan as build_plan
+    from deepep_env.formats.build_inputs import resolutions_from_builds
 
     refs = resolve_channels(list(r.channels), publish_url=r.publish_url,
                             local_dir=Path(channel_dir) if channel_dir else project.channel,

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
-from deepep_env.errors import UserError
-from deepep_env.lock.lockfile import refuse_secrets
-from deepep_env.lock.platforms import VirtualPkg, identity, subdir_defaults
-from deepep_env.readfile import read_text
+from deepep_env.base.errors import UserError
+from deepep_env.formats.lockfile import refuse_secrets
+from deepep_env.formats.lock_platforms import VirtualPkg, identity, subdir_defaults
+from deepep_env.base.readfile import read_text
 
 if TYPE_CHECKING:  # annotations only: rattler loads on first use
     from rattler import MatchSpec

@@ -14,20 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from deepep_env.channels.auth import redact
-from deepep_env.copies import check_copy, store_sha
-from deepep_env.errors import UserError
-from deepep_env.lock.channels import client as make_client
-from deepep_env.lock.channels import probe, url_to_path
-from deepep_env.lock.inputs import write_env_inputs
-from deepep_env.lock.lockfile import EnvSection, write_env
+from deepep_env.base.channels.auth import redact
+from deepep_env.builder.copies import check_copy, store_sha
+from deepep_env.base.errors import UserError
+from deepep_env.base.channels.urls import client as make_client
+from deepep_env.base.channels.urls import probe, url_to_path
+from deepep_env.formats.build_inputs import write_env_inputs
+from deepep_env.formats.lockfile import EnvSection, write_env
 from deepep_env.lock.request import LockRequest, request_for_env
-from deepep_env.rattler_errors import rattler_errors
+from deepep_env.base.rattler_errors import rattler_errors
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from rattler.networking import Client
 
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
 
 
 SOLVE_TIMEOUT_S = 600

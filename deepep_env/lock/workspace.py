@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 if TYPE_CHECKING:  # annotations only
-    from deepep_env.buildplan import BuildPlan, HostInputs, Resolutions
-    from deepep_env.lock.lockfile import LockData
-    from deepep_env.project import Project
+    from deepep_env.builder.plan import BuildPlan, HostInputs, Resolutions
+    from deepep_env.formats.lockfile import LockData
+    from deepep_env.base.project import Project
     from deepep_env.spec.resolved import ResolvedSpec
 
 
@@ -48,9 +48,9 @@ class Workspace:
 
     def plan(self, name: str, host: "Optional[HostInputs]" = None,
              resolved: "Optional[Resolutions]" = None) -> "BuildPlan":
-        """``buildplan.plan(resolved(name), project, host, resolved)``, once per providers: plans with
+        """``builder.plan.plan(resolved(name), project, host, resolved)``, once per providers: plans with
         other host or resolution providers are other values. Unhashable providers are not memoized."""
-        from deepep_env.buildplan import plan as build_plan   # local: see lock/request.py
+        from deepep_env.builder.plan import plan as build_plan   # local: see lock/request.py
 
         key = (name, host, resolved)
         try:
@@ -66,13 +66,13 @@ class Workspace:
         """The plan of ``r``: memoized when ``r`` is this workspace's resolution of its spec."""
         if self._resolved.get(r.name) is r:
             return self.plan(r.name, host, resolved)
-        from deepep_env.buildplan import plan as build_plan
+        from deepep_env.builder.plan import plan as build_plan
 
         return build_plan(r, self.project, host, resolved)
 
     def lock(self, path: Optional[Path] = None) -> "LockData":
         """The lock at ``path`` (default the project's ``pixi.lock``), read once."""
-        from deepep_env.lock.lockfile import read_lock
+        from deepep_env.formats.lockfile import read_lock
 
         p = (Path(path) if path is not None else self.project.pixi_lock).absolute()
         if p not in self._locks:

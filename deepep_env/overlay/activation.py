@@ -1,7 +1,7 @@
 """Activating a prefix: its conda-style changes, its activate.d scripts, and exec'ing a command.
 
 `activate`/`run` build their context (host, marker, combined overlay) in
-:func:`deepep_env.envcontext.activation_context`; this module is the mechanics it uses.
+:func:`deepep_env.host.context.activation_context`; this module is the mechanics it uses.
 
 Activation = conda-style prefix activation (CONDA_PREFIX, PATH, the prefix's
 ``etc/conda/activate.d`` scripts; PYTHONPATH when the env uses the host's Python, whose
@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 from typing import Mapping, Optional, Sequence
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.overlay.changes import Change, Note, Overlay, PrependPath, Set, Source
-from deepep_env.overlay.prefix import META_RELPATH, PrefixMeta
+from deepep_env.formats.prefix import META_RELPATH, PrefixMeta
 
 
 PYTHON_VAR = "DEEPEP_ENV_PYTHON"

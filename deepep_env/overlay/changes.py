@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, MutableMapping, NamedTuple, Optional, Union
 
-from deepep_env.formats import OVERLAY_DOC
+from deepep_env.formats.stamps import OVERLAY_DOC
 
 # NamedTuple rather than dataclasses: defined on every `deepep-env activate` (see
 # deepep_env/platform/facts.py for the cost).

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

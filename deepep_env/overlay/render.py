@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Mapping, Optional, Union
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.overlay.changes import Change, Note, Overlay, PrependPath, Set, Source, Unset, change_to_dict
 
 FORMATS = ("bash", "zsh", "fish", "json", "dotenv", "k8s", "k8s-json")

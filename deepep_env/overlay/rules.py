@@ -13,7 +13,7 @@ import re
 import sys
 from typing import Iterable, Mapping, Optional, Sequence
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.overlay import known_vars, rules_efa, rules_v2
 from deepep_env.overlay.changes import Overlay
 from deepep_env.overlay.rulebase import Rule, RuleContext, rule, rules_of

@@ -25,7 +25,7 @@ import os
 from typing import Iterable, Mapping, Optional
 
 from deepep_env.overlay.rulebase import RuleContext, rule
-from deepep_env.readfile import MAX_CONFIG_BYTES, read_regular
+from deepep_env.base.readfile import MAX_CONFIG_BYTES, read_regular
 
 NCCL_LIB = "libnccl.so.2"
 # Where pip's NCCL wheels put the library (nvidia-nccl-cu12/13; CUDA 13 wheels may use nvidia/cu13).

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, NamedTuple, Optional
 
-from deepep_env.formats import HOST_FACTS
+from deepep_env.formats.stamps import HOST_FACTS
 from deepep_env.platform.facts import HostFacts, to_jsonable
 from deepep_env.platform.probes import probe_host
 from deepep_env.platform.profiles import PlatformChoice, get_profile, select_platform

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
-from deepep_env.errors import UserError
-from deepep_env.readfile import read_json
+from deepep_env.base.errors import UserError
+from deepep_env.base.readfile import read_json
 from deepep_env.platform.hosttree import build_host_tree
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "hosts"

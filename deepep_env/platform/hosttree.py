@@ -15,11 +15,11 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from deepep_env.atomic import staged_dir
-from deepep_env.errors import UserError
-from deepep_env.formats import HOST_DESCRIPTION
+from deepep_env.base.atomic import staged_dir
+from deepep_env.base.errors import UserError
+from deepep_env.formats.stamps import HOST_DESCRIPTION
 
-DESCRIPTION_FORMAT = HOST_DESCRIPTION.name   # what a description writes ("format", "version": formats.py)
+DESCRIPTION_FORMAT = HOST_DESCRIPTION.name   # what a description writes ("format", "version": formats/stamps.py)
 DESCRIPTION_VERSION = HOST_DESCRIPTION.version
 
 

@@ -7,7 +7,7 @@ host as on a captured one.
 
 A path that is missing or unreadable never raises: the fact is left empty and a line goes to
 ``warnings`` ("partial facts"). Only a root that is not a host tree at all (neither ``sys/`` nor
-``proc/``) is a :class:`~deepep_env.errors.UserError`.
+``proc/``) is a :class:`~deepep_env.base.errors.UserError`.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import os
 import re
 from typing import Mapping, Optional
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.platform.topology import gid_index, gpu_nic_affinity, without_unnamed
 from deepep_env.platform.facts import (
     Driver,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping, NamedTuple, Optional
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.platform.facts import HostFacts
 from deepep_env.platform.profiles_data import PROFILES
 

@@ -14,7 +14,7 @@ import os
 import stat
 from typing import Optional
 
-from deepep_env.readfile import open_regular, read_fd
+from deepep_env.base.readfile import open_regular, read_fd
 
 MAX_SYMLINK_HOPS = 40  # Linux's own limit (MAXSYMLINKS) before ELOOP
 

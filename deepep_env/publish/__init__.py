@@ -17,7 +17,7 @@ one of these targets:
 Rules shared by all targets (``deepep_env.publish.common``): idempotent (same file again →
 ``already-present``, nothing sent); a different file under a published name is refused before
 anything is uploaded; the index never lists a package that is not fully there. Credentials come
-from ``deepep_env.channels.auth`` and never appear in the report, an error or a log line.
+from ``deepep_env.base.channels.auth`` and never appear in the report, an error or a log line.
 """
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ import logging
 from pathlib import Path
 from typing import Iterable
 
-from deepep_env.channels.auth import check_url_has_no_secret, credentials_for, redact
-from deepep_env.errors import UserError
-from deepep_env.project import find_project
+from deepep_env.base.channels.auth import check_url_has_no_secret, credentials_for, redact
+from deepep_env.base.errors import UserError
+from deepep_env.base.project import find_project
 from deepep_env.publish.common import ConflictError
 from deepep_env.publish.http import PublishError
 from deepep_env.publish.inputs import collect, inspect_package, read_manifest

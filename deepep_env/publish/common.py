@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from deepep_env.errors import UserError
+from deepep_env.base.errors import UserError
 from deepep_env.publish.model import ALREADY_PRESENT, UPLOADED, LocalPackage, PackageOutcome
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit
 
-from deepep_env.channels.auth import Credentials, ENV_PASSWORD, ENV_TOKEN, ENV_USER, redact
-from deepep_env.errors import UserError
+from deepep_env.base.channels.auth import Credentials, ENV_PASSWORD, ENV_TOKEN, ENV_USER, redact
+from deepep_env.base.errors import UserError
 
 DEFAULT_TIMEOUT = 30.0
 

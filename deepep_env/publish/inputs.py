@@ -12,14 +12,14 @@ import os
 from pathlib import Path
 from typing import Iterable, Optional
 
-from deepep_env.copies import check_copy, store_sha
-from deepep_env.errors import UserError
-from deepep_env.formats import BUILD_MANIFEST
-from deepep_env.hashing import file_sha256
-from deepep_env.project import find_project
+from deepep_env.builder.copies import check_copy, store_sha
+from deepep_env.base.errors import UserError
+from deepep_env.formats.stamps import BUILD_MANIFEST
+from deepep_env.base.hashing import file_sha256
+from deepep_env.base.project import find_project
 from deepep_env.publish.model import LocalPackage
-from deepep_env.rattler_errors import rattler_errors
-from deepep_env.readfile import MAX_CONFIG_BYTES, read_json
+from deepep_env.base.rattler_errors import rattler_errors
+from deepep_env.base.readfile import MAX_CONFIG_BYTES, read_json
 
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
 

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from deepep_env.channels.auth import redact
-from deepep_env.errors import UserError
+from deepep_env.base.channels.auth import redact
+from deepep_env.base.errors import UserError
 
 MARK = "@@deepep-env-isolated@@ "
 

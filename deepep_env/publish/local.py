@@ -1,6 +1,6 @@
 """``file://`` target: a channel directory on a shared filesystem (NFS, Lustre) or local disk.
 
-Files are copied in atomically (temp sibling + rename, ``deepep_env.atomic``), so a reader never
+Files are copied in atomically (temp sibling + rename, ``deepep_env.base.atomic``), so a reader never
 sees half a package; the touched subdirs are then indexed with rattler's ``index_fs`` in place.
 """
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from deepep_env import atomic, readfile
-from deepep_env.errors import UserError
-from deepep_env.hashing import file_sha256
+from deepep_env.base import atomic, readfile
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import file_sha256
 from deepep_env.publish.common import classify, uploaded
 from deepep_env.publish.model import LocalPackage, PublishReport
 from deepep_env.publish.repodata import index_dir, listed, parse

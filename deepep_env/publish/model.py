@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepep_env.channels.auth import redact, redact_data
-from deepep_env.formats import PUBLISH_REPORT
+from deepep_env.base.channels.auth import redact, redact_data
+from deepep_env.formats.stamps import PUBLISH_REPORT
 
 UPLOADED = "uploaded"
 ALREADY_PRESENT = "already-present"
@@ -25,7 +25,7 @@ class LocalPackage:
     name: str
     version: str
     build: str
-    sha256: str  # "sha256:<hex>" (deepep_env.hashing form)
+    sha256: str  # "sha256:<hex>" (deepep_env.base.hashing form)
     size: int
     build_id: str | None = None
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deepep_env import atomic
-from deepep_env.errors import UserError
+from deepep_env.base import atomic
+from deepep_env.base.errors import UserError
 from deepep_env.publish.model import PublishReport
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
 
 CHANNEL_DIR = "verified"
 
@@ -47,7 +47,7 @@ def ship_records(kind: str, to_channel: "Path | None", env: "str | None", projec
     """The records of ``env`` to a ``file`` channel; a note for any other target."""
     if not env:
         return report
-    from deepep_env.project import find_project
+    from deepep_env.base.project import find_project
 
     try:
         project = find_project(project_dir)

@@ -14,8 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from deepep_env.errors import UserError
-from deepep_env.readfile import MAX_REPODATA_BYTES, read_json
+from deepep_env.base.errors import UserError
+from deepep_env.base.readfile import MAX_REPODATA_BYTES, read_json
 from deepep_env.publish.isolated import IsolatedError
 from deepep_env.publish.isolated import call as call_isolated
 from deepep_env.publish.model import LocalPackage

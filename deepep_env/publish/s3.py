@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import quote, urlsplit
 
-from deepep_env.channels.auth import Credentials, S3Settings, register_secret, s3_settings, stored_credentials
-from deepep_env.errors import UserError
+from deepep_env.base.channels.auth import Credentials, S3Settings, register_secret, s3_settings, stored_credentials
+from deepep_env.base.errors import UserError
 from deepep_env.publish.common import classify, uploaded
 from deepep_env.publish.http import PublishError, Response, request, unexpected
 from deepep_env.publish.isolated import IsolatedError

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from deepep_env.channels.auth import Credentials, credentials_for, redact, register_secret
-from deepep_env.errors import UserError
+from deepep_env.base.channels.auth import Credentials, credentials_for, redact, register_secret
+from deepep_env.base.errors import UserError
 from deepep_env.publish.common import classify, uploaded
 from deepep_env.publish.http import PublishError, auth_failure, request, unexpected
 from deepep_env.publish.isolated import IsolatedError

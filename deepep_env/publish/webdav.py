@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deepep_env.channels.auth import Credentials, redact
+from deepep_env.base.channels.auth import Credentials, redact
 from deepep_env.publish.common import classify, uploaded
 from deepep_env.publish.http import PublishError, Response, auth_failure, request, unexpected
 from deepep_env.publish.model import LocalPackage, PublishReport

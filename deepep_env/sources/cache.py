@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from deepep_env.atomic import write_bytes
-from deepep_env.errors import UserError
-from deepep_env.hashing import tree_sha256
+from deepep_env.base.atomic import write_bytes
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import tree_sha256
 
 
 def _hex(digest: str) -> str:

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal, Optional, Sequence
 
-from deepep_env.argv import operand
-from deepep_env.errors import UserError
-from deepep_env.formats import FETCH_REPORT
-from deepep_env.hashing import file_sha256, file_tree_sha256, tree_sha256
+from deepep_env.base.argv import operand
+from deepep_env.base.errors import UserError
+from deepep_env.formats.stamps import FETCH_REPORT
+from deepep_env.base.hashing import file_sha256, file_tree_sha256, tree_sha256
 from deepep_env.sources.cache import SourceCache, is_archive, unpack
 from deepep_env.sources.submodules import place_submodules, submodules_of
 
@@ -99,7 +99,7 @@ class FetchReport:
 # --- wants from build nodes ---------------------------------------------------------------------
 
 def wants_for_nodes(nodes: Iterable) -> list[Want]:
-    """What a list of :class:`deepep_env.buildplan.BuildNode` needs from the source cache.
+    """What a list of :class:`deepep_env.builder.plan.BuildNode` needs from the source cache.
 
     Sources a recipe carries itself (``meta["own_sources"]``: its own ``source:`` entries, used as
     written) are rattler-build's business, not the cache's; a tree read from this machine

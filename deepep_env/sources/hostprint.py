@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from deepep_env.hashing import canonical_json, digest, file_sha256, tree_sha256
+from deepep_env.base.hashing import canonical_json, digest, file_sha256, tree_sha256
 
 SCHEME = "deepep-env/host-fingerprint/v1"
 _TIMEOUT_S = 60

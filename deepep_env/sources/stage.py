@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from deepep_env.errors import UserError
-from deepep_env.hashing import tree_sha256
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import tree_sha256
 from deepep_env.sources.cache import SourceCache
 
 

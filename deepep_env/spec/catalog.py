@@ -13,9 +13,9 @@ from typing import Literal, Optional
 
 from pydantic import Field, ValidationError, field_validator
 
-from deepep_env.errors import UserError
-from deepep_env.hashing import is_digest
-from deepep_env.readfile import read_toml
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import is_digest
+from deepep_env.base.readfile import read_toml
 from deepep_env.spec.load import show
 from deepep_env.spec.model import Strict, _check_range
 

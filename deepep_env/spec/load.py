@@ -9,9 +9,9 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from deepep_env.channels.auth import redact
-from deepep_env.errors import UserError
-from deepep_env.readfile import decode, parse_toml, read_bytes
+from deepep_env.base.channels.auth import redact
+from deepep_env.base.errors import UserError
+from deepep_env.base.readfile import decode, parse_toml, read_bytes
 from deepep_env.spec.model import ENV_NAME_RE, KNOWN_ARCHS, NAME_RE, SUPPORTED_FORMATS, EnvSpec
 
 # Specs are a few KiB. The caps turn a hostile input (/dev/zero, a FIFO, a 1 GB file, a 1 MB
@@ -183,7 +183,7 @@ def parse_spec_text(text: str, file: str | Path = "<spec>", expect_name: str | N
 
 def read_spec_bytes(path: Path) -> bytes:
     """The file's bytes, refusing what is not a regular file of sane size (the one bounded reader,
-    :mod:`deepep_env.readfile`)."""
+    :mod:`deepep_env.base.readfile`)."""
     return read_bytes(path, what="spec", accepted="a regular file in env_specs/ named <name>.toml",
                       missing="no such spec file", limit=MAX_SPEC_BYTES)
 

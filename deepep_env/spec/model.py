@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from deepep_env.channels.auth import url_secret
+from deepep_env.base.channels.auth import url_secret
 
 # The format header every spec starts with. Readers accept every version listed here; a newer
 # file is refused with a clear line rather than half-understood.
@@ -243,7 +243,7 @@ class HostSpec(Strict):
         return v
 
 
-# Packages the tool puts in every env itself (lock/request.py, buildplan.py), with the spec section that
+# Packages the tool puts in every env itself (lock/request.py, builder/plan.py), with the spec section that
 # sets them: a `packages` entry naming one would be ignored or would contradict that section.
 PINNED_BY_TOOL = {"deep-ep": "[deepep]", "nvshmem": "[nvshmem]", "libnvshmem3": "[nvshmem]", "gdrcopy": "[gdrcopy]",
                   "python": "[python]", "cuda-version": "[cuda]", "pytorch": "[pytorch]", "nccl": "[nccl]",

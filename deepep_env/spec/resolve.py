@@ -9,9 +9,9 @@ from __future__ import annotations
 from functools import cmp_to_key
 from pathlib import Path
 
-from deepep_env.errors import UnknownEnvError, UserError
+from deepep_env.base.errors import UnknownEnvError, UserError
 from deepep_env.platform.profiles_data import PROFILES
-from deepep_env.project import Project, find_project
+from deepep_env.base.project import Project, find_project
 from deepep_env.spec.catalog import Catalog, load_catalog
 from deepep_env.spec.load import load_spec_file, show
 from deepep_env.spec.model import EnvSpec
@@ -19,7 +19,7 @@ from deepep_env.spec.resolved import (
     RCuda, RDeepEP, RGdrcopy, RNccl, RNvshmem, RPatch, RPytorch, RPython, ResolvedSpec,
 )
 from deepep_env.spec.rules import Rule, violations
-from deepep_env.versions import exact_value, is_exact, version_cmp, version_matches
+from deepep_env.base.versions import exact_value, is_exact, version_cmp, version_matches
 
 
 def _exact(value: str, field: str, file: Path | None) -> str:

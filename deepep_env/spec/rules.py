@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from deepep_env.spec.resolved import ResolvedSpec
-from deepep_env.versions import version_lt, version_matches
+from deepep_env.base.versions import version_lt, version_matches
 
 
 @dataclass(frozen=True)

@@ -20,13 +20,13 @@ else:  # pragma: no cover
 
 from pydantic import Field, ValidationError, field_validator
 
-from deepep_env.errors import UserError
-from deepep_env.hashing import file_tree_sha256, is_digest
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import file_tree_sha256, is_digest
 from deepep_env.spec.catalog import CATALOG_FORMAT, SourcePin, load_catalog
 from deepep_env.spec.load import read_spec_bytes, show
 from deepep_env.spec.model import Strict
 from deepep_env.spec.resolved import ResolvedSpec
-from deepep_env.versions import version_cmp, version_lt
+from deepep_env.base.versions import version_cmp, version_lt
 
 PACKAGE = "nvshmem-wheel"
 LAYOUT_CHANGE = "3.5.19"  # NVSHMEM 3.5.21 release notes: RC-QP layout changed starting in 3.5.19
@@ -79,7 +79,7 @@ def wheel_pin(cat: WheelCatalog, version: str, cuda_version: str, subdir: str) -
 def wheel_source(pin: WheelPin) -> SourcePin:
     """The wheel as a build source: a tree holding the one file ``pin.filename``, so the source cache,
     staging and the build id treat it like any pinned tree (its ``tree_sha256`` follows from the
-    wheel's published sha256: :func:`deepep_env.hashing.file_tree_sha256`)."""
+    wheel's published sha256: :func:`deepep_env.base.hashing.file_tree_sha256`)."""
     return SourcePin(urls=[pin.url], tree_sha256=file_tree_sha256(pin.filename, pin.sha256))
 
 

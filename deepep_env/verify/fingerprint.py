@@ -1,6 +1,6 @@
 """The host a record was made on, and the per-node facts a fleet must agree on, from the host probe.
 
-One reading (:func:`deepep_env.envcontext.read_host`) → one flat dict of plain strings and numbers.
+One reading (:func:`deepep_env.host.context.read_host`) → one flat dict of plain strings and numbers.
 Test records keep it (``host``); doctor's JSON carries it (``context.host``), so ``fleet report``
 compares nodes on the same names. Never an environment variable's value, never a credential:
 only what sysfs/procfs under the root say about hardware, drivers and the platform choice.
@@ -13,7 +13,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.envcontext import HostContext
+    from deepep_env.host.context import HostContext
 
 # The CUDA version a Linux driver branch supports at most (NVIDIA's CUDA toolkit release notes, table 3).
 _CUDA_FOR_DRIVER = ((580, "13.0"), (575, "12.9"), (570, "12.8"), (565, "12.7"), (560, "12.6"), (555, "12.5"),

@@ -15,13 +15,13 @@ if TYPE_CHECKING:  # annotations only
     from pathlib import Path
 
     from deepep_env.lock.workspace import Workspace
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
 
 
 def current_digests(project: Project) -> tuple[dict[tuple[str, str], str], Optional[str]]:
     """(lock env, platform) → digest of the project's pixi.lock, and why there are none (no lock)."""
-    from deepep_env.errors import UserError
-    from deepep_env.lock.lockfile import read_lock
+    from deepep_env.base.errors import UserError
+    from deepep_env.formats.lockfile import read_lock
     from deepep_env.lock.digest import all_digests
 
     try:

@@ -21,13 +21,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from deepep_env.atomic import write_text
-from deepep_env.errors import UserError
-from deepep_env.formats import TEST_RECORD
+from deepep_env.base.atomic import write_text
+from deepep_env.base.errors import UserError
+from deepep_env.formats.stamps import TEST_RECORD
 
 if TYPE_CHECKING:  # annotations only
     from deepep_env.lock.workspace import Workspace
-    from deepep_env.project import Project
+    from deepep_env.base.project import Project
 
 VERIFIED_DIR = "verified"
 MAX_RECORD_BYTES = 1 << 20
@@ -56,8 +56,8 @@ def lock_identity(project: Project, env: str, lock_platform: Optional[str] = Non
     """``{lock_env, lock_platform, digest}`` of ``env`` from the project's pixi.lock; ``digest`` is
     None (with ``why``) when the env is not locked: such a record proves nothing about a lock.
     ``ws``: the command's workspace (the lock read once)."""
-    from deepep_env.lock.lockfile import read_lock
-    from deepep_env.project import pixi_env_name
+    from deepep_env.formats.lockfile import read_lock
+    from deepep_env.base.project import pixi_env_name
     from deepep_env.lock.digest import env_digests
 
     lock_env = pixi_env_name(env)
@@ -88,8 +88,8 @@ def build_record(project: Project, env: str, test: str, args: Sequence[str], exi
                  root: str = "/", platform: Optional[str] = None, lock_platform: Optional[str] = None,
                  now: Optional[datetime] = None) -> dict[str, Any]:
     from deepep_env import __version__
-    from deepep_env.channels.auth import redact
-    from deepep_env.envcontext import read_host
+    from deepep_env.base.channels.auth import redact
+    from deepep_env.host.context import read_host
     from deepep_env.verify.figures import parse_figures
     from deepep_env.verify.fingerprint import host_fingerprint
 
