@@ -237,3 +237,27 @@ def test_the_tool_package_is_relocked_in_place_and_a_fresh_clone_rebuilds_it(ins
     rc, out, err = cli_in_process(capsys, "install", "lt-host", *p, "--json")
     assert rc == 0, err
     assert any(n.startswith("rebuilt deepep-env") for n in json.loads(out)["notes"])
+
+
+def test_a_folder_left_with_only_bytecode_does_not_move_the_tool_id():
+    """A module moved away leaves its old folder holding only ``__pycache__``; git carries no empty
+    folder, so a fresh clone has none: this checkout's tool id must be the clone's (issue 29.5's
+    regroup left deepep_env/channels/ behind and `lock --only deepep-env --check` failed in a clone)."""
+    import shutil
+    from pathlib import Path
+
+    import deepep_env
+    from deepep_env.builder import toolpkg
+
+    toolpkg.tool_source.cache_clear()
+    before = toolpkg.tool_source()[1]
+    left = Path(deepep_env.__file__).resolve().parent / "_moved_away_probe"
+    try:
+        (left / "__pycache__").mkdir(parents=True)
+        (left / "__pycache__" / "gone.cpython-312.pyc").write_bytes(b"\0")
+        (left / "empty").mkdir()
+        toolpkg.tool_source.cache_clear()
+        assert toolpkg.tool_source()[1] == before
+    finally:
+        shutil.rmtree(left, ignore_errors=True)
+        toolpkg.tool_source.cache_clear()
