@@ -79,7 +79,7 @@ def build_env(project_root: Path, env: str, channel: Path, work: Path) -> dict[s
     id the channel already has is not rebuilt (like the builder's store)."""
     from deepep_env.builder.plan import plan
     from deepep_env.base.project import Project
-    from deepep_env.spec.resolve import load_resolved
+    from deepep_env.envspec.resolve import load_resolved
 
     project = Project(project_root)
     bp = plan(load_resolved(env, project), project)
@@ -191,7 +191,7 @@ def data_request(project, env: str, packages: list[str], subdirs: list[str]):
     from deepep_env.base.channels.urls import resolve_channels
     from deepep_env.formats.lock_platforms import platform_for
     from deepep_env.lock.request import LockRequest, Requirement
-    from deepep_env.spec.resolve import load_resolved
+    from deepep_env.envspec.resolve import load_resolved
 
     r = load_resolved(env, project)
     refs = resolve_channels(list(r.channels), publish_url=r.publish_url, local_dir=project.channel)

@@ -58,7 +58,7 @@ def test_a_forged_hca_name_never_reaches_the_mapping(host_tree, tmp_path):
 def test_a_spec_version_with_an_empty_segment_is_refused(tmp_path):
     from deepep_env.base.errors import UserError
     from deepep_env.base.project import Project
-    from deepep_env.spec import load_resolved
+    from deepep_env.envspec import load_resolved
 
     proj = tmp_path / "proj"
     shutil.copytree(REPO / "env_specs", proj / "env_specs")
@@ -74,7 +74,7 @@ def test_a_spec_version_with_an_empty_segment_is_refused(tmp_path):
 
 def test_a_catalog_naming_another_package_is_refused(tmp_path):
     from deepep_env.base.errors import UserError
-    from deepep_env.spec.catalog import load_catalog
+    from deepep_env.envspec.catalog import load_catalog
 
     shutil.copytree(REPO / "recipes" / "nvshmem", tmp_path / "nvshmem")
     cat = tmp_path / "nvshmem" / "sources.toml"
@@ -172,7 +172,7 @@ def test_usage_errors_are_one_line_naming_what_is_accepted(args, needle):
 def test_a_spec_that_is_a_symlink_loop_is_named_as_such(tmp_path):
     from deepep_env.base.errors import UserError
     from deepep_env.base.project import Project
-    from deepep_env.spec import load_resolved
+    from deepep_env.envspec import load_resolved
 
     proj = tmp_path / "proj"
     shutil.copytree(REPO / "recipes", proj / "recipes")

@@ -144,7 +144,7 @@ def test_fixture_patch_content_is_identity(tmp_path):
 
 def test_spec_comments_and_key_order_change_no_id_but_values_do(tmp_path):
     from deepep_env.builder.plan import plan
-    from deepep_env.spec import load_resolved
+    from deepep_env.envspec import load_resolved
 
     fp = fake_project(tmp_path)
     spec = fp.root / "env_specs" / "h200-nvlink.toml"

@@ -16,7 +16,7 @@ from deepep_env.builder.plan import plan
 from deepep_env.builder.preview import preview_plan
 from deepep_env.base.errors import UserError
 from deepep_env.base.project import Project
-from deepep_env.spec.resolve import load_resolved
+from deepep_env.envspec.resolve import load_resolved
 
 FORGE = Path(__file__).resolve().parent / "fixtures" / "conda-forge"
 
@@ -147,7 +147,7 @@ def test_mirrors_read_a_channel_from_a_folder_and_lock_its_url(monkeypatch, tmp_
 
 @pytest.mark.parametrize("table, bad", [("toolchain", 'gcc = "fourteen"'), ("toolchain", 'sysroot = "3.1"')])
 def test_toolchain_bad_values_are_refused(repo_root, tmp_path, table, bad):
-    from deepep_env.spec.load import load_spec_file as load_spec
+    from deepep_env.envspec.load import load_spec_file as load_spec
 
     text = (repo_root / "env_specs" / "gcp-b200.toml").read_text() + f"\n[{table}]\n{bad}\n"
     p = tmp_path / "x.toml"
@@ -157,7 +157,7 @@ def test_toolchain_bad_values_are_refused(repo_root, tmp_path, table, bad):
 
 
 def test_packages_must_be_match_specs(repo_root, tmp_path):
-    from deepep_env.spec.load import load_spec_file as load_spec
+    from deepep_env.envspec.load import load_spec_file as load_spec
 
     text = (repo_root / "env_specs" / "gcp-b200.toml").read_text().replace(
         'publish_url =', 'packages = ["numpy; rm -rf /"]\npublish_url =')

@@ -18,8 +18,8 @@ from deepep_env.builder.preview import preview_plan
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import tree_sha256
 from deepep_env.base.project import Project
-from deepep_env.spec.catalog import SourcePin, load_catalog
-from deepep_env.spec.resolve import load_resolved
+from deepep_env.envspec.catalog import SourcePin, load_catalog
+from deepep_env.envspec.resolve import load_resolved
 
 REPO = Path(__file__).resolve().parents[1]
 V2 = "dd758caf451848bd150e1046af3d0a73e5fff38d"

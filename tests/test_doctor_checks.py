@@ -129,7 +129,7 @@ def test_peermem_missing(tmp_path):
 
 def test_module_missing_from_the_spec(tmp_path):
     from deepep_env.base.project import find_project
-    from deepep_env.spec.resolve import load_resolved
+    from deepep_env.envspec.resolve import load_resolved
 
     spec = load_resolved("gcp-b200", find_project(str(REPO)))
     spec = spec.model_copy(update={"host": spec.host.model_copy(update={"kernel_modules": ["nvidia_peermem", "gdrdrv"]})})

@@ -95,7 +95,7 @@ def test_file_tree_hash_is_the_tree_of_the_one_file(tmp_path):
 
 def test_spec_resolves_to_the_pinned_wheel_and_plans_a_repack_node(tmp_path):
     from deepep_env.builder.plan import plan
-    from deepep_env.spec import load_resolved
+    from deepep_env.envspec import load_resolved
 
     fp, whl = wheel_project(tmp_path)
     r = load_resolved("h200-wheel", fp.project)
@@ -116,7 +116,7 @@ def test_spec_resolves_to_the_pinned_wheel_and_plans_a_repack_node(tmp_path):
     (('version = "3.4.5"\nprovider = "wheel"', 'version = ">=3.4"\nprovider = "wheel"'), "nvshmem.version"),
 ])
 def test_a_wheel_that_is_not_pinned_is_one_clear_line(tmp_path, edit, msg):
-    from deepep_env.spec import load_resolved
+    from deepep_env.envspec import load_resolved
 
     fp, _ = wheel_project(tmp_path)
     f = fp.root / "env_specs" / "h200-wheel.toml"
@@ -231,7 +231,7 @@ def test_plan_suggests_the_wheel_where_the_source_is_not_pinned(tmp_path):
     from deepep_env.cli.render_plan import render_plan
     from deepep_env.views.planning import make_plan
     from deepep_env.base.project import Project
-    from deepep_env.spec import load_resolved
+    from deepep_env.envspec import load_resolved
 
     d = make_plan("gcp-b200", Project(REPO), root=str(REPO / "nonexistent-root"))
     assert d["nvshmem_suggestion"] is not None

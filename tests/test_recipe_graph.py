@@ -26,7 +26,7 @@ from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
 from deepep_env.base.errors import UserError
 from deepep_env.base.project import Project
 from deepep_env.builder.recipegraph import Edges, build_order, ident, read_recipe, recipe_edges
-from deepep_env.spec import load_resolved
+from deepep_env.envspec import load_resolved
 
 SPECS = sorted(p.stem for p in (REPO / "env_specs").glob("*.toml"))
 

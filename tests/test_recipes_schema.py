@@ -63,7 +63,7 @@ def test_real_recipes_render_for_every_spec(spec, tmp_path):
     from deepep_env.base.project import Project
     from deepep_env.sources import primary_source
     from deepep_env.base.errors import UserError
-    from deepep_env.spec import load_resolved
+    from deepep_env.envspec import load_resolved
 
     project = Project(REPO)
     bp = plan(load_resolved(spec, project), project)

@@ -9,8 +9,8 @@ import pytest
 from cli_runner import cli_subprocess
 from deepep_env.base.errors import UserError
 from deepep_env.base.project import Project
-from deepep_env.spec import load_resolved, load_spec_file, parse_spec_text
-from deepep_env.spec.resolve import resolve
+from deepep_env.envspec import load_resolved, load_spec_file, parse_spec_text
+from deepep_env.envspec.resolve import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = sorted((REPO / "env_specs").glob("*.toml"))

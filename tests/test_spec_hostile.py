@@ -180,7 +180,7 @@ CASES: list[tuple[str, "str | bytes", "str | None"]] = [
     ("env-value-int", env_line("NCCL_NVLS_ENABLE = 0"), "env.NCCL_NVLS_ENABLE"),
     ("env-value-1mb", env_line(f'NCCL_NVLS_ENABLE = "{LONG}"'), "env.NCCL_NVLS_ENABLE"),
     ("env-dotted", env_line('A.B = "0"'), "env"),
-    # --- conflicting pins: one case per rule in deepep_env/spec/rules.py
+    # --- conflicting pins: one case per rule in deepep_env/envspec/rules.py
     ("rule-sm100-needs-cuda-12.8", sub('architectures = ["9.0"]', 'architectures = ["10.0"]')
      .replace('version = "13.0"', 'version = "12.6"').replace('cuda = "13.0"', 'cuda = "12.6"'), "cuda.version"),
     ("rule-sm120-needs-cuda-12.8", sub('architectures = ["9.0"]', 'architectures = ["12.0"]')
@@ -366,7 +366,7 @@ def test_whitespace_around_values_is_not_identity(tmp_path: Path) -> None:
     """Stripping is deliberate (str_strip_whitespace): ' 9.0' resolves like '9.0', so a stray space
     can neither fail a build nor change a build id."""
     from deepep_env.base.project import Project
-    from deepep_env.spec import load_spec_file, parse_spec_text, resolve
+    from deepep_env.envspec import load_spec_file, parse_spec_text, resolve
 
     a = parse_spec_text(GOOD, expect_name="h200-nvlink")
     b = parse_spec_text(sub('architectures = ["9.0"]', 'architectures = [" 9.0 "]'), expect_name="h200-nvlink")

@@ -56,7 +56,7 @@ def test_v2_with_the_pr696_patch_and_nvshmem_3_5_19_is_allowed(tmp_path, capsys)
 
 
 def test_pr696_patch_is_pinned_for_dd758ca_only(tmp_path, capsys):
-    from deepep_env.spec.catalog import load_catalog
+    from deepep_env.envspec.catalog import load_catalog
     pin = load_catalog(Path(__file__).parents[1] / "recipes", "deep-ep").patches[PR696]
     assert pin.sha256 and pin.url.startswith("https://raw.githubusercontent.com/vllm-project/vllm/c3eefbf")
     assert pin.features == ["nvshmem-3.5-layout"] and pin.applies_to == ["dd758caf451848bd150e1046af3d0a73e5fff38d"]

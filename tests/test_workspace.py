@@ -25,7 +25,7 @@ def count(monkeypatch):
     """Counts resolve() calls by spec name; load_resolved goes through it however it was imported."""
     import importlib
 
-    mod = importlib.import_module("deepep_env.spec.resolve")   # the package re-exports a function `resolve`
+    mod = importlib.import_module("deepep_env.envspec.resolve")   # the package re-exports a function `resolve`
 
     seen: Counter = Counter()
     real = mod.resolve

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("formats", ("formats",),
      "the file formats: stamps, pixi.lock, lock platforms, the build inputs record, the prefix marker"),
     ("platform", ("platform",), "platform profiles, host probes and facts, read-only"),
-    ("spec", ("spec",), "env specs: load, validate, resolve against a platform profile"),
+    ("spec", ("envspec",), "env specs: load, validate, resolve against a platform profile"),
     ("sources", ("sources",), "source cache, host fingerprints"),
     ("builder", ("builder",),
      "recipe graph, the tool as a package, the build plan (build ids), rattler-build, the store, the build channel"),

@@ -48,7 +48,7 @@ from deepep_env.base.hashing import short_id, tree_sha256
 from deepep_env.base.channels.urls import channel_mirrors, channel_url, file_url
 from deepep_env.formats.lockfile import read_lock
 from deepep_env.sources import SourceCache, fetch, primary_source, require_present, stage, wants_for_nodes
-from deepep_env.spec import load_resolved
+from deepep_env.envspec import load_resolved
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from deepep_env.base.project import Project

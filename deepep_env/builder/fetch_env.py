@@ -17,7 +17,7 @@ from deepep_env.builder.plan import plan
 from deepep_env.base.errors import UserError
 from deepep_env.sources.cache import SourceCache
 from deepep_env.sources.fetch import FetchReport, fetch, wants_for_nodes
-from deepep_env.spec import load_resolved
+from deepep_env.envspec import load_resolved
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from deepep_env.base.project import Project

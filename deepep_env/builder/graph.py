@@ -26,8 +26,8 @@ from deepep_env.builder.plan import BuildNode, build_virtual_packages, finish_no
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256, tree_sha256
 from deepep_env.builder.recipegraph import RecipeInfo, build_order, read_recipe, recipe_edges
-from deepep_env.spec.catalog import SourcePin, load_catalog
-from deepep_env.spec.resolved import RPatch
+from deepep_env.envspec.catalog import SourcePin, load_catalog
+from deepep_env.envspec.resolved import RPatch
 
 
 def _own_path_sources(info: RecipeInfo) -> dict[str, str]:

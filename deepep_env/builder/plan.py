@@ -26,8 +26,8 @@ from deepep_env.base.project import Project
 from deepep_env.base.readfile import present
 from deepep_env.sources import hostprint
 from deepep_env.builder.recipegraph import build_order, read_recipe, recipe_edges
-from deepep_env.spec.catalog import SourcePin
-from deepep_env.spec.resolved import RPatch, ResolvedSpec
+from deepep_env.envspec.catalog import SourcePin
+from deepep_env.envspec.resolved import RPatch, ResolvedSpec
 from deepep_env.builder.toolpkg import TOOL, VERSION, tool_source
 
 
@@ -272,7 +272,7 @@ def _nvshmem_wheel_node(r: ResolvedSpec, project: Project) -> BuildNode:
     """NVIDIA's NVSHMEM wheel (pinned by sha256, recipes/nvshmem-wheel/sources.toml) repacked into the
     package DeepEP's recipes build against (deepep-nvshmem): a binary repack, so no CUDA or compilers
     enter; the source is a tree holding the one wheel file (spec/wheels.py wheel_source)."""
-    from deepep_env.spec.wheels import require_wheel
+    from deepep_env.envspec.wheels import require_wheel
 
     assert r.nvshmem.source is not None
     subdir = r.subdirs[0] if r.subdirs else "linux-64"

@@ -17,8 +17,8 @@ def register(app: typer.Typer) -> None:
                  project_dir: Optional[str] = ProjectOpt, as_json: bool = JsonOpt) -> None:
         """Load, check and resolve each spec; exit 2 on the first bad one."""
         # local: pydantic, and main.build_app imports every command module on every run
-        from deepep_env.spec.load import load_spec_file
-        from deepep_env.spec.resolve import resolve
+        from deepep_env.envspec.load import load_spec_file
+        from deepep_env.envspec.resolve import resolve
 
         proj = project(project_dir)
         results = []

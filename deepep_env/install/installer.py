@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # annotations only: no import at run time
 
     from deepep_env.builder.build import Progress
     from deepep_env.base.project import Project
-    from deepep_env.spec.resolved import ResolvedSpec
+    from deepep_env.envspec.resolved import ResolvedSpec
 
 
 def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:

@@ -32,7 +32,7 @@ def render(plan: LaunchPlan) -> Rendering:
 
 def launch(env: str, options: LaunchOptions, project: Optional[Project] = None) -> Rendering:
     """Resolve env spec ``env`` (name or path) and render the launch ``options`` describe."""
-    from deepep_env.spec import load_resolved   # local: pydantic; the renderers are used without a spec
+    from deepep_env.envspec import load_resolved   # local: pydantic; the renderers are used without a spec
 
     spec = load_resolved(env, project)
     return render(plan_launch(EnvInfo.from_resolved(spec), options))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 from deepep_env.formats.stamps import LAUNCH_PLAN
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.spec.resolved import ResolvedSpec
+    from deepep_env.envspec.resolved import ResolvedSpec
 
 Target = Literal["k8s", "slurm", "shell"]
 TARGETS: tuple[str, ...] = ("k8s", "slurm", "shell")

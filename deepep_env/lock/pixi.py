@@ -52,7 +52,7 @@ from deepep_env.base.readfile import present, read_text
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from deepep_env.base.project import Project
-    from deepep_env.spec.resolved import ResolvedSpec
+    from deepep_env.envspec.resolved import ResolvedSpec
 
 
 PIXI_FORMAT = PIXI_MANIFEST.stamp

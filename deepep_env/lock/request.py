@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # annotations only: no import at run time
 
     from deepep_env.builder.plan import BuildPlan
     from deepep_env.base.project import Project
-    from deepep_env.spec.resolved import ResolvedSpec
+    from deepep_env.envspec.resolved import ResolvedSpec
 
 
 @dataclass(frozen=True)

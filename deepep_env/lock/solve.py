@@ -165,7 +165,7 @@ def lock_env(env: str, project: Project, *, channel: Optional[str | Path] = None
     """``deepep-env lock ENV``: solve the spec's packages into the project's ``pixi.lock`` (ENV's
     environment replaced, every other kept)."""
     # local: pydantic, which diff, verdict and install (no spec) do not need
-    from deepep_env.spec.resolve import load_resolved
+    from deepep_env.envspec.resolve import load_resolved
 
     r = load_resolved(env, project)
     cl = make_client([c for c in r.channels if "://" in c] + ([r.publish_url] if r.publish_url else []))

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # annotations only
     from deepep_env.builder.plan import BuildPlan, HostInputs, Resolutions
     from deepep_env.formats.lockfile import LockData
     from deepep_env.base.project import Project
-    from deepep_env.spec.resolved import ResolvedSpec
+    from deepep_env.envspec.resolved import ResolvedSpec
 
 
 class Workspace:
@@ -35,7 +35,7 @@ class Workspace:
         got = self._resolved.get(name)
         if got is None:
             # local: pydantic, which diff, verdict and install (no spec) do not need
-            from deepep_env.spec.resolve import load_resolved
+            from deepep_env.envspec.resolve import load_resolved
 
             try:
                 got = load_resolved(name, self.project)

@@ -92,7 +92,7 @@ def default_target(env: str | None, project: str | Path | None = None) -> str:
     if not env:
         raise UserError("no target channel", field="--to", accepted="a channel URL or directory")
     # local: pydantic, and this package is also imported by the child interpreter of publish.isolated
-    from deepep_env.spec.load import load_spec_file
+    from deepep_env.envspec.load import load_spec_file
 
     proj = find_project(project)
     spec = load_spec_file(proj.spec_path(env))

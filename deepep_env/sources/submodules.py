@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Sequence
 from deepep_env.sources.cache import is_archive, unpack
 
 if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.spec.catalog import SourcePin
+    from deepep_env.envspec.catalog import SourcePin
 
 
 class Submodule(NamedTuple):

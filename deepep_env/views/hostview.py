@@ -13,7 +13,7 @@ from deepep_env.host.context import HostContext, overlay_context, read_host
 from deepep_env.base.errors import UserError
 from deepep_env.formats.prefix import has_marker
 from deepep_env.base.project import Project
-from deepep_env.spec.resolved import ResolvedSpec
+from deepep_env.envspec.resolved import ResolvedSpec
 
 
 def _host_summary(host: HostContext, root: str, demo_host: Optional[str]) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from deepep_env.formats.prefix import has_marker
 from deepep_env.platform.demo import demo_name, host_root
 from deepep_env.base.project import Project
 from deepep_env.sources import hostprint
-from deepep_env.spec.resolved import ResolvedSpec
-from deepep_env.spec.wheels import nvshmem_options, wheel_suggestion
+from deepep_env.envspec.resolved import ResolvedSpec
+from deepep_env.envspec.wheels import nvshmem_options, wheel_suggestion
 
 
 def _pins(r: ResolvedSpec) -> dict[str, Any]:

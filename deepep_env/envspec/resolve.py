@@ -12,13 +12,13 @@ from pathlib import Path
 from deepep_env.base.errors import UnknownEnvError, UserError
 from deepep_env.platform.profiles_data import PROFILES
 from deepep_env.base.project import Project, find_project
-from deepep_env.spec.catalog import Catalog, load_catalog
-from deepep_env.spec.load import load_spec_file, show
-from deepep_env.spec.model import EnvSpec
-from deepep_env.spec.resolved import (
+from deepep_env.envspec.catalog import Catalog, load_catalog
+from deepep_env.envspec.load import load_spec_file, show
+from deepep_env.envspec.model import EnvSpec
+from deepep_env.envspec.resolved import (
     RCuda, RDeepEP, RGdrcopy, RNccl, RNvshmem, RPatch, RPytorch, RPython, ResolvedSpec,
 )
-from deepep_env.spec.rules import Rule, violations
+from deepep_env.envspec.rules import Rule, violations
 from deepep_env.base.versions import exact_value, is_exact, version_cmp, version_matches
 
 
@@ -113,7 +113,7 @@ def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> Resolv
              for v in _source_candidates(spec.nccl.version, spec.nccl.provider, nccl_cat, "nccl.version", "NCCL", file)]
     wheel = None
     if spec.nvshmem.provider == "wheel":
-        from deepep_env.spec.wheels import require_wheel, wheel_source
+        from deepep_env.envspec.wheels import require_wheel, wheel_source
         wheel = wheel_source(require_wheel(recipes, _exact(spec.nvshmem.version, "nvshmem.version", file),
                                            spec.cuda.version, spec.subdirs[0], file))
         if spec.nvshmem.patches:

@@ -1,7 +1,7 @@
 """Which versions go together: every compatibility rule in one table, each with its upstream source.
 
 A rule looks at a candidate :class:`ResolvedSpec` and returns a message when the combination is
-wrong. :func:`deepep_env.spec.resolve.resolve` tries candidates (highest NVSHMEM first) and keeps the
+wrong. :func:`deepep_env.envspec.resolve.resolve` tries candidates (highest NVSHMEM first) and keeps the
 first that breaks no rule; if none passes, the first violation is the error. The facts come from
 ``shared/field-notes.md`` §2; the ``source`` column says where to re-check them.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from deepep_env.spec.resolved import ResolvedSpec
+from deepep_env.envspec.resolved import ResolvedSpec
 from deepep_env.base.versions import version_lt, version_matches
 
 

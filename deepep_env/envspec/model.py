@@ -1,8 +1,8 @@
 """The abstract env spec, exactly as a user writes it in ``env_specs/<name>.toml``.
 
 Strict: unknown keys are errors (``extra="forbid"``), so a typo never silently means "default".
-Versions here may be ranges (``">=3.3.9"``); :mod:`deepep_env.spec.resolve` turns an
-:class:`EnvSpec` into a :class:`~deepep_env.spec.resolved.ResolvedSpec` where every value is concrete.
+Versions here may be ranges (``">=3.3.9"``); :mod:`deepep_env.envspec.resolve` turns an
+:class:`EnvSpec` into a :class:`~deepep_env.envspec.resolved.ResolvedSpec` where every value is concrete.
 
 Which fields are *identity* (enter build ids) is decided by the build plan, not here: the spec is
 input; ``docs/build-id.md`` lists what each package's id covers.

@@ -12,7 +12,7 @@ from pydantic_core import ErrorDetails
 from deepep_env.base.channels.auth import redact
 from deepep_env.base.errors import UserError
 from deepep_env.base.readfile import decode, parse_toml, read_bytes
-from deepep_env.spec.model import ENV_NAME_RE, KNOWN_ARCHS, NAME_RE, SUPPORTED_FORMATS, EnvSpec
+from deepep_env.envspec.model import ENV_NAME_RE, KNOWN_ARCHS, NAME_RE, SUPPORTED_FORMATS, EnvSpec
 
 # Specs are a few KiB. The caps turn a hostile input (/dev/zero, a FIFO, a 1 GB file, a 1 MB
 # string echoed into an error line) into one refusal line instead of a hang or a flood.

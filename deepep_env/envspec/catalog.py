@@ -16,8 +16,8 @@ from pydantic import Field, ValidationError, field_validator
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import is_digest
 from deepep_env.base.readfile import read_toml
-from deepep_env.spec.load import show
-from deepep_env.spec.model import Strict, _check_range
+from deepep_env.envspec.load import show
+from deepep_env.envspec.model import Strict, _check_range
 
 CATALOG_FORMAT = 1
 

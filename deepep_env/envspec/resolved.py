@@ -1,13 +1,13 @@
 """The resolved (concrete) spec: every version exact, every variant value decided, every source
-pinned to a catalog entry. Produced only by :func:`deepep_env.spec.resolve.resolve`."""
+pinned to a catalog entry. Produced only by :func:`deepep_env.envspec.resolve.resolve`."""
 from __future__ import annotations
 
 from typing import Literal, Optional
 
 from pydantic import Field
 
-from deepep_env.spec.catalog import PatchPin, SourcePin
-from deepep_env.spec.model import HostSpec, Strict, ToolchainSpec
+from deepep_env.envspec.catalog import PatchPin, SourcePin
+from deepep_env.envspec.model import HostSpec, Strict, ToolchainSpec
 
 
 class RPatch(Strict):
