@@ -263,3 +263,16 @@ def test_plan_suggests_the_wheel_where_the_source_is_not_pinned(tmp_path):
     assert bp.node("nvshmem").recipe_dir.name == "nvshmem-wheel"
     dp = bp.node("deep-ep")
     assert "nvshmem" in dp.deps and dp.variant["nvshmem_provider"] == "source" and "nvshmem" not in dp.externals
+
+
+def test_a_patched_nvshmem_is_not_offered_the_unpatched_wheel():
+    """gke-a4 builds NVSHMEM 3.2.5 with DeepEP's patch; PyPI's 3.2.5 wheel is pinned but a binary takes no
+    patch (the spec would be refused): plan says the source must be pinned, not `provider = "wheel"`."""
+    from deepep_env.base.project import Project
+    from deepep_env.views.planning import make_plan
+
+    d = make_plan("gke-a4", Project(REPO), root=str(REPO / "nonexistent-root"))
+    assert any(o["version"] == "3.2.5" and o["wheel"] for o in d["nvshmem_options"])
+    s = d["nvshmem_suggestion"]
+    assert s and "unpatched" in s and "deepep-nvshmem-3.2.5" in s and "deepep-env fetch gke-a4" in s
+    assert 'provider = "wheel"' not in s

@@ -149,5 +149,10 @@ def wheel_suggestion(r: ResolvedSpec, options: list[dict[str, Any]]) -> Optional
     if sel is None or sel["wheel"] is None:
         return None
     w = sel["wheel"]
+    if r.nvshmem.patches:   # a binary wheel takes no patch: offering it would drop the spec's patch
+        names = ", ".join(p.name for p in r.nvshmem.patches)
+        return (f"NVSHMEM {r.nvshmem.version}: its source is not pinned (it cannot be built); NVIDIA's wheel "
+                f"{w['package']}=={r.nvshmem.version} is pinned but unpatched, and this spec patches NVSHMEM "
+                f"({names}): only a pinned source will do (`deepep-env fetch {r.name}` on a machine with network)")
     return (f"NVSHMEM {r.nvshmem.version}: its source is not pinned (it cannot be built); NVIDIA's wheel "
             f"{w['package']}=={r.nvshmem.version} is pinned ({w['sha256'][:19]}…): set [nvshmem] provider = \"wheel\"")
