@@ -155,4 +155,5 @@ def wheel_suggestion(r: ResolvedSpec, options: list[dict[str, Any]]) -> Optional
                 f"{w['package']}=={r.nvshmem.version} is pinned but unpatched, and this spec patches NVSHMEM "
                 f"({names}): only a pinned source will do (`deepep-env fetch {r.name}` on a machine with network)")
     return (f"NVSHMEM {r.nvshmem.version}: its source is not pinned (it cannot be built); NVIDIA's wheel "
-            f"{w['package']}=={r.nvshmem.version} is pinned ({w['sha256'][:19]}…): set [nvshmem] provider = \"wheel\"")
+            f"{w['package']}=={r.nvshmem.version} is pinned ({w['sha256'][:19]}…): set [nvshmem] "
+            f"version = \"{r.nvshmem.version}\" (the wheel catalog pins exact versions) and provider = \"wheel\"")
