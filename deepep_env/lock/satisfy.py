@@ -59,9 +59,14 @@ class Environment:
 
 @dataclass(frozen=True)
 class Unsat:
-    """Why pixi would not take the lock as it is for one environment."""
+    """Why pixi would not take the lock as it is for one environment. ``kind`` is the class's name
+    (pixi's variant name), set for every subclass."""
 
     kind: ClassVar[str] = "Unsat"
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        cls.kind = cls.__name__
 
     def message(self) -> str:
         raise NotImplementedError
@@ -72,7 +77,6 @@ class Unsat:
 
 @dataclass(frozen=True)
 class LockVersionTooNew(Unsat):
-    kind: ClassVar[str] = "LockVersionTooNew"
     version: int
 
     def message(self) -> str:
@@ -83,7 +87,6 @@ class LockVersionTooNew(Unsat):
 class EnvironmentRemoved(Unsat):
     """Rule 3: the lock has an environment the manifest does not."""
 
-    kind: ClassVar[str] = "EnvironmentRemoved"
 
     def message(self) -> str:
         return "environment is in the lock but not in the manifest (lf/outdated.rs removed_environments)"
@@ -93,7 +96,6 @@ class EnvironmentRemoved(Unsat):
 class NotChecked(Unsat):
     """An input outside what this module re-implements (PyPI, targets, constraints)."""
 
-    kind: ClassVar[str] = "NotChecked"
     unsupported: tuple[str, ...]
 
     def message(self) -> str:
@@ -104,7 +106,6 @@ class NotChecked(Unsat):
 class EnvironmentMissing(Unsat):
     """Rule 3: the manifest's environment is not in the lock."""
 
-    kind: ClassVar[str] = "EnvironmentMissing"
 
     def message(self) -> str:
         return "environment missing from the lock (Rule 3, lf/outdated.rs)"
@@ -117,7 +118,6 @@ class EnvironmentUnsat(Unsat):
 
 @dataclass(frozen=True)
 class ChannelsExtended(EnvironmentUnsat):
-    kind: ClassVar[str] = "ChannelsExtended"
     locked: tuple[str, ...]
     manifest: tuple[str, ...]
 
@@ -127,7 +127,6 @@ class ChannelsExtended(EnvironmentUnsat):
 
 @dataclass(frozen=True)
 class ChannelsMismatch(EnvironmentUnsat):
-    kind: ClassVar[str] = "ChannelsMismatch"
     locked: tuple[str, ...]
     manifest: tuple[str, ...]
 
@@ -137,7 +136,6 @@ class ChannelsMismatch(EnvironmentUnsat):
 
 @dataclass(frozen=True)
 class SolveStrategyMismatch(EnvironmentUnsat):
-    kind: ClassVar[str] = "SolveStrategyMismatch"
     locked: Any
 
     def message(self) -> str:
@@ -146,7 +144,6 @@ class SolveStrategyMismatch(EnvironmentUnsat):
 
 @dataclass(frozen=True)
 class ChannelPriorityMismatch(EnvironmentUnsat):
-    kind: ClassVar[str] = "ChannelPriorityMismatch"
     locked: Any
 
     def message(self) -> str:
@@ -155,7 +152,6 @@ class ChannelPriorityMismatch(EnvironmentUnsat):
 
 @dataclass(frozen=True)
 class AdditionalPlatformsInLockFile(EnvironmentUnsat):
-    kind: ClassVar[str] = "AdditionalPlatformsInLockFile"
     platform: str
 
     def message(self) -> str:
@@ -164,7 +160,6 @@ class AdditionalPlatformsInLockFile(EnvironmentUnsat):
 
 @dataclass(frozen=True)
 class PlatformDefinitionChanged(EnvironmentUnsat):
-    kind: ClassVar[str] = "PlatformDefinitionChanged"
     platform: str
     locked_subdir: str
     locked_virtual_packages: tuple[str, ...]
@@ -185,7 +180,6 @@ class PlatformUnsat(Unsat):
 
 @dataclass(frozen=True)
 class TooManyPypiPackages(PlatformUnsat):
-    kind: ClassVar[str] = "TooManyPypiPackages"
 
     def message(self) -> str:
         return f"{self.platform}: PyPI packages in a conda-only environment (TooManyPypiPackages)"
@@ -193,7 +187,6 @@ class TooManyPypiPackages(PlatformUnsat):
 
 @dataclass(frozen=True)
 class DuplicateEntry(PlatformUnsat):
-    kind: ClassVar[str] = "DuplicateEntry"
     package: str
 
     def message(self) -> str:
@@ -204,7 +197,6 @@ class DuplicateEntry(PlatformUnsat):
 class TooManyCondaPackages(PlatformUnsat):
     """Packages no requirement reaches (``unused``), or any package where nothing is required."""
 
-    kind: ClassVar[str] = "TooManyCondaPackages"
     unused: tuple[str, ...] = ()
 
     def message(self) -> str:
@@ -218,7 +210,6 @@ class UnsatisfiableMatchSpec(PlatformUnsat):
     """A requirement no locked record (nor virtual package) satisfies; ``locked``: the record of
     that name that does not match, when there is one."""
 
-    kind: ClassVar[str] = "UnsatisfiableMatchSpec"
     spec: str
     required_by: str
     locked: Optional[str] = None
