@@ -148,12 +148,11 @@ def wheel_suggestion(r: ResolvedSpec, options: list[dict[str, Any]]) -> Optional
     sel = next((o for o in options if o["selected"]), None)
     if sel is None or sel["wheel"] is None:
         return None
-    w = sel["wheel"]
+    w, v = sel["wheel"], r.nvshmem.version
+    head = f"NVSHMEM {v}: its source is not pinned (it cannot be built); NVIDIA's wheel {w['package']}=={v} is pinned"
     if r.nvshmem.patches:   # a binary wheel takes no patch: offering it would drop the spec's patch
         names = ", ".join(p.name for p in r.nvshmem.patches)
-        return (f"NVSHMEM {r.nvshmem.version}: its source is not pinned (it cannot be built); NVIDIA's wheel "
-                f"{w['package']}=={r.nvshmem.version} is pinned but unpatched, and this spec patches NVSHMEM "
-                f"({names}): only a pinned source will do (`deepep-env fetch {r.name}` on a machine with network)")
-    return (f"NVSHMEM {r.nvshmem.version}: its source is not pinned (it cannot be built); NVIDIA's wheel "
-            f"{w['package']}=={r.nvshmem.version} is pinned ({w['sha256'][:19]}…): set [nvshmem] "
-            f"version = \"{r.nvshmem.version}\" (the wheel catalog pins exact versions) and provider = \"wheel\"")
+        return (f"{head} but unpatched, and this spec patches NVSHMEM ({names}): only a pinned source will do "
+                f"(`deepep-env fetch {r.name}` on a machine with network)")
+    return (f"{head} ({w['sha256'][:19]}…): set [nvshmem] version = \"{v}\" (the wheel catalog pins exact "
+            f"versions) and provider = \"wheel\"")
