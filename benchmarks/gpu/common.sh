@@ -49,3 +49,17 @@ setup_tools() {
   echo "cores=$(nproc) python=$($PY -c 'import sys;print(sys.version.split()[0])') torch=$($PY -c 'import torch;print(torch.__version__)')"
   ldconfig -p | grep -E "libmlx5.so.1|libibverbs.so.1" | head -3
 }
+
+export REPACK_CHAN=/tmp/deepep-repack   # lock_enough.sh's sha256 check reads it too
+repack_channel() {
+  # The machine's python, pytorch and CUDA repacked as a conda-forge-shaped channel at $REPACK_CHAN
+  # (repack_conda.py, byte-reproducible); every package's sha256 in $OUT/repack-sha256.txt, so that two
+  # machines' lists can be diffed (issue 25).
+  local t; t=$(now)
+  $PY benchmarks/gpu/repack_conda.py "$REPACK_CHAN" --wheels "$GPU_DIR/wheels" --rdma /tmp/deepep-rdma/usr \
+    > "$OUT/repack.log" 2>&1 || { tail -30 "$OUT/repack.log"; exit 1; }
+  fig repack_s "$(since "$t")"
+  (cd "$REPACK_CHAN" && sha256sum */*.conda | sort -k2) > "$OUT/repack-sha256.txt"
+  fig repack_packages "$(wc -l < "$OUT/repack-sha256.txt")"
+  fig repack_digest "$(sha256sum < "$OUT/repack-sha256.txt" | cut -c1-16)"
+}

@@ -41,14 +41,8 @@ done
 # into a conda-forge-shaped channel (repack_conda.py, byte-reproducible), served at the spec's repack URL.
 if [ -n "${REPACK:-}" ]; then
   step "repack the machine's python, pytorch and CUDA as a channel"
-  t=$(now)
-  $PY benchmarks/gpu/repack_conda.py /tmp/deepep-repack --wheels "$GPU_DIR/wheels" --rdma /tmp/deepep-rdma/usr \
-    > "$OUT/repack.log" 2>&1 || { tail -30 "$OUT/repack.log"; exit 1; }
-  fig repack_s "$(since "$t")"
-  export DEEPEP_ENV_MIRRORS="https://conda.deepep-env.example/repack=/tmp/deepep-repack"
-  (cd /tmp/deepep-repack && sha256sum */*.conda | sort -k2) > "$OUT/repack-sha256.txt"
-  fig repack_packages "$(wc -l < "$OUT/repack-sha256.txt")"
-  fig repack_digest "$(sha256sum < "$OUT/repack-sha256.txt" | cut -c1-16)"
+  repack_channel
+  export DEEPEP_ENV_MIRRORS="https://conda.deepep-env.example/repack=$REPACK_CHAN"
 fi
 $DE fetch "$ENV_NAME" --from "$GPU_DIR/sources" > "$OUT/fetch.txt" 2>&1 || { cat "$OUT/fetch.txt"; exit 1; }
 
@@ -131,7 +125,7 @@ same = total = 0
 for ps in env.packages.values():
     for q in ps:
         f = glob.glob(f"{chan}/*/{q.name}-{q.version}-{q.build}.conda") or \
-            glob.glob(f"/tmp/deepep-repack/*/{q.name}-{q.version}-{q.build}.conda")
+            glob.glob(f"{os.environ['REPACK_CHAN']}/*/{q.name}-{q.version}-{q.build}.conda")
         if f:
             total += 1
             ok = file_sha256(f[0]) == f"sha256:{q.sha256}"
