@@ -38,22 +38,32 @@ def _compile_twice(nvcc: str, d: Path, source: str = KERNEL) -> tuple[bytes, byt
     return outs[0], outs[1]
 
 
-@pytest.mark.parametrize("recipe", ["nvshmem", "deep-ep"])
-def test_the_recipes_nvcc_shim_compiles_the_same_bytes_twice(recipe, tmp_path):
+def _shim(recipe: str, fn: str, cuda: Path, shim: Path) -> str:
+    """What the recipe's helper prints: the recipes source recipes/_include/cuda-build.sh through
+    their own cuda-build.sh link."""
+    include = REPO / "recipes" / recipe / "cuda-build.sh"
+    return subprocess.run(["bash", "-c", f'set -euo pipefail; . "{include}"; {fn} "{cuda}" "{shim}"'],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("recipe,fn", [("nvshmem", "reproducible_nvcc"), ("deep-ep", "reproducible_nvcc"),
+                                       ("deep-ep-v2", "reproducible_nvcc"), ("nccl", "reproducible_nvcc_bin")])
+def test_the_recipes_nvcc_shim_compiles_the_same_bytes_twice(recipe, fn, tmp_path):
     cuda = _cuda_home()
     if subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True).returncode != 0 and \
             subprocess.run(["unshare", "--user", "--map-root-user", "--pid", "--fork", "true"],
                            capture_output=True).returncode != 0:
         pytest.skip("no PID namespaces here")
-    script = (REPO / "recipes" / recipe / "build.sh").read_text()
-    fn = script[script.index("reproducible_nvcc() {"):]
-    fn = fn[:fn.index("\n}\n") + 3]
-    shim = subprocess.run(["bash", "-c", fn + f'reproducible_nvcc "{cuda}" "{tmp_path}/shim"'],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    assert shim == f"{tmp_path}/shim" and (Path(shim) / "include").exists()
-    a, b = _compile_twice(f"{shim}/bin/nvcc", tmp_path)
+    shim = _shim(recipe, fn, cuda, tmp_path / "shim")
+    if fn == "reproducible_nvcc_bin":   # NCCL's NVCC=: the compiler alone
+        assert shim == f"{tmp_path}/shim/nvcc"
+        nvcc = shim
+    else:
+        assert shim == f"{tmp_path}/shim" and (Path(shim) / "include").exists()
+        nvcc = f"{shim}/bin/nvcc"
+    a, b = _compile_twice(nvcc, tmp_path)
     assert a == b
-    a, b = _compile_twice(f"{shim}/bin/nvcc", tmp_path, STATIC_ONLY)
+    a, b = _compile_twice(nvcc, tmp_path, STATIC_ONLY)
     assert a == b
     # and the reason it exists: the toolkit's own nvcc, twice, differs (process ids in the object)
     a, b = _compile_twice(str(cuda / "bin" / "nvcc"), tmp_path)
@@ -66,11 +76,7 @@ def test_the_shim_keeps_parallel_nvcc_runs_apart(tmp_path):
     cuda = _cuda_home()
     if subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True).returncode != 0:
         pytest.skip("no PID namespaces here")
-    script = (REPO / "recipes" / "deep-ep" / "build.sh").read_text()
-    fn = script[script.index("reproducible_nvcc() {"):]
-    fn = fn[:fn.index("\n}\n") + 3]
-    shim = subprocess.run(["bash", "-c", fn + f'reproducible_nvcc "{cuda}" "{tmp_path}/shim"'],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    shim = _shim("deep-ep", "reproducible_nvcc", cuda, tmp_path / "shim")
     for i in range(6):
         (tmp_path / f"p{i}.cu").write_text(KERNEL.replace("add1", f"add{i}"))
     procs = [subprocess.Popen([f"{shim}/bin/nvcc", "-rdc=true", "-arch=sm_90", "-c", f"p{i}.cu", "-o", f"p{i}.o"],

@@ -38,7 +38,7 @@ from deepep_env.builder.driver import declared_virtual_packages, private_package
 from deepep_env.builder.driver import run as run_rattler_build
 from deepep_env.builder.resolution import Resolution, differences, from_rendered, rendered_recipe, resolve
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
-from deepep_env.builder.normalize import BUILD_INPUTS_MEMBER, epoch_for, normalize_conda
+from deepep_env.builder.normalize import BUILD_INPUTS_MEMBER, epoch_for, normalize_conda, recipe_link_files
 from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.builder.plan import BuildNode, finish_node
 from deepep_env.builder.plan import live_host, plan as build_plan
@@ -263,8 +263,9 @@ class _Builder:
         aliases = mirror_aliases()
         info = {BUILD_INPUTS_MEMBER: (json.dumps({"id": node.id, "preimage": node.preimage}, indent=1, sort_keys=True,
                                                  ensure_ascii=False) + "\n").encode()}
+        links = recipe_link_files(node.recipe_dir)   # info/recipe/ holds files, not dangling links
         for f in res.packages:
-            normalize_conda(f, epoch, aliases, info)
+            normalize_conda(f, epoch, aliases, info, links)
         self._check_resolution(node, by, res.packages)
         return res.packages, time.monotonic() - started, res.notes
 

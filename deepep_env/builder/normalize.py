@@ -92,6 +92,26 @@ def _fix_channels(data: bytes, aliases: dict[str, str]) -> bytes:
 BUILD_INPUTS_MEMBER = "info/deepep-env/build-inputs.json"
 
 
+RECIPE_MEMBER_DIR = "info/recipe/"
+
+
+def recipe_link_files(recipe_dir: Path) -> dict[str, bytes]:
+    """``info/recipe/<path>`` → content, for every symlink in a recipe folder that names a regular file.
+
+    rattler-build copies the recipe folder into the package's ``info/recipe/`` with its symlinks as
+    they are: ``cuda-build.sh -> ../_include/cuda-build.sh`` (recipes/_include, shared by the CUDA
+    recipes) would dangle there. The builder ships the file the link names instead (resolved from
+    the recipe folder, as ``recipe_sha256`` hashes it), so the package says what it was built from."""
+    from deepep_env.base.readfile import MAX_CONFIG_BYTES, read_regular
+
+    root = Path(recipe_dir)
+    out: dict[str, bytes] = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_symlink() and p.is_file():
+            out[RECIPE_MEMBER_DIR + p.relative_to(root).as_posix()] = read_regular(p, MAX_CONFIG_BYTES)
+    return out
+
+
 def _added_members(src: tarfile.TarFile, extra: Optional[dict[str, bytes]]) -> list[tarfile.TarInfo]:
     have = set(src.getnames())
     if not extra or "info/index.json" not in have:   # info/ lives in the info-*.tar.zst only
@@ -100,9 +120,9 @@ def _added_members(src: tarfile.TarFile, extra: Optional[dict[str, bytes]]) -> l
 
 
 def _retar(data: bytes, epoch: int, aliases: Optional[dict[str, str]] = None,
-           extra: Optional[dict[str, bytes]] = None) -> bytes:
+           extra: Optional[dict[str, bytes]] = None, links: Optional[dict[str, bytes]] = None) -> bytes:
     """A tar with the same members and contents (plus ``extra`` files in the info tar), in name order,
-    with fixed metadata."""
+    with fixed metadata; a symlink member named in ``links`` becomes a regular file of that content."""
     src = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
     added = _added_members(src, extra)
     members = sorted(src.getmembers() + added, key=lambda m: m.name.encode())
@@ -114,6 +134,12 @@ def _retar(data: bytes, epoch: int, aliases: Optional[dict[str, str]] = None,
                 m.size, m.mode, m.type = len(extra[m.name]), 0o644, tarfile.REGTYPE
                 m.mtime, m.uid, m.gid, m.uname, m.gname = epoch, 0, 0, "", ""
                 dst.addfile(m, io.BytesIO(extra[m.name]))
+                continue
+            if links and m.issym() and m.name in links:
+                m.type, m.linkname, m.size, m.mode = tarfile.REGTYPE, "", len(links[m.name]), 0o644
+                m.mtime, m.uid, m.gid, m.uname, m.gname = epoch, 0, 0, "", ""
+                m.pax_headers = {}
+                dst.addfile(m, io.BytesIO(links[m.name]))
                 continue
             f = src.extractfile(m) if m.isreg() else None   # None only for non-regular members
             content = f.read() if f is not None else None
@@ -130,10 +156,13 @@ def _retar(data: bytes, epoch: int, aliases: Optional[dict[str, str]] = None,
 
 
 def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, str]] = None,
-                    info_files: Optional[dict[str, bytes]] = None) -> bool:
+                    info_files: Optional[dict[str, bytes]] = None,
+                    link_files: Optional[dict[str, bytes]] = None) -> bool:
     """Rewrite ``path`` (a ``.conda``) in place, atomically; True when its bytes changed.
     ``channel_aliases``: mirror URL → the channel's own URL; ``info_files``: added to info/ (kept
-    when already there, so normalizing twice changes nothing).
+    when already there, so normalizing twice changes nothing); ``link_files``: member name → content
+    for symlink members to replace by regular files (:func:`recipe_link_files`; a member that is a
+    regular file already is kept, so this too is idempotent).
 
     Idempotent: normalizing a normalized package gives the same bytes."""
     path = Path(path)
@@ -145,7 +174,7 @@ def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, 
         for info in zin.infolist():
             data = zin.read(info)
             if info.filename.endswith(".tar.zst"):
-                data = _zstd_compress(_retar(_zstd_decompress(data), epoch, channel_aliases, info_files))
+                data = _zstd_compress(_retar(_zstd_decompress(data), epoch, channel_aliases, info_files, link_files))
             zi = zipfile.ZipInfo(info.filename, date_time=_ZIP_TIME)
             zi.compress_type = zipfile.ZIP_STORED
             zi.external_attr = 0o644 << 16

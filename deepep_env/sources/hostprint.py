@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import glob
 import json
+import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -81,18 +83,53 @@ def compiler_version(cxx: str) -> str:
     return _first_line(out) if rc == 0 else f"missing: {cxx}"
 
 
+# The start files and runtime library a compiler driver links into every shared object it makes.
+START_FILES = ("crt1.o", "crti.o", "crtn.o", "crtbeginS.o", "crtendS.o", "libgcc.a")
+
+
+@functools.lru_cache(maxsize=None)
+def start_files(cxx: str) -> tuple[Path, ...]:
+    """Where ``cxx -print-file-name=X`` finds each of :data:`START_FILES` (absolute paths that exist;
+    a driver prints the bare name for a file it does not have)."""
+    found = []
+    for name in START_FILES:
+        rc, out = _run([cxx, f"-print-file-name={name}"])
+        where = _last_line(out) if rc == 0 else ""
+        if where and Path(where).is_absolute() and Path(where).is_file():
+            found.append(Path(where))
+    return tuple(found)
+
+
+def start_files_digest(cxx: str) -> str:
+    """:func:`files_digest` of a compiler's start files; "none" when it has none (or is missing)."""
+    return files_digest(list(start_files(cxx)))
+
+
+def _resolved_tool(cmd: str) -> str:
+    where = shutil.which(cmd)
+    return os.path.realpath(where) if where else cmd
+
+
 def cuda_facts(meta: Mapping[str, Any]) -> Facts:
     prefix = Path(str(meta.get("cuda_prefix") or "/usr/local/cuda"))
     nvcc = prefix / "bin" / "nvcc"
     rc, out = _run([str(nvcc), "--version"]) if nvcc.exists() else (127, "")
     real = prefix.resolve()
     static = [Path(p) for pat in ("lib64/*.a", "targets/*/lib/*.a") for p in glob.glob(str(real / pat))]
-    return {
+    host_cxx = str(meta.get("cuda_host_cxx") or "c++")
+    facts = {
         "nvcc": _last_line(out) if rc == 0 else f"missing: {nvcc}",
         "headers": dir_digest(str(prefix / "include")),
         "static_libraries": files_digest(static),
-        "host_compiler": compiler_version(str(meta.get("cuda_host_cxx") or "c++")),
+        "host_compiler": compiler_version(host_cxx),
+        # crt1.o, crti.o, crtbeginS.o … are linked into every shared object: the system gcc's were in
+        # deep-ep 1.2.1's extension while CUDAHOSTCXX named another g++ (docs/build-id.md §2)
+        "host_compiler_start_files": start_files_digest(host_cxx),
+        "system_compiler": compiler_version("c++"),
     }
+    if _resolved_tool(host_cxx) != _resolved_tool("c++"):
+        facts["system_compiler_start_files"] = start_files_digest("c++")
+    return facts
 
 
 def rdma_core_facts(meta: Mapping[str, Any]) -> Facts:
@@ -216,7 +253,7 @@ def _short(v: Any) -> str:
 
 def clear_caches() -> None:
     """Forget probe results (tests change a fake external between two plans)."""
-    for f in (_file_digest, dir_digest, compiler_version, python_probe):
+    for f in (_file_digest, dir_digest, compiler_version, start_files, python_probe):
         f.cache_clear()
 
 

@@ -3,61 +3,25 @@
 # are JIT-compiled at run time) against the spec's NCCL and NVSHMEM, install the module, its tests
 # and a build record.
 set -euo pipefail
-# setup.py appends `git rev-parse --short HEAD` to its version: never let it see an enclosing repo.
-export GIT_DIR=/nonexistent GIT_CEILING_DIRECTORIES=/
+# The helpers the CUDA recipes share (git kept out, SOURCE_DATE_EPOCH, conda CUDA_HOME, nvcc shim):
+# recipes/_include/cuda-build.sh.
+. "${RECIPE_DIR:-$(dirname "${BASH_SOURCE[0]}")}/cuda-build.sh"
 
 PY="${DEEPEP_PYTHON:-$PREFIX/bin/python}"
 [ -x "$PY" ] || command -v "$PY" >/dev/null || { echo "deepep-env: no Python at $PY (python_executable, or python in the host env)" >&2; exit 1; }
 site="$PREFIX/lib/python${DEEPEP_PY_VERSION}/site-packages"
 
-# conda-forge's CUDA is split (nvcc in the build env, headers/libraries in the host env under
-# targets/x86_64-linux); torch.utils.cpp_extension wants one CUDA_HOME: join the two, no copies.
-conda_cuda_home() {
-  local home="$1" tgt="targets/x86_64-linux"
-  rm -rf "$home" && mkdir -p "$home/bin"
-  for e in "$BUILD_PREFIX"/bin/*; do ln -s "$e" "$home/bin/"; done
-  [ -d "$BUILD_PREFIX/nvvm" ] && ln -s "$BUILD_PREFIX/nvvm" "$home/nvvm"
-  ln -s "$PREFIX/$tgt/include" "$home/include"
-  ln -s "$PREFIX/$tgt/lib" "$home/lib64"
-  mkdir -p "$home/targets" && ln -s "$PREFIX/$tgt" "$home/$tgt"
-  echo "$home"
-}
+# conda mode: CUDA_HOME joins the build and host envs without copying anything (conda_cuda_home).
 if [ "${DEEPEP_CUDA_PROVIDER:-host}" = conda ]; then
   export CUDA_HOME="$(conda_cuda_home "${SRC_DIR:-$PWD}/../cuda-home")"
   [ -n "${CXX:-}" ] && export CUDAHOSTCXX="${CUDAHOSTCXX:-$(command -v "$CXX")}"
   export CPATH="$PREFIX/targets/x86_64-linux/include${CPATH:+:$CPATH}"
-  RDMA="${DEEPEP_RDMA_CORE_PREFIX:-$PREFIX}"
 else
   export CUDA_HOME="${DEEPEP_CUDA_PREFIX:-/usr/local/cuda}"
-  RDMA="${DEEPEP_RDMA_CORE_PREFIX:-/usr}"
 fi
+RDMA="$(rdma_prefix)"
 
-# Reproducible nvcc (docs/build-id.md §8), as in recipes/deep-ep: a fresh PID namespace per nvcc.
-reproducible_nvcc() {
-  local real="$1" shim="$2" ns=""
-  if unshare --pid --fork true 2>/dev/null; then ns="unshare --pid --fork"
-  elif unshare --user --map-root-user --pid --fork true 2>/dev/null; then ns="unshare --user --map-root-user --pid --fork"
-  else
-    echo "deepep-env: note: cannot make a PID namespace here (unshare refused): nvcc output will embed process ids, so this package will not be byte-reproducible" >&2
-    echo "$real"; return
-  fi
-  rm -rf "$shim" && mkdir -p "$shim/bin"
-  for e in "$real"/*; do [ "$(basename "$e")" = bin ] || ln -s "$e" "$shim/"; done
-  for e in "$real"/bin/*; do ln -s "$e" "$shim/bin/"; done
-  rm -f "$shim/bin/nvcc"
-  cat > "$shim/bin/nvcc" <<SHIM
-#!/bin/sh
-for a in "\$@"; do case "\$a" in *.cu) [ -f "\$a" ] && touch -d "@${SOURCE_DATE_EPOCH:-315532800}" "\$a" ;; esac; done
-t=\$(mktemp -d) || exit 1
-TMPDIR="\$t" $ns "$(readlink -f "$real/bin/nvcc")" "\$@"
-rc=\$?
-rm -rf "\$t"
-exit \$rc
-SHIM
-  chmod +x "$shim/bin/nvcc"
-  echo "$shim"
-}
-[ -n "${DEEPEP_SOURCE_DATE_EPOCH:-}" ] && export SOURCE_DATE_EPOCH="$DEEPEP_SOURCE_DATE_EPOCH"
+# Reproducible nvcc: CUDA_HOME becomes a shim whose bin/nvcc runs in a fresh PID namespace (docs/build-id.md §8).
 CUDA_HOME="$(reproducible_nvcc "$CUDA_HOME" "${SRC_DIR:-$PWD}/../nvcc-shim")"
 export CUDA_HOME PATH="$CUDA_HOME/bin:$PATH"
 
@@ -97,9 +61,7 @@ esac
 [ -n "${DEEPEP_CUDA_HOST_CXX:-}" ] && export CUDAHOSTCXX="$DEEPEP_CUDA_HOST_CXX"
 export MAX_JOBS="${CPU_COUNT:-$(nproc)}"
 # setup.py hard-codes /usr/local/cuda/include/cccl; CUDA 13 keeps CCCL under targets/<arch>/include/cccl.
-for d in "$CUDA_HOME/targets/x86_64-linux/include/cccl" "$CUDA_HOME/include/cccl"; do
-  [ -d "$d" ] && export CPATH="$d${CPATH:+:$CPATH}"
-done
+while IFS= read -r d; do export CPATH="$d${CPATH:+:$CPATH}"; done < <(cccl_include_dirs "$CUDA_HOME")
 # NVSHMEM's installed IBGDA headers include <infiniband/mlx5dv.h>; -lcuda needs a libcuda.so to link.
 [ -d "$RDMA/include/infiniband" ] && export CPATH="$RDMA/include${CPATH:+:$CPATH}"
 for d in "$CUDA_HOME/lib64/stubs" "$CUDA_HOME/targets/x86_64-linux/lib/stubs" "$PREFIX/lib/stubs"; do

@@ -2,21 +2,11 @@
 # Build NCCL's shared library for the spec's architectures and install it the way conda-forge's nccl
 # package lays it out (lib/libnccl.so*, include/, lib/pkgconfig/nccl.pc; no static library).
 set -euo pipefail
-# src/misc/generate_git_version.py asks git for a hash and branch: never let it find an enclosing repo.
-export GIT_DIR=/nonexistent GIT_CEILING_DIRECTORIES=/
+# The helpers the CUDA recipes share (git kept out, SOURCE_DATE_EPOCH, conda CUDA_HOME, nvcc shim):
+# recipes/_include/cuda-build.sh.
+. "${RECIPE_DIR:-$(dirname "${BASH_SOURCE[0]}")}/cuda-build.sh"
 
-# conda-forge's CUDA is split (nvcc in the build env, the target's headers and libraries in the host
-# env under targets/x86_64-linux); NCCL's makefiles want one CUDA_HOME: join the two without copying.
-conda_cuda_home() {
-  local home="$1" tgt="targets/x86_64-linux"
-  rm -rf "$home" && mkdir -p "$home/bin" "$home/targets"
-  for e in "$BUILD_PREFIX"/bin/*; do ln -s "$e" "$home/bin/"; done
-  [ -d "$BUILD_PREFIX/nvvm" ] && ln -s "$BUILD_PREFIX/nvvm" "$home/nvvm"
-  ln -s "$PREFIX/$tgt/include" "$home/include"
-  ln -s "$PREFIX/$tgt/lib" "$home/lib64"
-  ln -s "$PREFIX/$tgt" "$home/$tgt"
-  echo "$home"
-}
+# conda mode: CUDA_HOME joins the build and host envs without copying anything (conda_cuda_home).
 if [ "${DEEPEP_CUDA_PROVIDER:-host}" = conda ]; then
   CUDA_HOME="$(conda_cuda_home "/tmp/deepep-env-cuda-${DEEPEP_BUILD_STRING:-build}")"
   trap 'rm -rf "$CUDA_HOME"' EXIT
@@ -31,30 +21,8 @@ export CUDA_HOME
 
 # Reproducible nvcc (docs/build-id.md §8): nvcc names temporary files and relocatable-device-code
 # module ids after its process id (NCCL compiles its device code with -dc); in a fresh PID namespace
-# that id is always the same. Same shim as recipes/nvshmem and recipes/deep-ep.
-reproducible_nvcc() {
-  local real="$1" shim="$2" ns=""
-  if unshare --pid --fork true 2>/dev/null; then ns="unshare --pid --fork"
-  elif unshare --user --map-root-user --pid --fork true 2>/dev/null; then ns="unshare --user --map-root-user --pid --fork"
-  else
-    echo "deepep-env: note: cannot make a PID namespace here (unshare refused): nvcc output will embed process ids, so this package will not be byte-reproducible" >&2
-    echo "$real/bin/nvcc"; return
-  fi
-  rm -rf "$shim" && mkdir -p "$shim"
-  cat > "$shim/nvcc" <<SHIM
-#!/bin/sh
-for a in "\$@"; do case "\$a" in *.cu) [ -f "\$a" ] && touch -d "@${SOURCE_DATE_EPOCH:-315532800}" "\$a" ;; esac; done
-t=\$(mktemp -d) || exit 1
-TMPDIR="\$t" $ns "$(readlink -f "$real/bin/nvcc")" "\$@"
-rc=\$?
-rm -rf "\$t"
-exit \$rc
-SHIM
-  chmod +x "$shim/nvcc"
-  echo "$shim/nvcc"
-}
-[ -n "${DEEPEP_SOURCE_DATE_EPOCH:-}" ] && export SOURCE_DATE_EPOCH="$DEEPEP_SOURCE_DATE_EPOCH"
-NVCC="$(reproducible_nvcc "$CUDA_HOME" "${SRC_DIR:-$PWD}/../nvcc-shim")"
+# that id is always the same. NCCL's makefiles take the compiler alone: reproducible_nvcc_bin.
+NVCC="$(reproducible_nvcc_bin "$CUDA_HOME" "${SRC_DIR:-$PWD}/../nvcc-shim")"
 
 # Exactly the spec's architectures, as device code (no PTX): "90;100" -> -gencode for sm_90 and sm_100.
 gencode=""

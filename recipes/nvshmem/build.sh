@@ -2,90 +2,38 @@
 # Configure and build NVSHMEM for DeepEP. Everything not needed is off: fewer dependencies, faster
 # builds, nothing that could be loaded by accident (no MPI/SHMEM/UCX/PMIx/libfabric bootstraps).
 set -euo pipefail
-# NVSHMEM's git_commit step and DeepEP's setup.py ask `git rev-parse HEAD`: inside another work tree
-# (a build dir under a project checkout) they would record that repo's commit. Keep git out.
-export GIT_DIR=/nonexistent GIT_CEILING_DIRECTORIES=/
+# The helpers the CUDA recipes share (git kept out, SOURCE_DATE_EPOCH, conda CUDA_HOME, nvcc shim):
+# recipes/_include/cuda-build.sh.
+. "${RECIPE_DIR:-$(dirname "${BASH_SOURCE[0]}")}/cuda-build.sh"
 
 on_off() { case "$1" in true|True|1|ON|on) echo ON ;; *) echo OFF ;; esac; }
 
-# conda-forge's CUDA is split: nvcc, ptxas and nvvm in the build env, the target's headers and
-# libraries in the host env under targets/x86_64-linux. CMake and NVSHMEM want one CUDA_HOME: this
-# folder joins the two without copying. Its path is short and a function of the build string alone:
-# NVSHMEM embeds CUDA_HOME in its build variables (nvshmem-info -b), whose printer truncates long values.
-conda_cuda_home() {
-  local home="$1" tgt="targets/x86_64-linux"
-  rm -rf "$home" && mkdir -p "$home/bin" "$home/targets"
-  for e in "$BUILD_PREFIX"/bin/*; do ln -s "$e" "$home/bin/"; done
-  [ -d "$BUILD_PREFIX/nvvm" ] && ln -s "$BUILD_PREFIX/nvvm" "$home/nvvm"
-  ln -s "$PREFIX/$tgt/include" "$home/include"
-  ln -s "$PREFIX/$tgt/lib" "$home/lib64"
-  ln -s "$PREFIX/$tgt" "$home/$tgt"
-  echo "$home"
-}
+# conda mode: CUDA_HOME joins the build and host envs (conda_cuda_home). Its path is short and a
+# function of the build string alone: NVSHMEM embeds CUDA_HOME in its build variables (nvshmem-info -b),
+# whose printer truncates long values.
 if [ "${DEEPEP_CUDA_PROVIDER:-host}" = conda ]; then
   CUDA_HOME="$(conda_cuda_home "/tmp/deepep-env-cuda-${DEEPEP_BUILD_STRING:-build}")"
   trap 'rm -rf "$CUDA_HOME"' EXIT
   export CUDA_HOME
   # nvcc compiles host code with the env's g++ (gxx_linux-64 sets CXX), not whatever c++ is on PATH.
   if [ -n "${CXX:-}" ] && [ -z "${DEEPEP_CUDA_HOST_CXX:-}" ]; then DEEPEP_CUDA_HOST_CXX="$(command -v "$CXX")"; fi
-  RDMA="${DEEPEP_RDMA_CORE_PREFIX:-$PREFIX}"
 else
   export CUDA_HOME="${DEEPEP_CUDA_PREFIX:-/usr/local/cuda}"
-  RDMA="${DEEPEP_RDMA_CORE_PREFIX:-/usr}"
 fi
+RDMA="$(rdma_prefix)"
 
-# Reproducible nvcc (docs/build-id.md §7): nvcc names its temporary files, and the module id of each
-# relocatable-device-code unit, after its own process id, and both end up in the objects (measured on
-# H100 and H200: the only bytes that differed between two builds of the same inputs). In a fresh PID
-# namespace nvcc's pid is always the same, so its output is too. CUDA_HOME becomes a shim whose
-# bin/nvcc runs the real one that way; everything else links to the real toolkit.
-reproducible_nvcc() {
-  local real="$1" shim="$2" ns=""
-  if unshare --pid --fork true 2>/dev/null; then ns="unshare --pid --fork"
-  elif unshare --user --map-root-user --pid --fork true 2>/dev/null; then ns="unshare --user --map-root-user --pid --fork"
-  else
-    echo "deepep-env: note: cannot make a PID namespace here (unshare refused): nvcc output will embed process ids, so this package will not be byte-reproducible" >&2
-    echo "$real"; return
-  fi
-  rm -rf "$shim" && mkdir -p "$shim/bin"
-  for e in "$real"/*; do [ "$(basename "$e")" = bin ] || ln -s "$e" "$shim/"; done
-  for e in "$real"/bin/*; do ln -s "$e" "$shim/bin/"; done
-  rm -f "$shim/bin/nvcc"
-  # Each nvcc gets a temporary folder of its own (in its namespace every nvcc has the same pid, so
-  # their tmpxft_<pid>_* files would collide in a shared /tmp), and its .cu inputs get the build's
-  # fixed mtime: a unit with no externally visible kernel gets a module id hashed from its source
-  # file's mtime (measured; NVSHMEM's configure-time transfer_device.cu is such a unit).
-  cat > "$shim/bin/nvcc" <<SHIM
-#!/bin/sh
-for a in "\$@"; do case "\$a" in *.cu) [ -f "\$a" ] && touch -d "@${SOURCE_DATE_EPOCH:-315532800}" "\$a" ;; esac; done
-t=\$(mktemp -d) || exit 1
-TMPDIR="\$t" $ns "$(readlink -f "$real/bin/nvcc")" "\$@"
-rc=\$?
-rm -rf "\$t"
-exit \$rc
-SHIM
-  chmod +x "$shim/bin/nvcc"
-  echo "$shim"
-}
-# Only the compiler goes through the shim: CUDA_HOME stays the toolkit's own path, because NVSHMEM
-# records it in its build variables (nvshmem-info -b), whose wrapping truncates long values.
-# __DATE__/__TIME__ (nvshmem-info prints them) follow SOURCE_DATE_EPOCH: the builder derives it from the id.
-[ -n "${DEEPEP_SOURCE_DATE_EPOCH:-}" ] && export SOURCE_DATE_EPOCH="$DEEPEP_SOURCE_DATE_EPOCH"
+# Reproducible nvcc (reproducible_nvcc, docs/build-id.md §8). Only the compiler goes through the
+# shim: CUDA_HOME stays the toolkit's own path, because NVSHMEM records it in its build variables
+# (nvshmem-info -b), whose wrapping truncates long values.
 NVCC_HOME="$(reproducible_nvcc "$CUDA_HOME" "${SRC_DIR:-$PWD}/../nvcc-shim")"
 export NVSHMEM_DEVICELIB_CUDA_HOME="$NVCC_HOME"   # the device library's own CMake project takes nvcc from here
 IBGDA=$(on_off "${NVSHMEM_WANT_IBGDA:-true}")
 GDR=$(on_off "${NVSHMEM_WANT_GDRCOPY:-false}")
 
 inc=("$RDMA/include")
-# CUDA 13 moved CCCL (cuda/std/...) under targets/<arch>/include/cccl; NVSHMEM's headers include it
-# (DeepEP issue #568).
-for d in "$CUDA_HOME/targets/x86_64-linux/include/cccl" "$CUDA_HOME/targets/sbsa-linux/include/cccl" "$CUDA_HOME/include/cccl"; do
-  [ -d "$d" ] && inc+=("$d")
-done
+while IFS= read -r d; do inc+=("$d"); done < <(cccl_include_dirs "$CUDA_HOME")   # CUDA 13's CCCL
 libdirs=()
-for d in "$RDMA/lib/x86_64-linux-gnu" "$RDMA/lib64" "$RDMA/lib"; do
-  [ -d "$d" ] && libdirs+=("$d")
-done
+while IFS= read -r d; do libdirs+=("$d"); done < <(rdma_lib_dirs "$RDMA")
 export CPATH="$(IFS=:; echo "${inc[*]}")${CPATH:+:$CPATH}"
 export LIBRARY_PATH="$(IFS=:; echo "${libdirs[*]}")${LIBRARY_PATH:+:$LIBRARY_PATH}"
 incflags=""

@@ -1,0 +1,1 @@
+../_include/cuda-build.sh
