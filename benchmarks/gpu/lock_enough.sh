@@ -46,6 +46,13 @@ if [ -n "${REPACK:-}" ]; then
 fi
 $DE fetch "$ENV_NAME" --from "$GPU_DIR/sources" > "$OUT/fetch.txt" 2>&1 || { cat "$OUT/fetch.txt"; exit 1; }
 
+package_seconds() {  # each package's build time as the builder printed it ("built  PKG VERSION BUILD  12.3s"),
+  # and the timestamped build logs beside the figures (issue 25.7: conda mode against host mode)
+  sed -nE 's/^built +([A-Za-z0-9_.-]+) +[^ ]+ +[^ ]+ +([0-9.]+)s$/built_\1_s=\2/p' "$1" | tr '-' '_' | figs
+  mkdir -p "$OUT/logs" && cp "$DEEPEP_ENV_STATE"/logs/* "$OUT/logs/" 2>/dev/null
+  return 0
+}
+
 facts() {  # what the build ids of this host say about it (the fingerprints), and the image's compilers
   step "host facts"
   $DE plan "$ENV_NAME" --json 2>/dev/null > "$OUT/plan.json"
@@ -97,7 +104,8 @@ PYEOF
 if [ "$MODE" = relock ]; then
   step "cold build of $ENV_NAME"
   t=$(now)
-  $DE build "$ENV_NAME" --offline 2>&1 | tail -8; rc=${PIPESTATUS[0]}
+  $DE build "$ENV_NAME" --offline > "$OUT/build.txt" 2>&1; rc=$?
+  tail -8 "$OUT/build.txt"; package_seconds "$OUT/build.txt"
   fig build_s "$(since "$t")"; fig build_exit "$rc"
   [ "$rc" = 0 ] || { for l in "$DEEPEP_ENV_STATE"/logs/*.log; do tail -40 "$l"; done; exit 1; }
   $DE lock "$ENV_NAME" && $DE pixi sync >/dev/null || exit 1
@@ -112,7 +120,8 @@ if [ "$MODE" = relock ]; then
 else
   step "fresh clone: install $ENV_NAME from the committed lock alone"
   t=$(now)
-  $DE install "$ENV_NAME" 2>&1 | tail -12; rc=${PIPESTATUS[0]}
+  $DE install "$ENV_NAME" > "$OUT/install.txt" 2>&1; rc=$?
+  tail -12 "$OUT/install.txt"; package_seconds "$OUT/install.txt"
   fig install_rebuild_s "$(since "$t")"; fig install_exit "$rc"
   [ "$rc" = 0 ] || exit 1
   $PY - "$ENV_NAME" <<'PYEOF' | figs
