@@ -128,6 +128,7 @@ def build_id_preimage(
     externals: Mapping[str, Any] | None = None,
     virtual_packages: Mapping[str, str] | None = None,
     resolved: Mapping[str, Any] | None = None,
+    build_root: str | None = None,
 ) -> dict[str, Any]:
     """The documented pre-image of a build id (docs/build-id.md §2). Order of patches matters
     (they apply in order); everything else is a mapping and therefore order-free."""
@@ -144,6 +145,8 @@ def build_id_preimage(
             "virtual_packages": dict(virtual_packages or {}),
             # the packages the build and host environments resolved to outside the graph (sha256)
             "resolved": dict(resolved or {}),
+            # a build root other than the default (it is compiled into the bytes); absent otherwise
+            "build_root": build_root,
         }
     )
 

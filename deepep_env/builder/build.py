@@ -43,6 +43,8 @@ from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.builder.plan import BuildNode, finish_node
 from deepep_env.builder.plan import live_host, plan as build_plan
 from deepep_env.base.errors import SolveError, UserError
+from deepep_env.builder import buildroot
+from deepep_env.builder.buildroot import DEFAULT_BUILD_ROOT  # noqa: F401 - re-exported (builder.__init__)
 from deepep_env.formats.stamps import BUILD_MANIFEST, BUILD_REPORT
 from deepep_env.base.hashing import short_id, tree_sha256
 from deepep_env.base.channels.urls import channel_mirrors, channel_url, file_url
@@ -117,31 +119,9 @@ class BuildReport:
         }
 
 
-DEFAULT_BUILD_ROOT = "/tmp/deepep-env-build"
-
-
 def build_root() -> Path:
-    """Where every build runs: ``$DEEPEP_ENV_BUILD_ROOT``, else ``/tmp/deepep-env-build``.
-
-    Not identity (ids never depend on it) but part of the bytes: two machines produce the same
-    package only when they build under the same root, so keep the default unless you must move it.
-    Created shared and sticky (like /tmp), so several users of one machine can build."""
-    root = Path(os.environ.get("DEEPEP_ENV_BUILD_ROOT") or DEFAULT_BUILD_ROOT)
-    if not root.is_absolute():
-        raise UserError(f"DEEPEP_ENV_BUILD_ROOT must be an absolute path, not {str(root)!r}",
-                        field="DEEPEP_ENV_BUILD_ROOT", accepted="an absolute directory, e.g. /tmp/deepep-env-build")
-    try:
-        if not root.is_dir():
-            root.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(OSError):
-                os.chmod(root, 0o1777)
-        probe = root / f".write-test-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"build root {root} is not writable ({exc.strerror or exc})", field="DEEPEP_ENV_BUILD_ROOT",
-                        accepted="a writable absolute directory (set DEEPEP_ENV_BUILD_ROOT)") from None
-    return root
+    """Where every build runs (:mod:`deepep_env.builder.buildroot`: a moved root moves every id)."""
+    return buildroot.ensure()
 
 
 @contextlib.contextmanager

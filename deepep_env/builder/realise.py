@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from deepep_env.builder import buildroot
 from deepep_env.builder.channel import Channel, index
 from deepep_env.builder.store import Store
 from deepep_env.builder.plan import BuildNode, BuildPlan, live_host, plan as build_plan
@@ -101,6 +102,12 @@ class Realiser:
     def _not_here(self, label: str, build: str, live: BuildPlan) -> UserError:
         recorded = build_plan(self.resolved, self.project)          # the host facts the lock recorded
         node = next((n for n in recorded.nodes if n.build_string == build), None)
+        if node is None and (root := buildroot.moved()):
+            return UserError(f"{self.why}; and {buildroot.ENV_VAR}={root} gives every build another id (the build root "
+                             f"is compiled into the packages), so it cannot be rebuilt under the lock's id here",
+                             file=self.lock_path, field=buildroot.ENV_VAR,
+                             accepted=f"unset {buildroot.ENV_VAR} (the lock was built under "
+                                      f"{buildroot.DEFAULT_BUILD_ROOT}), or relock under this root")
         if node is None:
             return UserError(f"{self.why}; and this checkout's recipes and spec give another build id for it (the "
                              f"lock is stale), so it cannot be rebuilt", file=self.lock_path,

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
+from deepep_env.builder import buildroot
 from deepep_env.base.hashing import file_sha256
 from deepep_env.formats.lockfile import LockData, LockedEnv, LockedPackage
 from deepep_env.formats.lock_platforms import LockPlatformDef
@@ -310,7 +311,15 @@ def _check_builds(req: LockRequest, pname: str, pkgs: list[LockedPackage], res: 
                 roots.add(p.name)
         if not stale and node.top:
             res.reasons.append(PackageMissing(pname, node.package, f"=={node.version} {node.build_string}"))
+    if any(isinstance(r, BuildIdChanged) for r in res.reasons) and (root := buildroot.moved()):
+        res.notes.append(moved_root_note(root))
     return roots
+
+
+def moved_root_note(root: str) -> str:
+    """Why every build id differs from the lock's under a moved build root, and what to do."""
+    return (f"{buildroot.ENV_VAR}={root} is in every build id (the build root is compiled into the packages): "
+            f"unset it to check or rebuild the packages of a lock built under {buildroot.DEFAULT_BUILD_ROOT}")
 
 
 def _check_tool(node: BuiltNode, pname: str, pkgs: list[LockedPackage], res: LockCheck) -> set[str]:

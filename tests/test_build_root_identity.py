@@ -1,0 +1,58 @@
+"""The build root is compiled into the packages, so a moved one is in every build id (issue 25.1: no
+input that changes bytes may stay outside the id). The default root adds nothing: every committed id
+stays what it was."""
+from __future__ import annotations
+
+import pytest
+
+from build_fixtures import REPO, sandbox
+from cli_runner import cli_env, cli_subprocess
+from deepep_env.base.errors import UserError
+from deepep_env.builder import buildroot
+
+
+@pytest.fixture()
+def sb(tmp_path):
+    s = sandbox(tmp_path)
+    s.fill_cache()
+    return s
+
+
+def _ids(sb) -> dict[str, str]:
+    return {p: n.id for p, n in sb.nodes().items()}
+
+
+def test_a_moved_root_moves_every_id_and_the_default_none(sb, tmp_path, monkeypatch):
+    monkeypatch.delenv(buildroot.ENV_VAR, raising=False)
+    default = _ids(sb)
+    assert all(default.values()) and buildroot.moved() is None
+    monkeypatch.setenv(buildroot.ENV_VAR, buildroot.DEFAULT_BUILD_ROOT + "/")    # the same folder, spelt otherwise
+    assert _ids(sb) == default
+    monkeypatch.setenv(buildroot.ENV_VAR, str(tmp_path / "elsewhere"))
+    moved = _ids(sb)
+    assert set(moved) == set(default) and all(moved[p] != default[p] for p in default)
+    assert all(n.preimage["build_root"] == str(tmp_path / "elsewhere") for n in sb.nodes().values())
+    monkeypatch.setenv(buildroot.ENV_VAR, "relative/root")
+    with pytest.raises(UserError, match="must be an absolute path"):
+        sb.nodes()
+
+
+def test_a_build_under_a_moved_root_is_another_store_entry_not_a_cache_hit(sb, tmp_path, monkeypatch):
+    monkeypatch.setenv(buildroot.ENV_VAR, str(tmp_path / "root-a"))
+    first = sb.build()
+    assert set(sb.statuses(first).values()) == {"built"}
+    monkeypatch.setenv(buildroot.ENV_VAR, str(tmp_path / "root-b"))
+    second = sb.build()
+    assert set(sb.statuses(second).values()) == {"built"}            # not "cached" under the other root's id
+    assert {n.id for n in first.nodes}.isdisjoint({n.id for n in second.nodes})
+    monkeypatch.setenv(buildroot.ENV_VAR, str(tmp_path / "root-a"))
+    assert set(sb.statuses(sb.build()).values()) == {"cached"}
+
+
+def test_lock_check_under_a_moved_root_says_why_every_id_differs(tmp_path):
+    env = cli_env(DEEPEP_ENV_BUILD_ROOT=str(tmp_path / "moved"))
+    r = cli_subprocess("lock", "h200-nvlink", "--check", env=env, cwd=REPO)
+    assert r.returncode == 1
+    assert "build-id-changed" in (r.stdout + r.stderr)
+    assert f"DEEPEP_ENV_BUILD_ROOT={tmp_path / 'moved'} is in every build id" in (r.stdout + r.stderr)
+    assert "unset it" in (r.stdout + r.stderr)
