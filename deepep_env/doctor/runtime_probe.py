@@ -7,9 +7,10 @@ doctor itself, with a time limit, and the environment the caller gives (its ``LD
 """
 from __future__ import annotations
 
-import subprocess
 import sys
 from typing import Mapping, Optional
+
+from deepep_env.base.run import run_child
 
 _TIMEOUT_S = 30
 # dlopen the library, call ncclGetVersion(int*); print the code (NCCL >= 2.9: major*10000 + minor*100 + patch)
@@ -31,12 +32,8 @@ def nccl_code_to_version(code: int) -> str:
 
 def nccl_get_version(lib: str, env: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """``ncclGetVersion`` of ``lib`` as this machine loads it; None when it cannot be asked."""
-    try:
-        p = subprocess.run([sys.executable, "-c", _NCCL_PROBE, lib], capture_output=True, text=True,
-                           timeout=_TIMEOUT_S, stdin=subprocess.DEVNULL, env=dict(env) if env is not None else None)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    parts = p.stdout.split()
-    if p.returncode != 0 or len(parts) != 2 or parts[0] != "0" or not parts[1].isdigit() or int(parts[1]) <= 0:
+    r = run_child([sys.executable, "-c", _NCCL_PROBE, lib], timeout=_TIMEOUT_S, env=env)
+    parts = r.stdout.split()
+    if not r.ok or len(parts) != 2 or parts[0] != "0" or not parts[1].isdigit() or int(parts[1]) <= 0:
         return None
     return nccl_code_to_version(int(parts[1]))

@@ -8,10 +8,10 @@ The counter counts 4-octet words (IB spec PortXmitData), so bytes = delta × 4.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from typing import Iterable, Mapping, Optional, Sequence
 
+from deepep_env.base.run import run_child
 from deepep_env.doctor.model import Evidence, Finding, NicTraffic, TrafficResult
 from deepep_env.platform.rootfs import RootFS
 
@@ -66,17 +66,9 @@ def run_traffic(
 
 
 def _run_command(cmd: Sequence[str], env: Optional[Mapping[str, str]], timeout: Optional[float]) -> tuple[Optional[int], Optional[str]]:
-    """(exit status, None) or (None, why it could not run)."""
-    try:
-        return subprocess.run(list(cmd), env=dict(env) if env is not None else None, check=False, timeout=timeout).returncode, None
-    except FileNotFoundError:
-        return None, f"command not found: {cmd[0]}"
-    except PermissionError:
-        return None, f"command not executable: {cmd[0]}"
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout}s"
-    except OSError as exc:
-        return None, f"cannot run: {exc.strerror or exc}"
+    """(exit status, None) or (None, why it could not run); its output goes to ours."""
+    r = run_child(cmd, timeout=timeout, env=env, capture=False)
+    return r.returncode, r.why
 
 
 def _findings(result: TrafficResult, err: Optional[str]) -> list[Finding]:

@@ -19,11 +19,11 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from deepep_env.base.hashing import canonical_json, digest, file_sha256, tree_sha256
+from deepep_env.base.run import run_child
 
 SCHEME = "deepep-env/host-fingerprint/v1"
 _TIMEOUT_S = 60
@@ -32,12 +32,8 @@ Facts = dict[str, str]
 
 
 def _run(argv: list[str]) -> tuple[int, str]:
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S, stdin=subprocess.DEVNULL,
-                           errors="replace")
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return 127, f"{type(exc).__name__}: {exc}"
-    return p.returncode, p.stdout + p.stderr
+    r = run_child(argv, timeout=_TIMEOUT_S)
+    return (127, r.why or "") if r.returncode is None else (r.returncode, r.stdout + r.stderr)
 
 
 @functools.lru_cache(maxsize=None)
