@@ -296,12 +296,18 @@ def write_env(path: Path, env: str, section: EnvSection, platforms: list) -> tup
     ``pN`` aliases numbered in that order, and a ``default`` environment (the project's has no
     dependencies) is kept or written empty. Returns (bytes, changed); an unchanged lock is not
     rewritten (its mtime stays)."""
+    return write_envs(path, {env: section}, platforms)
+
+
+def write_envs(path: Path, new: dict[str, EnvSection], platforms: list) -> tuple[bytes, bool]:
+    """:func:`write_env` for several environments at once: one read of the lock, one write."""
     from rattler import LockChannel, LockFile, LockPlatform
     from rattler.platform.subdir import Subdir
 
     sections, old_plats = _existing_sections(path)
-    sections[env] = section
-    _refuse_two_records_for_one_url(path, env, sections)
+    sections.update(new)
+    for env in sorted(new):
+        _refuse_two_records_for_one_url(path, env, sections)
     sections.setdefault("default", EnvSection([], {}))
     defs = dict(old_plats)
     defs.update({p.name: (p.subdir, p.strings) for p in platforms})

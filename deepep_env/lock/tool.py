@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from deepep_env.base.errors import UserError
-from deepep_env.formats.lockfile import EnvSection, _existing_sections, write_env
+from deepep_env.formats.lockfile import EnvSection, _existing_sections, write_envs
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from rattler import RepoDataRecord
 
     from deepep_env.builder.plan import BuildNode
-    from deepep_env.formats.lock_platforms import LockPlatformDef
     from deepep_env.base.project import Project
 
 TOOL = "deepep-env"
@@ -87,15 +86,15 @@ def relock_tool(project: Project, envs: Optional[list[str]] = None, *, lock: Opt
     todo = [e for e in wanted if locked[e] != node.build_string]
     if todo:
         rec = _built_record(project, node)
+        sections, _ = _existing_sections(path)
+        write_envs(path, {env: _swapped(sections[env], rec, node) for env in todo}, workspace_platforms(project))
         for env in todo:
-            _swap(path, env, rec, node, workspace_platforms(project))
             swap_tool_inputs(project, env, node)
     return ToolRelock(node.build_string, todo, [e for e in wanted if e not in todo])
 
 
-def _swap(path: Path, env: str, built: RepoDataRecord, node: BuildNode, platforms: list[LockPlatformDef]) -> None:
-    sections, _ = _existing_sections(path)
-    s = sections[env]
+def _swapped(s: EnvSection, built: RepoDataRecord, node: BuildNode) -> EnvSection:
+    """``s`` with this checkout's tool package (``built``) in place of the one it locks."""
     records = {}
     for pname, recs in s.records.items():
         out = []
@@ -113,7 +112,7 @@ def _swap(path: Path, env: str, built: RepoDataRecord, node: BuildNode, platform
     if TOOL in builds:
         builds[TOOL] = {**builds[TOOL], "build": node.build_string, "id": node.id}
         meta["builds"] = builds
-    write_env(path, env, EnvSection(s.channels, records, meta), platforms)
+    return EnvSection(s.channels, records, meta)
 
 
 __all__ = ["ToolRelock", "relock_tool", "tool_status", "this_checkout_tool"]
