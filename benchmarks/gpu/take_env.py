@@ -12,11 +12,11 @@ another would have written. Refused, nothing written, when DIR's lock lacks ENV 
 ours (the environment was relocked from another checkout)."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from deepep_env.base.errors import UserError
+from deepep_env.base.readfile import read_json
 from deepep_env.base.project import Project, find_project
 from deepep_env.formats.build_inputs import _write, read_inputs
 from deepep_env.formats.lockfile import _existing_sections, write_env
@@ -24,6 +24,8 @@ from deepep_env.lock.request import workspace_platforms
 
 
 def take(project: Project, src: Path, env: str) -> None:
+    if not (src / "pixi.lock").is_file():
+        raise UserError(f"{src}: no pixi.lock", accepted="the folder a relock call returned (pixi.lock, build-inputs.json)")
     theirs, _ = _existing_sections(src / "pixi.lock")
     ours, _ = _existing_sections(project.pixi_lock)
     if env not in theirs:
@@ -33,9 +35,11 @@ def take(project: Project, src: Path, env: str) -> None:
         raise UserError(f"{src / 'pixi.lock'}: {env!r} was locked with another deepep-env build "
                         f"({(tool(theirs[env]) or {}).get('build')} vs ours {(tool(ours[env]) or {}).get('build')})",
                         accepted="a relock made from this checkout's tree")
-    inputs = json.loads((src / "build-inputs.json").read_text())["environments"]
-    if env not in inputs:
-        raise UserError(f"{src / 'build-inputs.json'} has no record for {env!r}")
+    data = read_json(src / "build-inputs.json", what="build inputs record", accepted="the run's build-inputs.json")
+    inputs = data.get("environments") if isinstance(data, dict) else None
+    if not isinstance(inputs, dict) or not isinstance(inputs.get(env), dict):
+        raise UserError(f"{src / 'build-inputs.json'} has no record for {env!r}",
+                        accepted="the build-inputs.json the same relock returned")
     write_env(project.pixi_lock, env, theirs[env], workspace_platforms(project))
     envs = dict(read_inputs(project))
     envs[env] = inputs[env]
