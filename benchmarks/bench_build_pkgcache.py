@@ -6,10 +6,13 @@ take it as a host requirement (``--extra-channel``). The same graph is built col
 processes, one per cache mode (rattler-build reads RATTLER_CACHE_DIR once per process):
 
 - ``private``: the cache is emptied around every build (every dependent extracts the package again);
-- ``verified``: extractions are kept and checked (deepep_env/builder/pkgcache.py).
+- ``verified``: extractions are kept and checked (deepep_env/builder/pkgcache.py);
+- ``host``: the baseline, host mode — the same recipes read the same files from a folder of the
+  machine, with no host environment to extract or link.
 
 Each mode starts from an empty cache, so the first dependent extracts in both; the difference is what
-the others pay. Prints ``name=value`` lines; the last is the headline (verified/private time).
+the others pay. All three in one run. Prints ``name=value`` lines; the last is the headline: what
+isolation adds to one build, in seconds (``(verified - host) / dependents``).
 
     python benchmarks/bench_build_pkgcache.py [--mb 300] [--dependents 3]
 
@@ -48,19 +51,21 @@ def big_channel(root: Path, mb: int) -> Path:
     return chan
 
 
-def graph(root: Path, n: int) -> Path:
-    g = root / "graph"
+def graph(root: Path, n: int, host_files: Path | None = None) -> Path:
+    """``n`` small recipes that read the big package: from their host environment (conda mode), or,
+    with ``host_files``, from that folder of the machine (host mode: nothing to extract or link)."""
+    g = root / ("graph-host" if host_files else "graph")
+    where = f"{host_files}/lib" if host_files else "$PREFIX/lib"
+    host = "" if host_files else "requirements:\n  host: [big-toolkit]\n"
     for i in range(n):
         d = g / f"dep{i}"
         d.mkdir(parents=True)
-        (d / "recipe.yaml").write_text(textwrap.dedent(f"""
+        (d / "recipe.yaml").write_text(textwrap.dedent(f"""\
             package: {{name: dep{i}, version: "1"}}
             build:
               string: ${{{{ build_string }}}}
-              script: [mkdir -p $PREFIX/share, ls $PREFIX/lib > $PREFIX/share/dep{i}.txt]
-            requirements:
-              host: [big-toolkit]
-            """))
+              script: [mkdir -p $PREFIX/share, ls {where} > $PREFIX/share/dep{i}.txt]
+            """) + host)
     return g
 
 
@@ -85,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         chan = big_channel(root, a.mb)
         g = graph(root, a.dependents)
+        host = run_mode("host", graph(root, a.dependents, root / "big-files"), chan, root)
         private = run_mode("private", g, chan, root)
         verified = run_mode("verified", g, chan, root)
         # the check's own cost on the kept extraction: by stat (every build, twice), and in full
@@ -105,9 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"check_full_s={full_s:.3f}")
     print(f"isolation_share_of_verified_build={(2 * a.dependents * stat_s + full_s) / verified:.3f}")
     print(f"dependents={a.dependents}")
+    print(f"build_host_s={host:.1f}")
     print(f"build_private_s={private:.1f}")
     print(f"build_verified_s={verified:.1f}")
     print(f"verified_vs_private={verified / private:.3f}")
+    print(f"verified_vs_host={verified / host:.3f}")
+    # what isolation adds to one build, in seconds: compare it with a real build's length (DeepEP in
+    # conda mode took 98.7 s on an H100, NVSHMEM 212.7 s: docs/benchmarks.md run X)
+    print(f"isolation_s_per_build={(verified - host) / a.dependents:.2f}")
     return 0
 
 
