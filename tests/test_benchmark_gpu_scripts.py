@@ -184,39 +184,3 @@ def test_python_repack_is_byte_identical_seconds_apart(tmp_path):
     assert names[0] == names[1]
     assert shas[0] == shas[1]
 
-
-def _project_copy(dst):
-    for d in ("env_specs", "recipes", "lockfiles"):
-        shutil.copytree(REPO / d, dst / d, symlinks=True)
-    for f in ("pixi.lock", "pixi.toml", "pyproject.toml"):
-        shutil.copy2(REPO / f, dst / f)
-    return dst
-
-
-def _take(project, *args):
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, str(GPU / "take_env.py"), *map(str, args)], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=120)
-
-
-def test_take_env_takes_one_environment_and_refuses_a_foreign_lock(tmp_path):
-    """take_env.py: a GPU call's relocked environment into this checkout's lock; what it would take from
-    a lock made with another deepep-env build, or an environment the lock lacks, is refused, nothing written."""
-    ours = _project_copy(tmp_path / "ours")
-    run = tmp_path / "run"
-    run.mkdir()
-    text = (REPO / "pixi.lock").read_text()
-    inputs = (REPO / "lockfiles" / "build-inputs.json").read_text()
-    (run / "build-inputs.json").write_text(inputs)
-    (run / "pixi.lock").write_text(text)
-    r = _take(ours, run, "h200-nvlink", "h200-nvlink-v2")
-    assert r.returncode == 0, r.stderr
-    assert (ours / "pixi.lock").read_text() == text       # the same records: the same bytes
-    r = _take(ours, run, "no-such-env")
-    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and "no environment 'no-such-env'" in r.stderr
-    tool = text.split("deepep-env-0.2.0-")[1].split(".conda")[0]      # this checkout's tool build, e.g. hdd7…_0
-    (run / "pixi.lock").write_text(text.replace(tool, "h0000000000_0"))
-    before = (ours / "pixi.lock").read_bytes()
-    r = _take(ours, run, "h200-nvlink")
-    assert r.returncode == 1 and "another deepep-env build" in r.stderr
-    assert (ours / "pixi.lock").read_bytes() == before

@@ -21,11 +21,17 @@ def register(app: typer.Typer) -> None:
         output: Optional[str] = typer.Option(None, "--output", "-o", help="lock path (default: the project's pixi.lock)"),
         only: Optional[str] = typer.Option(None, "--only", help="re-lock one package in place, every other record kept: "
                                            "deepep-env (this checkout's build of the tool; ENV 'all' = every environment)"),
+        from_: Optional[str] = typer.Option(None, "--from", help="take ENV's lock from this pixi.lock (or folder) "
+                                            "written elsewhere, e.g. on its GPU machine; checked against this checkout"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
         """Solve ENV's packages with rattler and write a pixi.lock (v7); --check explains staleness."""
         proj = project(project_dir)
+        if from_ is not None:
+            _from(proj, env, from_, others={"--channel": channel, "--check": check or None, "--output": output,
+                                            "--only": only})
+            return
         # library imports stay local: main.build_app imports every command module on every run
         from deepep_env.lock import check_lock, lock_env
         from deepep_env.lock.render import check_text
@@ -57,6 +63,24 @@ def register(app: typer.Typer) -> None:
         for sub, pkgs in res.packages.items():
             for p in pkgs:
                 print(f"  {sub}  {p['name']} {p['version']} {p['build']}")
+
+
+def _from(proj: Project, env: str, source: str, *, others: dict[str, object]) -> None:
+    """``--from PATH``: ENV's records, metadata and build-inputs record taken from a lock made elsewhere."""
+    from pathlib import Path
+
+    from deepep_env.base.errors import UserError
+    from deepep_env.lock.adopt import adopt_env
+    from deepep_env.lock.request import workspace_platforms
+
+    given = [k for k, v in others.items() if v]
+    if given:
+        raise UserError(f"--from takes ENV as it was locked elsewhere; it does not combine with {given[0]}",
+                        field="--from", accepted=f"`deepep-env lock {env} --from PATH` alone")
+    if env == "all":
+        raise UserError("--from takes one environment", field="ENV", accepted="an environment name")
+    res = adopt_env(proj, env, Path(source), platforms=workspace_platforms(proj))
+    print(f"{res.env}: taken from {res.source} ({'written' if res.changed else 'unchanged'}; lock {env} --check: fresh)")
 
 
 def _only(proj: Project, env: str, only: str, *, check: bool, output: Optional[str]) -> None:

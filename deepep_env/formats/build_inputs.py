@@ -89,6 +89,19 @@ def write_env_inputs(project: Project, env: str, nodes: Sequence[Any]) -> Path:
     return _write(project, envs)
 
 
+def put_env_record(project: Project, env: str, record: Any, *, source: Optional[Path] = None) -> Path:
+    """Replace ``env``'s builds with ``record`` (another record's entry for it, e.g. a relock made on a
+    GPU machine), each build checked as :func:`read_inputs` checks the committed ones."""
+    if not isinstance(record, dict):
+        raise UserError(f"environment {env!r}: its builds must be an object", file=source or inputs_path(project),
+                        field=f"environments.{env}")
+    for pkg, rec in record.items():
+        _check_record(source or inputs_path(project), env, pkg, rec)
+    envs = dict(read_inputs(project))
+    envs[env] = record
+    return _write(project, envs)
+
+
 def swap_tool_inputs(project: Project, env: str, node: Any) -> None:
     """Record ``node`` (deepep-env's own package, relocked in place) for ``env``, nothing else changed."""
     envs = dict(read_inputs(project))

@@ -262,6 +262,11 @@ def _existing_sections(path: Path) -> tuple[dict[str, EnvSection], dict[str, tup
     return out, plats
 
 
+def env_sections(path: Path) -> dict[str, EnvSection]:
+    """Every environment of the lock at ``path`` as the writer takes them (none if absent)."""
+    return _existing_sections(path)[0]
+
+
 def _refuse_two_records_for_one_url(path: Path, env: str, sections: dict[str, EnvSection]) -> None:
     """A lock names each package file once (rattler keeps one record per URL): environments that
     share a URL must agree on its bytes. Disagreement means the file at that URL was rebuilt with

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from deepep_env.base.errors import UserError
-from deepep_env.formats.lockfile import EnvSection, _existing_sections, write_envs
+from deepep_env.formats.lockfile import EnvSection, env_sections, write_envs
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from rattler import RepoDataRecord
@@ -44,7 +44,7 @@ def this_checkout_tool(project: Project) -> Optional[BuildNode]:
 
 def tool_status(project: Project, lock: Path) -> dict[str, str]:
     """env -> the tool build the lock names (environments that lock the tool)."""
-    sections, _ = _existing_sections(lock)
+    sections = env_sections(lock)
     return {env: str(r.build) for env, s in sections.items() for recs in s.records.values() for r in recs
             if r.name.normalized == TOOL}
 
@@ -86,7 +86,7 @@ def relock_tool(project: Project, envs: Optional[list[str]] = None, *, lock: Opt
     todo = [e for e in wanted if locked[e] != node.build_string]
     if todo:
         rec = _built_record(project, node)
-        sections, _ = _existing_sections(path)
+        sections = env_sections(path)
         write_envs(path, {env: _swapped(sections[env], rec, node) for env in todo}, workspace_platforms(project))
         for env in todo:
             swap_tool_inputs(project, env, node)
