@@ -184,3 +184,56 @@ def test_python_repack_is_byte_identical_seconds_apart(tmp_path):
     assert names[0] == names[1]
     assert shas[0] == shas[1]
 
+
+
+STUB = r'''#!/usr/bin/env bash
+# stand-in for lock_enough.sh: records what it was given, writes what the real one returns
+mkdir -p "$OUT" "$WORK"
+touch "$READY_FOR_TEST"
+echo "stub mode=$1 env=$2 repack=${REPACK:-} no_test=${NO_TEST:-} pkgs=$DEEPEP_ENV_BUILD_PKGS_DIR work=$WORK tree=$PWD"
+echo "figure_of_$2=1" > "$OUT/figures.txt"
+cp pixi.lock "$OUT/pixi.lock"
+[ "$2" = broken ] && { echo "headline_$1_ok=0"; exit 1; }
+echo "headline_$1_ok=1"
+'''
+
+
+def _pair(tmp_path, a: str, b: str, b_vars: str):
+    repo = tmp_path / "repo"
+    (repo / "benchmarks" / "gpu").mkdir(parents=True)
+    shutil.copy2(GPU / "pair.sh", repo / "benchmarks" / "gpu" / "pair.sh")
+    (repo / "benchmarks" / "gpu" / "lock_enough.sh").write_text(STUB)
+    (repo / "pixi.lock").write_text("version: 7\n")
+    (repo / ".pixi").mkdir()                                   # not copied into the second tree
+    ready, out, t = tmp_path / "ready", tmp_path / "out", tmp_path / "t"
+    t.mkdir()
+    env = dict(os.environ, OUT=str(out), PAIR_TMP=str(t), PAIR_READY_FILE=str(ready), READY_FOR_TEST=str(ready),
+               PAIR_B_VARS=b_vars, PAIR_LIMIT_S="60")
+    r = subprocess.run(["bash", "benchmarks/gpu/pair.sh", "reinstall", a, b], cwd=repo, env=env,
+                       capture_output=True, text=True, timeout=120)
+    return r, out, t
+
+
+def test_pair_runs_two_envs_in_two_trees_and_returns_few_files(tmp_path):
+    r, out, t = _pair(tmp_path, "h200-nvlink", "h200-nvlink-conda", "REPACK=1 NO_TEST=1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "headline_pair_reinstall_ok=1"
+    a = (t / "pair-a.txt").read_text()
+    b = (t / "pair-b.txt").read_text()
+    assert "env=h200-nvlink " in a and "repack= " in a and f"tree={tmp_path / 'repo'}" in a
+    assert "env=h200-nvlink-conda " in b and "repack=1 no_test=1" in b and f"tree={t / 'pair-b'}" in b
+    assert f"pkgs={t / 'pair-pkgs-a'}" in a and f"pkgs={t / 'pair-pkgs-b'}" in b
+    assert not (t / "pair-b" / ".pixi").exists()
+    back = sorted(p.name for p in out.iterdir())
+    assert back == ["a.figures.txt", "a.pixi.lock", "b.figures.txt", "b.pixi.lock", "pair-rest.tgz"]
+    assert len(back) <= 8                                       # what one device call returns
+
+
+def test_pair_headline_is_zero_when_either_run_fails(tmp_path):
+    r, out, t = _pair(tmp_path, "h200-nvlink", "broken", "")
+    assert r.stdout.strip().splitlines()[-1] == "headline_pair_reinstall_ok=0"
+    assert "pair_b_rc=1" in (t / "pair-b.txt").read_text()
+
+
+def test_pair_script_parses():
+    subprocess.run(["bash", "-n", str(GPU / "pair.sh")], check=True)

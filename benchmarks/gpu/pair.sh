@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Two lock_enough.sh runs in one call (one call is at most 10 minutes; a machine start costs minutes of
+# device time): a CPU-heavy build (NVSHMEM, NCCL) beside another env's, each in its own checkout.
+#
+# Usage (repo root, GPU machine):
+#   PAIR_B_VARS="REPACK=1 NO_TEST=1" bash benchmarks/gpu/pair.sh reinstall h200-nvlink h200-nvlink-conda
+#   PAIR_A_VARS / PAIR_B_VARS: VAR=value words for each run (REPACK=1, NO_TEST=1, PLANT_NCCL=1).
+#
+# What a session learnt (docs/benchmarks.md, third round): each run needs its own checkout, WORK and OUT
+# and its own DEEPEP_ENV_BUILD_PKGS_DIR (builds that share the build-package cache take turns), but the
+# same build root (it is in the bytes and, when moved, in every id); the second run starts once the
+# first has extracted the carried debs and python site (extracted once per machine); a call returns at
+# most 8 files from $OUT, so each run's lock, record and figures come back under a/ b/ names and the
+# rest as one tarball.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+MODE=${1:?relock or reinstall}
+A=${2:?first env}
+B=${3:?second env}
+OUT=${OUT:-$PWD/.gpu-out}
+mkdir -p "$OUT"
+LIMIT=${PAIR_LIMIT_S:-570}
+T=${PAIR_TMP:-/tmp}                                   # where both runs' work and output folders go
+READY=${PAIR_READY_FILE:-/tmp/deepep-rdma/.extracted}  # common.sh's setup_tools, done once per machine
+B_TREE=$T/pair-b
+rm -rf "$B_TREE" && mkdir -p "$B_TREE"
+tar --exclude=./.pixi --exclude='./.deepep-env*' --exclude=./.gpu-out -cf - . | tar -xf - -C "$B_TREE"
+
+one() {  # one() TAG DIR ENV VARS...
+  local tag=$1 dir=$2 env=$3; shift 3
+  (cd "$dir" && env "$@" GPU_DIR="${GPU_DIR:-.gpu}" WORK="$T/pair-work-$tag" OUT="$T/pair-out-$tag" \
+     DEEPEP_ENV_BUILD_PKGS_DIR="$T/pair-pkgs-$tag" timeout "$LIMIT" bash benchmarks/gpu/lock_enough.sh "$MODE" "$env" \
+     > "$T/pair-$tag.txt" 2>&1; echo "pair_${tag}_rc=$?" >> "$T/pair-$tag.txt")
+}
+rm -rf "$T"/pair-work-* "$T"/pair-out-* "$T"/pair-pkgs-*
+# shellcheck disable=SC2086
+one a "$PWD" "$A" ${PAIR_A_VARS:-} &
+for _ in $(seq 120); do [ -f "$READY" ] && break; sleep 1; done
+sleep 2
+# shellcheck disable=SC2086
+one b "$B_TREE" "$B" ${PAIR_B_VARS:-} &
+wait
+for tag in a b; do
+  for f in figures.txt pixi.lock build-inputs.json; do
+    [ -f "$T/pair-out-$tag/$f" ] && cp "$T/pair-out-$tag/$f" "$OUT/$tag.$f"
+  done
+done
+tar -czf "$OUT/pair-rest.tgz" -C "$T" pair-a.txt pair-b.txt pair-out-a pair-out-b pair-work-a pair-work-b 2>/dev/null
+for tag in a b; do echo "===== $tag"; grep -v '^fp_' "$T/pair-$tag.txt" | tail -25; done
+ok() { grep -q "^headline_${MODE}_ok=1" "$T/pair-$1.txt"; }
+echo "headline_pair_${MODE}_ok=$( ok a && ok b && echo 1 || echo 0)"
