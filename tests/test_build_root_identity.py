@@ -56,3 +56,22 @@ def test_lock_check_under_a_moved_root_says_why_every_id_differs(tmp_path):
     assert "build-id-changed" in (r.stdout + r.stderr)
     assert f"DEEPEP_ENV_BUILD_ROOT={tmp_path / 'moved'} is in every build id" in (r.stdout + r.stderr)
     assert "unset it" in (r.stdout + r.stderr)
+
+
+def test_install_under_a_moved_root_says_the_root_not_a_stale_lock(tmp_path):
+    """Nothing serves the lock's packages (its channel is a placeholder), so install would rebuild them:
+    under a moved root it cannot give the lock's ids, and says so in one line with what to do."""
+    import shutil
+
+    proj = tmp_path / "proj"
+    for d in ("env_specs", "recipes", "lockfiles"):
+        shutil.copytree(REPO / d, proj / d, symlinks=True)
+    for f in ("pixi.lock", "pixi.toml", "pyproject.toml"):
+        shutil.copy2(REPO / f, proj / f)
+    env = cli_env(DEEPEP_ENV_BUILD_ROOT=str(tmp_path / "moved"), DEEPEP_ENV_STATE=str(tmp_path / "state"))
+    r = cli_subprocess("install", "h200-nvlink", "--project", proj, env=env, cwd=proj, timeout=120)
+    assert r.returncode != 0
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"DEEPEP_ENV_BUILD_ROOT={tmp_path / 'moved'} gives every build another id" in r.stderr
+    assert "unset DEEPEP_ENV_BUILD_ROOT" in r.stderr
+    assert not (proj / ".pixi" / "envs" / "h200-nvlink" / "conda-meta").exists()
