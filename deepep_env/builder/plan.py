@@ -26,7 +26,7 @@ from deepep_env.base.project import Project
 from deepep_env.base.readfile import present
 from deepep_env.sources import hostprint
 from deepep_env.builder import buildroot
-from deepep_env.builder.recipegraph import build_order, read_recipe, recipe_edges
+from deepep_env.builder.recipegraph import build_order, check_recipe_links, read_recipe, recipe_edges
 from deepep_env.envspec.catalog import SourcePin
 from deepep_env.envspec.resolved import RPatch, ResolvedSpec
 from deepep_env.builder.toolpkg import TOOL, VERSION, tool_source
@@ -173,6 +173,7 @@ def finish_node(node: BuildNode, dep_ids: dict[str, Optional[str]]) -> BuildNode
     unpinned = [f"source {n}" for n in node.sources if n not in sources]
     unpinned += [f"patch {p.name}" for p in node.patches if not p.pin.sha256]
     unpinned += [f"dependency {d}" for d in node.deps if d not in dependencies]
+    check_recipe_links(node.recipe_dir)
     rhash = recipe_sha256(node.recipe_dir)
     if unpinned:
         return BuildNode(**{**node.__dict__, "recipe_hash": rhash, "unpinned": tuple(unpinned)})

@@ -277,6 +277,30 @@ def _add_sources(info: RecipeInfo, sources: Any, ctx: Context) -> None:
                 info.path_sources.append(p)
 
 
+def check_recipe_links(recipe_dir: Path) -> None:
+    """Every symlink in a recipe folder names a regular file inside the recipes folder it sits in (the
+    shared ``recipes/_include/``). What a link names goes into the build id and, as a file, into the
+    package's ``info/recipe/`` (:func:`deepep_env.builder.normalize.recipe_link_files`): a link out of
+    the project would publish whatever it points at (a key, a password file), and a dangling one would
+    ship dangling. One line, before anything is hashed or built."""
+    import os
+
+    base = Path(recipe_dir)
+    root = base.resolve().parent
+    for p in sorted(base.rglob("*")):
+        if not p.is_symlink():
+            continue
+        target = p.resolve()
+        if not target.is_file():
+            raise UserError(f"a symlink to {os.readlink(p)!r}, which names no regular file", file=p,
+                            accepted="a link to a file under the recipes folder (e.g. ../_include/cuda-build.sh), "
+                                     "or the file itself")
+        if not target.is_relative_to(root):
+            raise UserError(f"a symlink out of the recipes folder ({os.readlink(p)!r} is {target})", file=p,
+                            accepted=f"a link to a file under {root} (what it names goes into the build id and "
+                                     "into the package's info/recipe/)")
+
+
 def read_recipe(recipe_dir: Path, *, file: Optional[Path] = None) -> RecipeInfo:
     """``<recipe_dir>/recipe.yaml`` (or ``file``) as rattler-build parses it (:func:`parse_recipe`),
     unrendered: the one reader of recipes every caller uses."""
