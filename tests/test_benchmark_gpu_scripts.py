@@ -237,3 +237,9 @@ def test_pair_headline_is_zero_when_either_run_fails(tmp_path):
 
 def test_pair_script_parses():
     subprocess.run(["bash", "-n", str(GPU / "pair.sh")], check=True)
+
+
+def test_pair_takes_only_var_assignments(tmp_path):
+    r, out, t = _pair(tmp_path, "h200-nvlink", "h200-nvlink-conda", "REPACK=1 touch")
+    assert r.returncode == 2 and "'touch' is not VAR=value" in r.stderr
+    assert not (t / "pair-a.txt").exists()

@@ -23,6 +23,9 @@ LIMIT=${PAIR_LIMIT_S:-570}
 T=${PAIR_TMP:-/tmp}                                   # where both runs' work and output folders go
 READY=${PAIR_READY_FILE:-/tmp/deepep-rdma/.extracted}  # common.sh's setup_tools, done once per machine
 B_TREE=$T/pair-b
+for w in ${PAIR_A_VARS:-} ${PAIR_B_VARS:-}; do   # VAR=value words only: env(1) would run anything else
+  [[ "$w" =~ ^[A-Z_][A-Z0-9_]*=[^[:space:]]*$ ]] || { echo "pair.sh: PAIR_A_VARS/PAIR_B_VARS: '$w' is not VAR=value" >&2; exit 2; }
+done
 rm -rf "$B_TREE" && mkdir -p "$B_TREE"
 tar --exclude=./.pixi --exclude='./.deepep-env*' --exclude=./.gpu-out -cf - . | tar -xf - -C "$B_TREE"
 
