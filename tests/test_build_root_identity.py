@@ -75,3 +75,25 @@ def test_install_under_a_moved_root_says_the_root_not_a_stale_lock(tmp_path):
     assert f"DEEPEP_ENV_BUILD_ROOT={tmp_path / 'moved'} gives every build another id" in r.stderr
     assert "unset DEEPEP_ENV_BUILD_ROOT" in r.stderr
     assert not (proj / ".pixi" / "envs" / "h200-nvlink" / "conda-meta").exists()
+
+
+@pytest.mark.parametrize("value, needle", [
+    ("/", "must not be /"),
+    ("//..", "must not be /"),
+    ("/tmp/a b", "has characters build scripts do not quote"),
+    ("/tmp/x;rm -rf ~", "has characters build scripts do not quote"),
+    ("/tmp/quote'd", "has characters build scripts do not quote"),
+    ("tmp/rel", "must be an absolute path"),
+])
+def test_a_build_root_that_build_scripts_cannot_use_is_refused_up_front(monkeypatch, value, needle):
+    monkeypatch.setenv(buildroot.ENV_VAR, value)
+    with pytest.raises(UserError, match=needle):
+        buildroot.moved()
+
+
+def test_one_folder_has_one_spelling_in_the_id(monkeypatch):
+    for same in ("//tmp/deepep-env-build/", "/tmp/./deepep-env-build", "/tmp/x/../deepep-env-build"):
+        monkeypatch.setenv(buildroot.ENV_VAR, same)
+        assert buildroot.moved() is None
+    monkeypatch.setenv(buildroot.ENV_VAR, "//srv//builds/")
+    assert buildroot.moved() == "/srv/builds"

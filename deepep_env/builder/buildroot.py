@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -18,21 +19,30 @@ from deepep_env.base.errors import UserError
 
 DEFAULT_BUILD_ROOT = "/tmp/deepep-env-build"
 ENV_VAR = "DEEPEP_ENV_BUILD_ROOT"
+_SAFE = re.compile(r"[A-Za-z0-9._+/-]+")
 
 
 def configured() -> Path:
     """``$DEEPEP_ENV_BUILD_ROOT``, else the default; refused in one line when not absolute. Reads only."""
-    root = Path(os.environ.get(ENV_VAR) or DEFAULT_BUILD_ROOT)
-    if not root.is_absolute():
-        raise UserError(f"{ENV_VAR} must be an absolute path, not {str(root)!r}", field=ENV_VAR,
-                        accepted=f"an absolute directory, e.g. {DEFAULT_BUILD_ROOT}")
-    return root
+    raw = os.environ.get(ENV_VAR) or DEFAULT_BUILD_ROOT
+    accepted = f"an absolute directory below /, of letters, digits and . _ + - / only, e.g. {DEFAULT_BUILD_ROOT}"
+    if not raw.startswith("/"):
+        raise UserError(f"{ENV_VAR} must be an absolute path, not {raw!r}", field=ENV_VAR, accepted=accepted)
+    if not _SAFE.fullmatch(raw):
+        # the root is written into compiler flags and build scripts' paths: a space or a quote breaks them
+        raise UserError(f"{ENV_VAR}={raw!r} has characters build scripts do not quote", field=ENV_VAR,
+                        accepted=accepted)
+    root = "/" + os.path.normpath(raw).lstrip("/")          # one spelling per folder: //a/./b/ is /a/b
+    if root == "/":
+        raise UserError(f"{ENV_VAR} must not be / (builds make and remove folders in it)", field=ENV_VAR,
+                        accepted=accepted)
+    return Path(root)
 
 
 def moved() -> Optional[str]:
     """The configured root when it is not the default (it goes into every build id), else None
     (no field: the ids of every build under the default root stay what they were)."""
-    root = os.path.normpath(str(configured()))
+    root = str(configured())
     return None if root == DEFAULT_BUILD_ROOT else root
 
 
