@@ -44,8 +44,12 @@ def inputs_path(project: Project) -> Path:
 def read_inputs(project: Project) -> Inputs:
     """The committed record, checked: its stamp, its shape, and each id against its pre-image."""
     path = inputs_path(project)
-    if not present(path):
-        return {}
+    return read_inputs_file(path) if present(path) else {}
+
+
+def read_inputs_file(path: Path) -> Inputs:
+    """A build inputs record at ``path`` (the committed one, or one a relock wrote elsewhere), checked
+    as :func:`read_inputs` says."""
     data = read_json(path, what="build inputs record", accepted="a build inputs record", limit=_MAX_BYTES)
     BUILD_INPUTS.check(data, file=path)
     envs = data.get("environments")
@@ -89,16 +93,11 @@ def write_env_inputs(project: Project, env: str, nodes: Sequence[Any]) -> Path:
     return _write(project, envs)
 
 
-def put_env_record(project: Project, env: str, record: Any, *, source: Optional[Path] = None) -> Path:
-    """Replace ``env``'s builds with ``record`` (another record's entry for it, e.g. a relock made on a
-    GPU machine), each build checked as :func:`read_inputs` checks the committed ones."""
-    if not isinstance(record, dict):
-        raise UserError(f"environment {env!r}: its builds must be an object", file=source or inputs_path(project),
-                        field=f"environments.{env}")
-    for pkg, rec in record.items():
-        _check_record(source or inputs_path(project), env, pkg, rec)
+def put_env_record(project: Project, env: str, builds: Any) -> Path:
+    """Replace ``env``'s builds with ``builds``: another record's entry for it, read with
+    :func:`read_inputs_file` (e.g. a relock made on a GPU machine)."""
     envs = dict(read_inputs(project))
-    envs[env] = record
+    envs[env] = builds
     return _write(project, envs)
 
 

@@ -21,11 +21,9 @@ from typing import Any, Optional
 from deepep_env.base.atomic import write_bytes
 from deepep_env.base.errors import UserError
 from deepep_env.base.project import Project
-from deepep_env.base.readfile import read_json
-from deepep_env.formats.build_inputs import inputs_path, put_env_record
+from deepep_env.formats.build_inputs import inputs_path, put_env_record, read_inputs_file
 from deepep_env.formats.lockfile import EnvSection, env_sections, write_env
-
-TOOL = "deepep-env"
+from deepep_env.lock.tool import TOOL
 
 
 @dataclass(frozen=True)
@@ -53,10 +51,9 @@ def _tool_build(section: EnvSection) -> Optional[str]:
     return tool.get("build") if isinstance(tool, dict) else None
 
 
-def _their_record(inputs: Path, env: str) -> Any:
-    data = read_json(inputs, what="build inputs record", accepted="lockfiles/build-inputs.json as `lock` writes it")
-    envs = data.get("environments") if isinstance(data, dict) else None
-    if not isinstance(envs, dict) or not isinstance(envs.get(env), dict):
+def _their_builds(inputs: Path, env: str) -> Any:
+    envs = read_inputs_file(inputs)          # its stamp, its shape, each id against its pre-image
+    if not isinstance(envs.get(env), dict):
         raise UserError(f"{inputs}: no record for environment {env!r}", field="environments",
                         accepted="the build-inputs.json the same relock wrote")
     return envs[env]
@@ -77,10 +74,10 @@ def adopt_env(project: Project, env: str, source: Path, *, platforms: list) -> A
                         f"has {_tool_build(ours[env])}", field="--from",
                         accepted="a lock made from this checkout's tree (or run `deepep-env lock all --only "
                                  "deepep-env` on both sides first)")
-    record = _their_record(inputs, env)
+    builds = _their_builds(inputs, env)
     keep = {p: (p.read_bytes() if p.is_file() else None) for p in (project.pixi_lock, inputs_path(project))}
     try:
-        put_env_record(project, env, record, source=inputs)
+        put_env_record(project, env, builds)
         _, changed = write_env(project.pixi_lock, env, theirs[env], platforms)
         checked = check_lock(env, project)
         if not checked.fresh:
