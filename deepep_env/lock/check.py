@@ -257,6 +257,8 @@ def check_request(req: LockRequest, lock: Optional[LockData], path: Path) -> Loc
             by_name.setdefault(p.name, []).append(p)
         roots = _check_pins(req, pname, by_name, res) | _check_builds(req, pname, pkgs, res)
         _check_closure(pname, roots, by_name, res)
+    if any(isinstance(r, BuildIdChanged) for r in res.reasons) and (root := buildroot.moved()):
+        res.notes.append(moved_root_note(root))   # once, whatever the number of platforms
     return res
 
 
@@ -311,8 +313,6 @@ def _check_builds(req: LockRequest, pname: str, pkgs: list[LockedPackage], res: 
                 roots.add(p.name)
         if not stale and node.top:
             res.reasons.append(PackageMissing(pname, node.package, f"=={node.version} {node.build_string}"))
-    if any(isinstance(r, BuildIdChanged) for r in res.reasons) and (root := buildroot.moved()):
-        res.notes.append(moved_root_note(root))
     return roots
 
 
