@@ -123,24 +123,27 @@ def _needs(r: ResolvedSpec, what: str) -> Optional[str]:
     return rng or (V2_FLOORS[what] if r.deepep.engine == "v2" else None)
 
 
+def _unmet(r: ResolvedSpec, what: str, have: str) -> Optional[str]:
+    """The range :func:`_needs` gives for ``what`` when ``have`` is outside it, else None."""
+    rng = _needs(r, what)
+    return rng if rng and not version_matches(have, rng) else None
+
+
 def _v2_nccl(r: ResolvedSpec) -> Optional[str]:
-    rng = _needs(r, "nccl")
-    if rng and not version_matches(r.nccl.version, rng):
+    if rng := _unmet(r, "nccl", r.nccl.version):
         return (f"DeepEP {r.deepep.label} needs NCCL {rng} at build and run time (NCCL Gin device API), "
                 f"spec has {r.nccl.version}")
     return None
 
 
 def _v2_torch(r: ResolvedSpec) -> Optional[str]:
-    rng = _needs(r, "pytorch")
-    if rng and not version_matches(r.pytorch.version, rng):
+    if rng := _unmet(r, "pytorch", r.pytorch.version):
         return f"DeepEP {r.deepep.label} needs PyTorch {rng}, spec has {r.pytorch.version}"
     return None
 
 
 def _v2_cuda(r: ResolvedSpec) -> Optional[str]:
-    rng = _needs(r, "cuda")
-    if rng and not version_matches(r.cuda.version, rng):
+    if rng := _unmet(r, "cuda", r.cuda.version):
         return (f"DeepEP {r.deepep.label} JIT-compiles its kernels with the env's nvcc, which must be CUDA {rng}; "
                 f"spec has CUDA {r.cuda.version}")
     return None
