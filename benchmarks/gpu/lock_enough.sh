@@ -123,26 +123,44 @@ else
   $DE install "$ENV_NAME" > "$OUT/install.txt" 2>&1; rc=$?
   tail -12 "$OUT/install.txt"; package_seconds "$OUT/install.txt"
   fig install_rebuild_s "$(since "$t")"; fig install_exit "$rc"
-  [ "$rc" = 0 ] || exit 1
-  $PY - "$ENV_NAME" <<'PYEOF' | figs
-import sys, glob, os
+  # Every rebuilt package against the lock, also when install refused (the refused one stays in the
+  # channel); each that differs gets its members' sha256 listed in the work folder (results.tgz), so two
+  # machines' lists can be diffed without carrying the packages back.
+  $PY - "$ENV_NAME" "$OUT" <<'PYEOF' | figs
+import sys, glob, hashlib, os, tempfile
 from deepep_env.base.hashing import file_sha256
 from deepep_env.formats.lockfile import read_lock
 env = read_lock("pixi.lock").env(sys.argv[1])
 chan = os.environ["DEEPEP_ENV_STATE"] + "/channel"
 same = total = 0
+def members(pkg, out):
+    import rattler.package_streaming as ps
+    with tempfile.TemporaryDirectory() as d:
+        ps.extract(pkg, d)
+        rows = []
+        for root, _, files in os.walk(d):
+            for n in files:
+                f = os.path.join(root, n)
+                h = "link:" + os.readlink(f) if os.path.islink(f) else hashlib.sha256(open(f, "rb").read()).hexdigest()
+                rows.append(f"{h}  {os.path.relpath(f, d)}")
+    open(out, "w").write("\n".join(sorted(rows, key=lambda r: r.split("  ", 1)[1])) + "\n")
 for ps in env.packages.values():
     for q in ps:
         f = glob.glob(f"{chan}/*/{q.name}-{q.version}-{q.build}.conda") or \
             glob.glob(f"{os.environ['REPACK_CHAN']}/*/{q.name}-{q.version}-{q.build}.conda")
         if f:
             total += 1
-            ok = file_sha256(f[0]) == f"sha256:{q.sha256}"
+            got = file_sha256(f[0])
+            ok = got == f"sha256:{q.sha256}"
             same += ok
             print(f"rebuilt_{q.name.replace('-', '_')}_same_sha256_as_lock={int(ok)}")
+            if not ok:
+                print(f"rebuilt_{q.name.replace('-', '_')}_sha256={got[7:23]}")
+                members(f[0], f"{sys.argv[2]}/members-{q.name}-{q.build}.txt")
 print(f"rebuilt_packages={total}")   # the repack channel's packages too (REPACK=1)
 print(f"rebuilt_same_sha256={same}")
 PYEOF
+  [ "$rc" = 0 ] || exit 1
 fi
 plant_nccl_downgrade() {  # issue 27.5: torch's pip NCCL preloaded ahead of the env's; doctor must say so
   local torch_nccl pfx=".pixi/envs/$ENV_NAME"

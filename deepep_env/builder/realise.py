@@ -25,7 +25,7 @@ from deepep_env.builder.store import Store
 from deepep_env.builder.plan import BuildNode, BuildPlan, live_host, plan as build_plan
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256
-from deepep_env.formats.lockfile import build_id_of
+from deepep_env.formats.lockfile import build_id_of, read_lock
 from deepep_env.sources import SourceCache, require_present, wants_for_nodes
 from deepep_env.builder.resolution import differences as differences_of_resolutions
 from deepep_env.sources.hostprint import externals_differences
@@ -73,8 +73,9 @@ class Realiser:
         node = next((n for n in live.nodes if n.build_string == build), None)
         if node is None:
             raise self._not_here(label, build, live)
+        closure = _closure_of(node, live)
         if node.package not in self.built:
-            self._build(live, _closure_of(node, live))
+            self._build(live, closure)
         got = next(iter(sorted(Path(self.project.channel).resolve().glob(f"*/{filename}"))), None)
         if got is None and node.resolved:
             raise UserError(f"{self.why}; rebuilt here, its build environments resolved to other packages than the "
@@ -89,9 +90,28 @@ class Realiser:
         if actual != f"sha256:{sha256}":
             raise UserError(
                 f"{label}: rebuilt from its recipe with sha256 {actual[7:23]}…, the lock says {sha256[:16]}…: same id, "
-                f"other bytes; refusing to install", file=self.lock_path, field=name,
+                f"other bytes; refusing to install{self._differing(closure)}", file=self.lock_path, field=name,
                 accepted=f"`deepep-env build {self.env} --check` shows which members differ")
         return got
+
+    def _differing(self, closure: list[BuildNode]) -> str:
+        """The rebuilt packages of ``closure`` whose bytes are not the lock's, in build order, when
+        more than the one refused: a package records the sha256 of the packages it was built against
+        (rattler-build's rendered recipe), so a dependency that differs makes every dependent differ
+        too, and the first one named is where to look."""
+        env = read_lock(self.lock_path).env(self.env)
+        locked = {q.build: q for ps in env.packages.values() for q in ps} if env else {}
+        chan = Path(self.project.channel).resolve()
+        out = []
+        for n in closure:
+            q = locked.get(n.build_string)
+            f = next(iter(sorted(chan.glob(f"*/{q.name}-{q.version}-{q.build}.conda"))), None) if q else None
+            if q and f and (h := file_sha256(f)) != f"sha256:{q.sha256}":
+                out.append(f"{q.name} {q.build} {h[7:23]}… (lock {q.sha256[:16]}…)")
+        if len(out) < 2:
+            return ""
+        return (f"; of what it rebuilt, in build order, these differ from the lock: {', '.join(out)} — a package "
+                f"records the sha256 of what it was built against, so look at the first")
 
     def _resolution_moved(self, node: BuildNode) -> list[str]:
         from deepep_env.formats.build_inputs import resolutions_from_builds

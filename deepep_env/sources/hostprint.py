@@ -128,11 +128,49 @@ def cuda_facts(meta: Mapping[str, Any]) -> Facts:
     return facts
 
 
+# Where a compiler looks last anyway: it ignores `-I` of these (so a prefix of /usr shadows nothing).
+_SYSTEM_INCLUDE_DIRS = ("/usr/include", "/usr/local/include")
+
+
+def headers_beside(include: Path, own: str) -> str:
+    """sha256 over ``{relative path: content sha256}`` of every file under ``include`` outside its
+    ``own`` folder; "" when there is none, or when ``include`` is a system include folder.
+
+    The recipes put the whole ``include`` folder on the compiler's path, ahead of the toolkit's, so
+    any header there shadows the toolkit's own (seen: an ``nvml.h`` for CUDA 12 dropped beside
+    ``infiniband/`` changed NVSHMEM's bytes under the same id)."""
+    real = include.resolve()
+    if not real.is_dir() or str(real) in _SYSTEM_INCLUDE_DIRS:
+        return ""
+    named: dict[str, str] = {}
+    seen: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(real, followlinks=True):   # a linked folder is read too
+        here = os.path.realpath(dirpath)
+        if here in seen:                                                   # a link loop: once
+            dirnames[:] = []
+            continue
+        seen.add(here)
+        if dirpath == str(real):
+            dirnames[:] = [d for d in dirnames if d != own]     # its own headers: the "headers" fact
+        for n in filenames:
+            f = Path(dirpath, n)
+            try:
+                st = f.stat()
+            except OSError:
+                continue
+            named[os.path.relpath(f, real)] = _file_digest(str(f.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    return digest(canonical_json(named)) if named else ""
+
+
 def rdma_core_facts(meta: Mapping[str, Any]) -> Facts:
     prefix = Path(str(meta.get("rdma_core_prefix") or "/usr"))
     libs = [Path(p) for pat in ("lib/libmlx5.so*", "lib/libibverbs.so*", "lib/*/libmlx5.so*", "lib/*/libibverbs.so*")
             for p in glob.glob(str(prefix / pat))]
-    return {"headers": dir_digest(str(prefix / "include" / "infiniband")), "libraries": files_digest(libs)}
+    facts = {"headers": dir_digest(str(prefix / "include" / "infiniband")), "libraries": files_digest(libs)}
+    # Absent when rdma-core's include folder holds only infiniband/ (no committed id moves for it).
+    if other := headers_beside(prefix / "include", "infiniband"):
+        facts["other_headers"] = other
+    return facts
 
 
 # Run by the host Python: what the build reads from it, PyTorch and pip's NVIDIA packages.
