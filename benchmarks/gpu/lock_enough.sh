@@ -13,7 +13,7 @@
 #   PLANT_NCCL=1  (a V2 env) after the install: doctor as installed, then doctor with pip torch's NCCL
 #                 preloaded ahead of the env's (issue 27.5: the downgrade of DeepEP #710 must be caught).
 # Inputs: $GPU_DIR (default .gpu): skeletons/*.skel (wheels rebuilt from the image's install), sources/ (DeepEP 8a07e7e, NVSHMEM 3.4.5, DeepEP dd758ca+fmt, NCCL
-# 2.30.7), debs/, pysite/, bin/patchelf (benchmarks/gpu/README.md); optional evidence/*.conda (a
+# 2.30.7), debs/, pysite/ (benchmarks/gpu/README.md); optional evidence/*.conda (a
 # package to compare with this run's: same-named members, sha256 each).
 # Output: name=value figures; the last line is the headline.
 set -uo pipefail

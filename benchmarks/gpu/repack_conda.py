@@ -393,8 +393,15 @@ def main() -> int:
     ap.add_argument("--wheels", default="", help="folder of extra wheels (pip, setuptools) when the venv lacks them")
     ap.add_argument("--rdma", default="/tmp/deepep-rdma/usr")
     ap.add_argument("--gcc-bin", default="/opt/gcc/bin")
-    ap.add_argument("--patchelf", default=shutil.which("patchelf") or "patchelf")
+    # deepep-env's pinned patchelf (builder/tools.py): what it writes depends on its version, so the
+    # python package's bytes do too (0.19.3 and 0.17.2 gave two python packages on two machines).
+    ap.add_argument("--patchelf", default="")
     a = ap.parse_args()
+    from deepep_env.builder import tools  # noqa: PLC0415 - the project's own pin
+
+    a.patchelf = a.patchelf or str(tools.patchelf() or "patchelf")
+    ver = subprocess.run([a.patchelf, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    print(f"repack_patchelf={ver.replace(' ', '_') or 'missing'}")
     out, work = Path(a.out), Path(a.out).with_name(Path(a.out).name + "-work")
     shutil.rmtree(out, ignore_errors=True)  # an index keeps records of names it has seen: start empty
     t0 = time.monotonic()

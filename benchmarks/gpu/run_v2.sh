@@ -13,7 +13,7 @@
 # Inputs (no network on the machine):
 #   $V2_SOURCES/   DeepEP dd758ca with fmt at third-party/fmt (tar.xz), NCCL v2.30.7-1 (tar.xz):
 #                  matched by content hash (docs/gpu-sources.md says how they were made)
-#   $GPU_DIR/      pysite/, debs/, bin/patchelf as for run_h200.sh (benchmarks/gpu/README.md)
+#   $GPU_DIR/      pysite/, debs/ as for run_h200.sh (benchmarks/gpu/README.md)
 # Every phase checks the clock: one that would run past V2_DEADLINE_S (default 530 s from the start)
 # is skipped with a v2_<phase>_skipped=1 figure, so a command never runs into the 10-minute limit.
 set -uo pipefail

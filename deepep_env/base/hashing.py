@@ -129,6 +129,7 @@ def build_id_preimage(
     virtual_packages: Mapping[str, str] | None = None,
     resolved: Mapping[str, Any] | None = None,
     build_root: str | None = None,
+    build_tools: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The documented pre-image of a build id (docs/build-id.md §2). Order of patches matters
     (they apply in order); everything else is a mapping and therefore order-free."""
@@ -147,6 +148,8 @@ def build_id_preimage(
             "resolved": dict(resolved or {}),
             # a build root other than the default (it is compiled into the bytes); absent otherwise
             "build_root": build_root,
+            # the tools rattler-build runs on the package (patchelf) when they are not the pinned ones
+            "build_tools": dict(build_tools) if build_tools else None,
         }
     )
 

