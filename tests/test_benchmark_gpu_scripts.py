@@ -243,3 +243,10 @@ def test_pair_takes_only_var_assignments(tmp_path):
     r, out, t = _pair(tmp_path, "h200-nvlink", "h200-nvlink-conda", "REPACK=1 touch")
     assert r.returncode == 2 and "'touch' is not VAR=value" in r.stderr
     assert not (t / "pair-a.txt").exists()
+
+
+def test_every_gpu_script_parses():
+    """The GPU scripts run on machines a test cannot reach (network for make_carry.sh, a GPU for the
+    rest): at least each one parses."""
+    for script in sorted(GPU.glob("*.sh")):
+        subprocess.run(["bash", "-n", str(script)], check=True)
