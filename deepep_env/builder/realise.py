@@ -106,7 +106,7 @@ class Realiser:
         for n in closure:
             q = locked.get(n.build_string)
             f = next(iter(sorted(chan.glob(f"*/{q.name}-{q.version}-{q.build}.conda"))), None) if q else None
-            if q and f and (h := file_sha256(f)) != f"sha256:{q.sha256}":
+            if q and q.sha256 and f and (h := file_sha256(f)) != f"sha256:{q.sha256}":
                 out.append(f"{q.name} {q.build} {h[7:23]}… (lock {q.sha256[:16]}…)")
         if len(out) < 2:
             return ""
