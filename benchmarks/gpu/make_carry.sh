@@ -6,7 +6,7 @@
 #
 # Usage (repo root, a machine with PyPI, Debian's archive and the `fetch` mirrors of DeepEP, NVSHMEM,
 # NCCL and fmt under $MIRRORS):  bash benchmarks/gpu/make_carry.sh [DIR]      (default .gpu)
-# Then check it:  deepep-env fetch ENV --from DIR/sources   (each tree against the recipes' pins)
+# It checks the sources against the recipes' pins at the end (deepep-env fetch ENV --from DIR/sources).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DIR=${1:-.gpu}
@@ -47,4 +47,9 @@ find "$T/site" -name __pycache__ -prune -exec rm -rf {} +
 "$VENV_PY" -m pip download -q --no-deps --only-binary=:all: --platform manylinux2014_x86_64 -d "$T/w" nvidia-nvshmem-cu13==3.4.5
 "$VENV_PY" benchmarks/gpu/wheel_skeleton.py make "$T"/w/nvidia_nvshmem_cu13-3.4.5-*.whl \
   "$DIR/skeletons/nvidia_nvshmem_cu13-3.4.5-x86_64.skel" > /dev/null
+# Check what was made: each source tree against the recipes' pins (an empty state folder of its own).
+for env in h200-nvlink h200-nvlink-v2; do
+  DEEPEP_ENV_STATE="$T/state" "$VENV_PY" -m deepep_env.cli.main fetch "$env" --from "$DIR/sources" --offline > "$T/fetch.txt" 2>&1 \
+    || { cat "$T/fetch.txt"; echo "make_carry: $DIR/sources does not match the pins of $env" >&2; exit 1; }
+done
 du -sh "$DIR"; echo "pins: $(echo $pins | tr '\n' ' ')"
