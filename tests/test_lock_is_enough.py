@@ -134,8 +134,8 @@ def test_another_host_is_named_and_the_check_still_reads_the_recorded_host(fresh
 
 def test_a_header_beside_rdma_cores_own_is_another_host(fresh_rdma, capsys):
     """A build reads rdma-core's whole include folder ahead of the toolkit's: a header dropped there
-    (an nvml.h for another CUDA: NVSHMEM's bytes moved under the same id on a GPU machine) is a fact
-    of the host, so the lock is refused as another host's, never rebuilt into other bytes."""
+    (an nvml.h for another CUDA, shadowing the toolkit's) is a fact of the host, so the lock is
+    refused as another host's, never rebuilt into other bytes."""
     from deepep_env.sources import hostprint
 
     fp, _, p, rdma = fresh_rdma

@@ -137,8 +137,8 @@ def headers_beside(include: Path, own: str) -> str:
     ``own`` folder; "" when there is none, or when ``include`` is a system include folder.
 
     The recipes put the whole ``include`` folder on the compiler's path, ahead of the toolkit's, so
-    any header there shadows the toolkit's own (seen: an ``nvml.h`` for CUDA 12 dropped beside
-    ``infiniband/`` changed NVSHMEM's bytes under the same id)."""
+    any header there (an ``nvml.h``, a ``cuda.h``) shadows the toolkit's own, and only ``infiniband/``
+    was fingerprinted (found while tracing NVSHMEM's bytes, docs/build-id.md §2; not their cause)."""
     real = include.resolve()
     if not real.is_dir() or str(real) in _SYSTEM_INCLUDE_DIRS:
         return ""
