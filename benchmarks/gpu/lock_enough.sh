@@ -127,23 +127,16 @@ else
   # channel); each that differs gets its members' sha256 listed in the work folder (results.tgz), so two
   # machines' lists can be diffed without carrying the packages back.
   $PY - "$ENV_NAME" "$OUT" <<'PYEOF' | figs
-import sys, glob, hashlib, os, tempfile
+import sys, glob, os
 from deepep_env.base.hashing import file_sha256
+from deepep_env.builder.check import member_fingerprints
 from deepep_env.formats.lockfile import read_lock
 env = read_lock("pixi.lock").env(sys.argv[1])
 chan = os.environ["DEEPEP_ENV_STATE"] + "/channel"
 same = total = 0
-def members(pkg, out):
-    import rattler.package_streaming as ps
-    with tempfile.TemporaryDirectory() as d:
-        ps.extract(pkg, d)
-        rows = []
-        for root, _, files in os.walk(d):
-            for n in files:
-                f = os.path.join(root, n)
-                h = "link:" + os.readlink(f) if os.path.islink(f) else hashlib.sha256(open(f, "rb").read()).hexdigest()
-                rows.append(f"{h}  {os.path.relpath(f, d)}")
-    open(out, "w").write("\n".join(sorted(rows, key=lambda r: r.split("  ", 1)[1])) + "\n")
+def members(pkg, out):   # "kind sha256-or-link-target  path", one member a line (diff two machines' lists)
+    rows = [f"{kind} {what}  {m}" for m, (kind, what) in member_fingerprints(pkg).items()]
+    open(out, "w").write("\n".join(rows) + "\n")
 for ps in env.packages.values():
     for q in ps:
         f = glob.glob(f"{chan}/*/{q.name}-{q.version}-{q.build}.conda") or \

@@ -40,20 +40,24 @@ def _members(root: Path) -> set[str]:
     return out
 
 
-def member_differences(a: Path, b: Path) -> list[str]:
-    """Files that differ between two packages, one line each (empty: every file is the same)."""
+def member_fingerprints(pkg: Path) -> dict[str, tuple]:
+    """Every member of a package: ``(kind, sha256 or link target)`` by its path (what
+    :func:`member_differences` compares; a GPU run lists it for a package that differs from its lock)."""
     tmp = Path(tempfile.mkdtemp(prefix="deepep-env-check-"))
     try:
-        _extract(a, tmp / "a")
-        _extract(b, tmp / "b")
-        ma, mb = _members(tmp / "a"), _members(tmp / "b")
-        diffs = [f"only in original: {m}" for m in sorted(ma - mb)]
-        diffs += [f"only in rebuild: {m}" for m in sorted(mb - ma)]
-        diffs += [f"differs: {m}" for m in sorted(ma & mb)
-                  if _fingerprint(tmp / "a", m) != _fingerprint(tmp / "b", m)]
-        return diffs
+        _extract(pkg, tmp)
+        return {m: _fingerprint(tmp, m) for m in sorted(_members(tmp))}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def member_differences(a: Path, b: Path) -> list[str]:
+    """Files that differ between two packages, one line each (empty: every file is the same)."""
+    fa, fb = member_fingerprints(a), member_fingerprints(b)
+    diffs = [f"only in original: {m}" for m in sorted(fa.keys() - fb.keys())]
+    diffs += [f"only in rebuild: {m}" for m in sorted(fb.keys() - fa.keys())]
+    diffs += [f"differs: {m}" for m in sorted(fa.keys() & fb.keys()) if fa[m] != fb[m]]
+    return diffs
 
 
 def compare_packages(a: Path, b: Path) -> list[str]:
