@@ -10,6 +10,8 @@
 #                 only if every sha256 equals the committed lock's), then the test through `task`.
 #   REPACK=1      a conda-mode env: repack the machine's python/pytorch/CUDA first (repack_conda.py) and
 #                 serve it at the spec's repack URL; reinstall then compares those packages' sha256 too.
+#   KEEP_PKGS="deep-ep ..."  those rebuilt packages come back in $OUT/pkgs/ with their member lists
+#                 (a package that differs from the lock gets its member list anyway).
 #   PLANT_NCCL=1  (a V2 env) after the install: doctor as installed, then doctor with pip torch's NCCL
 #                 preloaded ahead of the env's (issue 27.5: the downgrade of DeepEP #710 must be caught).
 # Inputs: $GPU_DIR (default .gpu): skeletons/*.skel (wheels rebuilt from the image's install), sources/ (DeepEP 8a07e7e, NVSHMEM 3.4.5, DeepEP dd758ca+fmt, NCCL
@@ -127,13 +129,14 @@ else
   # channel); each that differs gets its members' sha256 listed in the work folder (results.tgz), so two
   # machines' lists can be diffed without carrying the packages back.
   $PY - "$ENV_NAME" "$OUT" <<'PYEOF' | figs
-import sys, glob, os
+import sys, glob, os, shutil
 from deepep_env.base.hashing import file_sha256
 from deepep_env.builder.check import member_fingerprints
 from deepep_env.formats.lockfile import read_lock
 env = read_lock("pixi.lock").env(sys.argv[1])
 chan = os.environ["DEEPEP_ENV_STATE"] + "/channel"
 same = total = 0
+keep = os.environ.get("KEEP_PKGS", "").split()   # these packages' members and bytes come back, same or not
 def members(pkg, out):   # "kind sha256-or-link-target  path", one member a line (diff two machines' lists)
     rows = [f"{kind} {what}  {m}" for m, (kind, what) in member_fingerprints(pkg).items()]
     open(out, "w").write("\n".join(rows) + "\n")
@@ -149,7 +152,11 @@ for ps in env.packages.values():
             print(f"rebuilt_{q.name.replace('-', '_')}_same_sha256_as_lock={int(ok)}")
             if not ok:
                 print(f"rebuilt_{q.name.replace('-', '_')}_sha256={got[7:23]}")
+            if not ok or q.name in keep:
                 members(f[0], f"{sys.argv[2]}/members-{q.name}-{q.build}.txt")
+            if q.name in keep:     # the package itself too, to diffoscope against another machine's
+                os.makedirs(f"{sys.argv[2]}/pkgs", exist_ok=True)
+                shutil.copy(f[0], f"{sys.argv[2]}/pkgs/")
 print(f"rebuilt_packages={total}")   # the repack channel's packages too (REPACK=1)
 print(f"rebuilt_same_sha256={same}")
 PYEOF

@@ -15,9 +15,16 @@ py-rattler-build 0.73 stamps every archive member with the build time, writes th
   channel at another path gave other bytes);
 - the zip container: fixed entry times, members in the original order (``metadata.json``,
   ``pkg-*``, ``info-*``), stored uncompressed as conda expects;
-- compression: zstd at a fixed level, one frame, no content-size-dependent threading.
+- compression: zstd at a fixed level, one frame, no content-size-dependent threading;
+- timestamp pycs (``__pycache__/*.pyc`` whose PEP 552 flags are 0) are dropped, with their
+  ``info/paths.json`` entries: rattler-build compiles a package's .py files when python is in its
+  host env, in a temporary folder of a random name (in ``co_filename``) and with the build's clock
+  in the header (seen on GPUs: conda-mode DeepEP, one id, three byte strings on three machines,
+  every pyc different and nothing else). Such a pyc is stale by construction here (its source
+  carries the epoch, not that clock), so Python never used it; it recompiles at import. A
+  hash-based pyc a recipe writes itself is kept.
 
-The payload bytes (and so ``info/paths.json``'s sha256 values) are untouched. The epoch is derived
+Every other payload byte (and so the other ``info/paths.json`` entries) is untouched. The epoch is derived
 from the build id (:func:`epoch_for`), never from a clock: the id is the hash of every input, so the
 same inputs give the same epoch on every machine.
 """
@@ -119,13 +126,42 @@ def _added_members(src: tarfile.TarFile, extra: Optional[dict[str, bytes]]) -> l
     return [tarfile.TarInfo(name) for name in extra if name not in have]
 
 
+def _is_timestamp_pyc(name: str, head: bytes) -> bool:
+    """A CPython 3.7+ pyc whose header holds a source mtime (PEP 552 flags 0), not a source hash."""
+    return name.endswith(".pyc") and "/__pycache__/" in f"/{name}" and len(head) >= 16 and head[4:8] == b"\0\0\0\0"
+
+
+def stale_pycs(tar_bytes: bytes) -> set[str]:
+    """The timestamp pycs among a payload tar's regular members (module docstring)."""
+    found = set()
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as src:
+        for m in src:
+            if m.isreg() and m.name.endswith(".pyc"):
+                f = src.extractfile(m)
+                if f is not None and _is_timestamp_pyc(m.name, f.read(16)):
+                    found.add(m.name)
+    return found
+
+
+def _drop_paths(data: bytes, drop: set[str]) -> bytes:
+    """``info/paths.json`` without the entries of dropped members (rewritten only when one goes)."""
+    obj = json.loads(data)
+    kept = [p for p in obj.get("paths", []) if p.get("_path") not in drop]
+    if len(kept) == len(obj.get("paths", [])):
+        return data
+    obj["paths"] = kept
+    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
+
+
 def _retar(data: bytes, epoch: int, aliases: Optional[dict[str, str]] = None,
-           extra: Optional[dict[str, bytes]] = None, links: Optional[dict[str, bytes]] = None) -> bytes:
-    """A tar with the same members and contents (plus ``extra`` files in the info tar), in name order,
-    with fixed metadata; a symlink member named in ``links`` becomes a regular file of that content."""
+           extra: Optional[dict[str, bytes]] = None, links: Optional[dict[str, bytes]] = None,
+           drop: frozenset[str] = frozenset()) -> bytes:
+    """A tar with the same members and contents (plus ``extra`` files in the info tar, less the
+    ``drop`` members and their ``info/paths.json`` entries), in name order, with fixed metadata; a
+    symlink member named in ``links`` becomes a regular file of that content."""
     src = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
     added = _added_members(src, extra)
-    members = sorted(src.getmembers() + added, key=lambda m: m.name.encode())
+    members = sorted([m for m in src.getmembers() if m.name not in drop] + added, key=lambda m: m.name.encode())
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as dst:
         for m in members:
@@ -146,6 +182,9 @@ def _retar(data: bytes, epoch: int, aliases: Optional[dict[str, str]] = None,
             if m.name in _FIXERS and content is not None:
                 content = _FIXERS[m.name](content, epoch)
                 m.size = len(content)
+            if drop and m.name == "info/paths.json" and content is not None:
+                content = _drop_paths(content, set(drop))
+                m.size = len(content)
             if aliases and m.name in _CHANNEL_FILES and content is not None:
                 content = _fix_channels(content, aliases)
                 m.size = len(content)
@@ -164,17 +203,19 @@ def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, 
     for symlink members to replace by regular files (:func:`recipe_link_files`; a member that is a
     regular file already is kept, so this too is idempotent).
 
-    Idempotent: normalizing a normalized package gives the same bytes."""
+    Idempotent: normalizing a normalized package gives the same bytes (a dropped pyc stays dropped)."""
     path = Path(path)
     if not path.name.endswith(".conda"):
         return False   # .tar.bz2 is not produced by our builder (DEEPEP_ENV_PACKAGE_FORMAT=conda:N)
     original = path.read_bytes()
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(original)) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
+        tars = {i.filename: _zstd_decompress(zin.read(i)) for i in zin.infolist() if i.filename.endswith(".tar.zst")}
+        drop = frozenset().union(*(stale_pycs(t) for n, t in tars.items() if n.startswith("pkg-")))
         for info in zin.infolist():
             data = zin.read(info)
-            if info.filename.endswith(".tar.zst"):
-                data = _zstd_compress(_retar(_zstd_decompress(data), epoch, channel_aliases, info_files, link_files))
+            if info.filename in tars:
+                data = _zstd_compress(_retar(tars[info.filename], epoch, channel_aliases, info_files, link_files, drop))
             zi = zipfile.ZipInfo(info.filename, date_time=_ZIP_TIME)
             zi.compress_type = zipfile.ZIP_STORED
             zi.external_attr = 0o644 << 16
