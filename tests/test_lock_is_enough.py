@@ -337,3 +337,51 @@ def test_a_folder_left_with_only_bytecode_does_not_move_the_tool_id():
     finally:
         shutil.rmtree(left, ignore_errors=True)
         toolpkg.tool_source.cache_clear()
+
+
+def _fake_tool(folder: Path, name: str, first_line: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    exe = folder / name
+    exe.write_text(f"#!/bin/sh\necho '{first_line}'\n")
+    exe.chmod(0o755)
+
+
+@pytest.fixture
+def fresh_tools(tmp_path, monkeypatch, capsys):
+    """``fresh`` on a machine whose PATH has the baseline CMake and Ninja (the GPU image's)."""
+    bin_ = tmp_path / "toolbin"
+    _fake_tool(bin_, "cmake", "cmake version 4.4.3")
+    _fake_tool(bin_, "ninja", "1.13.2")
+    monkeypatch.setenv("PATH", f"{bin_}:{__import__('os').environ['PATH']}")
+    for got in _fresh(tmp_path, monkeypatch, capsys):
+        yield (*got, bin_)
+
+
+def test_another_cmake_is_another_host(fresh_tools, capsys):
+    """A host-mode build runs the PATH's CMake and Ninja: their versions are facts of the CUDA
+    external, absent while they are the baseline (no committed id moved), named when they differ."""
+    from deepep_env.sources import hostprint
+
+    fp, _, p, bin_ = fresh_tools
+    rec = json.loads((fp.root / "lockfiles" / "build-inputs.json").read_text())["environments"]["h200-nvlink"]
+    assert not [k for k in rec["deep-ep"]["preimage"]["externals"]["cuda"]["fingerprint"] if k.startswith("build_tool_")]
+    _fake_tool(bin_, "cmake", "cmake version 3.28.3")
+    hostprint.clear_caches()
+    rc, _, err = cli_in_process(capsys, "install", "h200-nvlink", *p)
+    assert rc == 2 and "built for another host" in err, err
+    assert "cuda.build_tool_cmake: 4.4.3 (the baseline) in the lock, 3.28.3 here" in err, err
+    assert not fp.project.prefix_for("h200-nvlink").exists()
+
+
+def test_a_build_tool_reads_as_its_version_or_missing(tmp_path, monkeypatch):
+    from deepep_env.sources import hostprint
+
+    _fake_tool(tmp_path, "ninja", "1.13.2.git.kitware.jobserver-pipe-1")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    hostprint.clear_caches()
+    try:
+        assert hostprint.tool_version("ninja") == "1.13.2"
+        assert hostprint.tool_version("cmake") == "missing"
+        assert hostprint.build_tool_facts() == {"build_tool_cmake": "missing"}
+    finally:
+        hostprint.clear_caches()

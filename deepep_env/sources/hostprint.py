@@ -18,6 +18,7 @@ import functools
 import glob
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -106,6 +107,31 @@ def _resolved_tool(cmd: str) -> str:
     return os.path.realpath(where) if where else cmd
 
 
+# The build tools a host-mode CUDA build runs from PATH: NVSHMEM's CMake and Ninja, PyTorch's
+# extension builder's Ninja (conda mode takes them from the build environment, by sha256). A fact only
+# when the tool is not the version every committed host-mode id was built with (the GPU image's, as
+# the conda repack's wrappers name them), so no id moved when they became facts; another CMake or
+# Ninja gives another id. make (NCCL, GDRCopy) is not a fact yet: the image's make was never recorded.
+BASELINE_BUILD_TOOLS = {"cmake": "4.4.3", "ninja": "1.13.2"}
+_TOOL_VERSION = re.compile(r"(\d+\.\d+(\.\d+)?)")
+
+
+@functools.lru_cache(maxsize=None)
+def tool_version(tool: str) -> str:
+    """``4.4.3`` from ``cmake version 4.4.3`` (the PATH's tool); ``missing`` when there is none."""
+    where = shutil.which(tool)
+    if not where:
+        return "missing"
+    rc, out = _run([where, "--version"])
+    m = _TOOL_VERSION.search(_first_line(out)) if rc == 0 else None
+    return m.group(1) if m else f"unknown: {_first_line(out)[:60]}"
+
+
+def build_tool_facts() -> Facts:
+    """``build_tool_<name>: version`` for each build tool that is not its baseline version."""
+    return {f"build_tool_{t}": v for t, base in BASELINE_BUILD_TOOLS.items() if (v := tool_version(t)) != base}
+
+
 def cuda_facts(meta: Mapping[str, Any]) -> Facts:
     prefix = Path(str(meta.get("cuda_prefix") or "/usr/local/cuda"))
     nvcc = prefix / "bin" / "nvcc"
@@ -125,7 +151,7 @@ def cuda_facts(meta: Mapping[str, Any]) -> Facts:
     }
     if _resolved_tool(host_cxx) != _resolved_tool("c++"):
         facts["system_compiler_start_files"] = start_files_digest("c++")
-    return facts
+    return facts | build_tool_facts()
 
 
 # Where a compiler looks last anyway: it ignores `-I` of these (so a prefix of /usr shadows nothing).
@@ -262,7 +288,7 @@ def differences(recorded: Mapping[str, Any], live: Mapping[str, Any]) -> list[st
     """``fact: recorded → this machine`` for every fact that differs."""
     out = []
     for k in sorted(set(recorded) | set(live)):
-        a, b = recorded.get(k, "(none)"), live.get(k, "(none)")
+        a, b = recorded.get(k, _absent(k)), live.get(k, _absent(k))
         if a != b:
             out.append(f"{k}: {_short(a)} in the lock, {_short(b)} here")
     return out
@@ -280,6 +306,12 @@ def externals_differences(recorded: Mapping[str, Any], here: Mapping[str, Any]) 
     return out
 
 
+def _absent(fact: str) -> str:
+    """How a fact reads where a fingerprint does not have it (a build tool: its baseline version)."""
+    base = BASELINE_BUILD_TOOLS.get(fact.removeprefix("build_tool_")) if fact.startswith("build_tool_") else None
+    return f"{base} (the baseline)" if base else "(none)"
+
+
 def _short(v: Any) -> str:
     s = str(v)
     return s[:19] + "…" if s.startswith("sha256:") else s
@@ -287,7 +319,7 @@ def _short(v: Any) -> str:
 
 def clear_caches() -> None:
     """Forget probe results (tests change a fake external between two plans)."""
-    for f in (_file_digest, dir_digest, compiler_version, start_files, python_probe):
+    for f in (_file_digest, dir_digest, compiler_version, start_files, python_probe, tool_version):
         f.cache_clear()
 
 
