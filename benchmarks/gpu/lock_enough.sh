@@ -120,6 +120,9 @@ if [ "$MODE" = relock ]; then
   grep -E "^(ERROR|WARN)" "$OUT/doctor.txt" | head -20; tail -3 "$OUT/doctor.txt"
   ls .pixi/envs/"$ENV_NAME"/lib/libnvshmem* .pixi/envs/"$ENV_NAME"/lib/nvshmem_* 2>/dev/null | head -12
 else
+  # The lock must be this checkout's (CI's checks): a tool package locked from other code
+  # cannot be rebuilt under its id, and install would say so only after the long builds.
+  { $DE lock "$ENV_NAME" --check && $DE lock all --only deepep-env --check; } > "$OUT/lock-check.txt" 2>&1 || { cat "$OUT/lock-check.txt"; exit 1; }
   step "fresh clone: install $ENV_NAME from the committed lock alone"
   t=$(now)
   $DE install "$ENV_NAME" > "$OUT/install.txt" 2>&1; rc=$?
