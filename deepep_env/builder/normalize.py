@@ -30,6 +30,7 @@ same inputs give the same epoch on every machine.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -153,44 +154,58 @@ def _drop_paths(data: bytes, drop: set[str]) -> bytes:
     return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode()
 
 
-def _retar(data: bytes, epoch: int, aliases: Optional[dict[str, str]] = None,
-           extra: Optional[dict[str, bytes]] = None, links: Optional[dict[str, bytes]] = None,
-           drop: frozenset[str] = frozenset()) -> bytes:
-    """A tar with the same members and contents (plus ``extra`` files in the info tar, less the
-    ``drop`` members and their ``info/paths.json`` entries), in name order, with fixed metadata; a
-    symlink member named in ``links`` becomes a regular file of that content."""
+@dataclasses.dataclass(frozen=True)
+class _Rewrite:
+    """What :func:`normalize_conda` changes in each tar of a package (its arguments, plus the pycs to drop)."""
+    epoch: int
+    aliases: Optional[dict[str, str]] = None
+    extra: Optional[dict[str, bytes]] = None
+    links: Optional[dict[str, bytes]] = None
+    drop: frozenset[str] = frozenset()
+
+    def content(self, name: str, data: bytes) -> bytes:
+        """A regular member's new content: time fixers, then dropped pycs' paths, then channel aliases."""
+        if name in _FIXERS:
+            data = _FIXERS[name](data, self.epoch)
+        if self.drop and name == "info/paths.json":
+            data = _drop_paths(data, set(self.drop))
+        if self.aliases and name in _CHANNEL_FILES:
+            data = _fix_channels(data, self.aliases)
+        return data
+
+    def fixed(self, m: tarfile.TarInfo) -> tarfile.TarInfo:
+        m.mtime, m.uid, m.gid, m.uname, m.gname = self.epoch, 0, 0, "", ""
+        return m
+
+
+def _as_file(m: tarfile.TarInfo, data: bytes) -> tarfile.TarInfo:
+    """``m`` made a regular file of ``data`` (an added info file, or a recipe symlink resolved)."""
+    m.type, m.linkname, m.size, m.mode = tarfile.REGTYPE, "", len(data), 0o644
+    m.pax_headers = {}
+    return m
+
+
+def _retar(data: bytes, rw: _Rewrite) -> bytes:
+    """A tar with the same members and contents (plus ``rw.extra`` files in the info tar, less the
+    ``rw.drop`` members and their ``info/paths.json`` entries), in name order, with fixed metadata; a
+    symlink member named in ``rw.links`` becomes a regular file of that content."""
     src = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
-    added = _added_members(src, extra)
-    members = sorted([m for m in src.getmembers() if m.name not in drop] + added, key=lambda m: m.name.encode())
+    added = _added_members(src, rw.extra)
+    members = sorted([m for m in src.getmembers() if m.name not in rw.drop] + added, key=lambda m: m.name.encode())
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as dst:
         for m in members:
-            if m in added:
-                assert extra is not None
-                m.size, m.mode, m.type = len(extra[m.name]), 0o644, tarfile.REGTYPE
-                m.mtime, m.uid, m.gid, m.uname, m.gname = epoch, 0, 0, "", ""
-                dst.addfile(m, io.BytesIO(extra[m.name]))
-                continue
-            if links and m.issym() and m.name in links:
-                m.type, m.linkname, m.size, m.mode = tarfile.REGTYPE, "", len(links[m.name]), 0o644
-                m.mtime, m.uid, m.gid, m.uname, m.gname = epoch, 0, 0, "", ""
-                m.pax_headers = {}
-                dst.addfile(m, io.BytesIO(links[m.name]))
+            payload = (rw.extra or {}).get(m.name) if m in added else \
+                (rw.links or {}).get(m.name) if m.issym() else None
+            if payload is not None:
+                dst.addfile(rw.fixed(_as_file(m, payload)), io.BytesIO(payload))
                 continue
             f = src.extractfile(m) if m.isreg() else None   # None only for non-regular members
-            content = f.read() if f is not None else None
-            if m.name in _FIXERS and content is not None:
-                content = _FIXERS[m.name](content, epoch)
+            content = rw.content(m.name, f.read()) if f is not None else None
+            if content is not None:
                 m.size = len(content)
-            if drop and m.name == "info/paths.json" and content is not None:
-                content = _drop_paths(content, set(drop))
-                m.size = len(content)
-            if aliases and m.name in _CHANNEL_FILES and content is not None:
-                content = _fix_channels(content, aliases)
-                m.size = len(content)
-            m.mtime, m.uid, m.gid, m.uname, m.gname = epoch, 0, 0, "", ""
             m.pax_headers = {}
-            dst.addfile(m, io.BytesIO(content) if content is not None else None)
+            dst.addfile(rw.fixed(m), io.BytesIO(content) if content is not None else None)
     return out.getvalue()
 
 
@@ -212,10 +227,11 @@ def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, 
     with zipfile.ZipFile(io.BytesIO(original)) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
         tars = {i.filename: _zstd_decompress(zin.read(i)) for i in zin.infolist() if i.filename.endswith(".tar.zst")}
         drop = frozenset().union(*(stale_pycs(t) for n, t in tars.items() if n.startswith("pkg-")))
+        rw = _Rewrite(epoch, channel_aliases, info_files, link_files, drop)
         for info in zin.infolist():
             data = zin.read(info)
             if info.filename in tars:
-                data = _zstd_compress(_retar(tars[info.filename], epoch, channel_aliases, info_files, link_files, drop))
+                data = _zstd_compress(_retar(tars[info.filename], rw))
             zi = zipfile.ZipInfo(info.filename, date_time=_ZIP_TIME)
             zi.compress_type = zipfile.ZIP_STORED
             zi.external_attr = 0o644 << 16
