@@ -102,3 +102,25 @@ def test_two_builds_give_one_package_without_rattler_builds_pycs(tmp_path):
     members = member_fingerprints(first)
     assert RB_PYC not in members and OWN_PYC in members
     assert not normalize_conda(first, 1600000000), "idempotent: a dropped pyc stays dropped"
+
+
+def test_the_builder_makes_one_package_in_two_checkouts(tmp_path):
+    """The whole builder (plan, build, normalize, store, channel), two checkouts a second apart: a
+    package with python in its host env has one sha256 and no rattler-build pyc."""
+    from build_fixtures import add_recipe, sandbox
+    from deepep_env.base.hashing import file_sha256
+
+    chan = _channel(tmp_path)
+    shas, pkgs = [], []
+    for where in ("first/checkout", "second/elsewhere/clone"):
+        sb = sandbox(tmp_path / where)
+        add_recipe(sb.graph, "pyctest", PKG_RECIPE.replace("string: h0_0", "string: ${{ build_string }}"))
+        sb.fill_cache()
+        report = sb.build(extra_channels=[chan.as_uri()])
+        outs = [o for n in report.nodes if n.package == "pyctest" for o in n.outputs]
+        assert outs, [n.package for n in report.nodes]
+        shas.append({o: file_sha256(sb.channel / o) for o in outs})
+        pkgs.append(sb.channel / outs[0])
+        time.sleep(1.1)
+    assert shas[0] == shas[1]
+    assert RB_PYC not in member_fingerprints(pkgs[0]) and OWN_PYC in member_fingerprints(pkgs[0])
