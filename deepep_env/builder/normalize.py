@@ -38,7 +38,7 @@ import tarfile
 import time
 import zipfile
 from pathlib import Path
-from typing import Optional
+from typing import AbstractSet, Optional
 
 from deepep_env.base.atomic import write_bytes
 
@@ -144,7 +144,7 @@ def stale_pycs(tar_bytes: bytes) -> set[str]:
     return found
 
 
-def _drop_paths(data: bytes, drop: set[str]) -> bytes:
+def _drop_paths(data: bytes, drop: AbstractSet[str]) -> bytes:
     """``info/paths.json`` without the entries of dropped members (rewritten only when one goes)."""
     obj = json.loads(data)
     kept = [p for p in obj.get("paths", []) if p.get("_path") not in drop]
@@ -168,7 +168,7 @@ class _Rewrite:
         if name in _FIXERS:
             data = _FIXERS[name](data, self.epoch)
         if self.drop and name == "info/paths.json":
-            data = _drop_paths(data, set(self.drop))
+            data = _drop_paths(data, self.drop)
         if self.aliases and name in _CHANNEL_FILES:
             data = _fix_channels(data, self.aliases)
         return data
@@ -228,10 +228,8 @@ def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, 
         tars = {i.filename: _zstd_decompress(zin.read(i)) for i in zin.infolist() if i.filename.endswith(".tar.zst")}
         drop = frozenset().union(*(stale_pycs(t) for n, t in tars.items() if n.startswith("pkg-")))
         rw = _Rewrite(epoch, channel_aliases, info_files, link_files, drop)
-        for info in zin.infolist():
-            data = zin.read(info)
-            if info.filename in tars:
-                data = _zstd_compress(_retar(tars[info.filename], rw))
+        for info in zin.infolist():   # the tars were read above, once
+            data = _zstd_compress(_retar(tars[info.filename], rw)) if info.filename in tars else zin.read(info)
             zi = zipfile.ZipInfo(info.filename, date_time=_ZIP_TIME)
             zi.compress_type = zipfile.ZIP_STORED
             zi.external_attr = 0o644 << 16

@@ -21,7 +21,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from deepep_env.base.hashing import canonical_json, digest, file_sha256, tree_sha256
 from deepep_env.base.run import run_child
@@ -42,15 +42,22 @@ def _file_digest(path: str, size: int, mtime_ns: int, ino: int) -> str:
     return file_sha256(path)
 
 
-def files_digest(paths: list[Path]) -> str:
-    """sha256 over ``{basename: content sha256}`` of the files (symlinks resolved); "none" when empty."""
+def _named_digests(named_paths: Iterable[tuple[str, Path]]) -> dict[str, str]:
+    """``{name: content sha256}`` for each (name, file) in order (symlinks resolved; a file that
+    cannot be read is left out; a later file of the same name replaces an earlier one)."""
     named: dict[str, str] = {}
-    for p in sorted(set(paths)):
+    for name, p in named_paths:
         try:
             st = p.stat()
         except OSError:
             continue
-        named[p.name] = _file_digest(str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+        named[name] = _file_digest(str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    return named
+
+
+def files_digest(paths: list[Path]) -> str:
+    """sha256 over ``{basename: content sha256}`` of the files (symlinks resolved); "none" when empty."""
+    named = _named_digests((p.name, p) for p in sorted(set(paths)))
     return digest(canonical_json(named)) if named else "none"
 
 
@@ -168,24 +175,22 @@ def headers_beside(include: Path, own: str) -> str:
     real = include.resolve()
     if not real.is_dir() or str(real) in _SYSTEM_INCLUDE_DIRS:
         return ""
-    named: dict[str, str] = {}
+    named = _named_digests((os.path.relpath(f, real), f) for f in _files_under(real, skip=own))
+    return digest(canonical_json(named)) if named else ""
+
+
+def _files_under(root: Path, skip: str) -> Iterator[Path]:
+    """Every file under ``root`` but its top-level ``skip`` folder, linked folders followed once."""
     seen: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(real, followlinks=True):   # a linked folder is read too
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):   # a linked folder is read too
         here = os.path.realpath(dirpath)
         if here in seen:                                                   # a link loop: once
             dirnames[:] = []
             continue
         seen.add(here)
-        if dirpath == str(real):
-            dirnames[:] = [d for d in dirnames if d != own]     # its own headers: the "headers" fact
-        for n in filenames:
-            f = Path(dirpath, n)
-            try:
-                st = f.stat()
-            except OSError:
-                continue
-            named[os.path.relpath(f, real)] = _file_digest(str(f.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
-    return digest(canonical_json(named)) if named else ""
+        if dirpath == str(root):
+            dirnames[:] = [d for d in dirnames if d != skip]   # its own headers: the "headers" fact
+        yield from (Path(dirpath, n) for n in filenames)
 
 
 def rdma_core_facts(meta: Mapping[str, Any]) -> Facts:
