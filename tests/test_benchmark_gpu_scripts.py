@@ -191,6 +191,7 @@ STUB = r'''#!/usr/bin/env bash
 mkdir -p "$OUT" "$WORK"
 touch "$READY_FOR_TEST"
 echo "stub mode=$1 env=$2 repack=${REPACK:-} no_test=${NO_TEST:-} pkgs=$DEEPEP_ENV_BUILD_PKGS_DIR work=$WORK tree=$PWD"
+echo "stub cpus=$(nproc)"
 echo "figure_of_$2=1" > "$OUT/figures.txt"
 cp pixi.lock "$OUT/pixi.lock"
 [ "$2" = broken ] && { echo "headline_$1_ok=0"; exit 1; }
@@ -198,7 +199,7 @@ echo "headline_$1_ok=1"
 '''
 
 
-def _pair(tmp_path, a: str, b: str, b_vars: str):
+def _pair(tmp_path, a: str, b: str, b_vars: str, **extra: str):
     repo = tmp_path / "repo"
     (repo / "benchmarks" / "gpu").mkdir(parents=True)
     shutil.copy2(GPU / "pair.sh", repo / "benchmarks" / "gpu" / "pair.sh")
@@ -208,7 +209,7 @@ def _pair(tmp_path, a: str, b: str, b_vars: str):
     ready, out, t = tmp_path / "ready", tmp_path / "out", tmp_path / "t"
     t.mkdir()
     env = dict(os.environ, OUT=str(out), PAIR_TMP=str(t), PAIR_READY_FILE=str(ready), READY_FOR_TEST=str(ready),
-               PAIR_B_VARS=b_vars, PAIR_LIMIT_S="60")
+               PAIR_B_VARS=b_vars, PAIR_LIMIT_S="60", **extra)
     r = subprocess.run(["bash", "benchmarks/gpu/pair.sh", "reinstall", a, b], cwd=repo, env=env,
                        capture_output=True, text=True, timeout=120)
     return r, out, t
@@ -233,6 +234,19 @@ def test_pair_headline_is_zero_when_either_run_fails(tmp_path):
     r, out, t = _pair(tmp_path, "h200-nvlink", "broken", "")
     assert r.stdout.strip().splitlines()[-1] == "headline_pair_reinstall_ok=0"
     assert "pair_b_rc=1" in (t / "pair-b.txt").read_text()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not shutil.which("taskset"), reason="needs 2 CPUs and taskset")
+def test_pair_pin_gives_each_run_its_own_half_of_the_cpus(tmp_path):
+    r, _, t = _pair(tmp_path, "h200-nvlink", "h200-nvlink-conda", "REPACK=1", PAIR_PIN="1")
+    assert r.returncode == 0, r.stderr
+    assert "pair_pin_a=" in r.stdout and "pair_pin_b=" in r.stdout
+    n = len(os.sched_getaffinity(0))                                  # what nproc says
+    got = [int((t / f"pair-{tag}.txt").read_text().split("stub cpus=")[1].split()[0]) for tag in "ab"]
+    if os.path.exists("/sys/devices/system/node/node1/cpulist"):   # a NUMA node each
+        assert all(0 < k < n for k in got), got
+    else:
+        assert got == [n // 2, n - n // 2], got
 
 
 def test_pair_script_parses():

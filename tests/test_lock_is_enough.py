@@ -348,28 +348,33 @@ def _fake_tool(folder: Path, name: str, first_line: str) -> None:
 
 @pytest.fixture
 def fresh_tools(tmp_path, monkeypatch, capsys):
-    """``fresh`` on a machine whose PATH has the baseline CMake and Ninja (the GPU image's)."""
+    """``fresh`` on a machine whose PATH has the baseline CMake, Ninja and make (the GPU image's)."""
     bin_ = tmp_path / "toolbin"
     _fake_tool(bin_, "cmake", "cmake version 4.4.3")
     _fake_tool(bin_, "ninja", "1.13.2")
+    _fake_tool(bin_, "make", "GNU Make 4.3")
     monkeypatch.setenv("PATH", f"{bin_}:{__import__('os').environ['PATH']}")
     for got in _fresh(tmp_path, monkeypatch, capsys):
         yield (*got, bin_)
 
 
-def test_another_cmake_is_another_host(fresh_tools, capsys):
-    """A host-mode build runs the PATH's CMake and Ninja: their versions are facts of the CUDA
+@pytest.mark.parametrize("tool, first_line, said", [
+    ("cmake", "cmake version 3.28.3", "cuda.build_tool_cmake: 4.4.3 (the baseline) in the lock, 3.28.3 here"),
+    ("make", "GNU Make 4.4.1", "cuda.build_tool_make: 4.3 (the baseline) in the lock, 4.4.1 here"),
+])
+def test_another_build_tool_is_another_host(fresh_tools, capsys, tool, first_line, said):
+    """A host-mode build runs the PATH's CMake, Ninja and make: their versions are facts of the CUDA
     external, absent while they are the baseline (no committed id moved), named when they differ."""
     from deepep_env.sources import hostprint
 
     fp, _, p, bin_ = fresh_tools
     rec = json.loads((fp.root / "lockfiles" / "build-inputs.json").read_text())["environments"]["h200-nvlink"]
     assert not [k for k in rec["deep-ep"]["preimage"]["externals"]["cuda"]["fingerprint"] if k.startswith("build_tool_")]
-    _fake_tool(bin_, "cmake", "cmake version 3.28.3")
+    _fake_tool(bin_, tool, first_line)
     hostprint.clear_caches()
     rc, _, err = cli_in_process(capsys, "install", "h200-nvlink", *p)
     assert rc == 2 and "built for another host" in err, err
-    assert "cuda.build_tool_cmake: 4.4.3 (the baseline) in the lock, 3.28.3 here" in err, err
+    assert said in err, err
     assert not fp.project.prefix_for("h200-nvlink").exists()
 
 
@@ -382,6 +387,6 @@ def test_a_build_tool_reads_as_its_version_or_missing(tmp_path, monkeypatch):
     try:
         assert hostprint.tool_version("ninja") == "1.13.2"
         assert hostprint.tool_version("cmake") == "missing"
-        assert hostprint.build_tool_facts() == {"build_tool_cmake": "missing"}
+        assert hostprint.build_tool_facts() == {"build_tool_cmake": "missing", "build_tool_make": "missing"}
     finally:
         hostprint.clear_caches()

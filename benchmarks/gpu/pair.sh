@@ -5,6 +5,11 @@
 # Usage (repo root, GPU machine):
 #   PAIR_B_VARS="REPACK=1 NO_TEST=1" bash benchmarks/gpu/pair.sh reinstall h200-nvlink h200-nvlink-conda
 #   PAIR_A_VARS / PAIR_B_VARS: VAR=value words for each run (REPACK=1, NO_TEST=1, PLANT_NCCL=1).
+#   PAIR_PIN=1: each run on its own half of the machine's CPUs (taskset; NUMA node 0 and 1 when there
+#   are two), so the two builds time like two machines of half the size: item 7's A/B of conda mode
+#   against host mode in one call, e.g. on a 2-GPU host (32 cores):
+#   PAIR_PIN=1 PAIR_B_VARS="REPACK=1 NO_TEST=1" PAIR_A_VARS="NO_TEST=1" bash benchmarks/gpu/pair.sh \
+#     reinstall h200-nvlink h200-nvlink-conda
 #
 # What a session learnt (docs/benchmarks.md, third round): each run needs its own checkout, WORK and OUT
 # and its own DEEPEP_ENV_BUILD_PKGS_DIR (builds that share the build-package cache take turns), but the
@@ -26,13 +31,25 @@ B_TREE=$T/pair-b
 for w in ${PAIR_A_VARS:-} ${PAIR_B_VARS:-}; do   # VAR=value words only: env(1) would run anything else
   [[ "$w" =~ ^[A-Z_][A-Z0-9_]*=[^[:space:]]*$ ]] || { echo "pair.sh: PAIR_A_VARS/PAIR_B_VARS: '$w' is not VAR=value" >&2; exit 2; }
 done
+PIN_A=() PIN_B=()
+if [ -n "${PAIR_PIN:-}" ]; then   # nproc, ninja and rattler-build's CPU_COUNT follow the affinity
+  if [ -r /sys/devices/system/node/node1/cpulist ]; then
+    cpus_a=$(cat /sys/devices/system/node/node0/cpulist) cpus_b=$(cat /sys/devices/system/node/node1/cpulist)
+  else
+    n=$(nproc); cpus_a="0-$((n / 2 - 1))" cpus_b="$((n / 2))-$((n - 1))"
+  fi
+  PIN_A=(taskset -c "$cpus_a") PIN_B=(taskset -c "$cpus_b")
+  echo "pair_pin_a=$cpus_a"; echo "pair_pin_b=$cpus_b"
+  lscpu | grep -E '^(Model name|Socket|Core|Thread|NUMA node)' || true
+fi
 rm -rf "$B_TREE" && mkdir -p "$B_TREE"
 tar --exclude=./.pixi --exclude='./.deepep-env*' --exclude=./.gpu-out -cf - . | tar -xf - -C "$B_TREE"
 
 one() {  # one() TAG DIR ENV VARS...
-  local tag=$1 dir=$2 env=$3; shift 3
+  local tag=$1 dir=$2 env=$3 pin; shift 3
+  if [ "$tag" = a ]; then pin=("${PIN_A[@]}"); else pin=("${PIN_B[@]}"); fi
   (cd "$dir" && env "$@" GPU_DIR="${GPU_DIR:-.gpu}" WORK="$T/pair-work-$tag" OUT="$T/pair-out-$tag" \
-     DEEPEP_ENV_BUILD_PKGS_DIR="$T/pair-pkgs-$tag" timeout "$LIMIT" bash benchmarks/gpu/lock_enough.sh "$MODE" "$env" \
+     DEEPEP_ENV_BUILD_PKGS_DIR="$T/pair-pkgs-$tag" timeout "$LIMIT" "${pin[@]}" bash benchmarks/gpu/lock_enough.sh "$MODE" "$env" \
      > "$T/pair-$tag.txt" 2>&1; echo "pair_${tag}_rc=$?" >> "$T/pair-$tag.txt")
 }
 rm -rf "$T"/pair-work-* "$T"/pair-out-* "$T"/pair-pkgs-*

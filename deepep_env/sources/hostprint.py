@@ -115,11 +115,12 @@ def _resolved_tool(cmd: str) -> str:
 
 
 # The build tools a host-mode CUDA build runs from PATH: NVSHMEM's CMake and Ninja, PyTorch's
-# extension builder's Ninja (conda mode takes them from the build environment, by sha256). A fact only
-# when the tool is not the version every committed host-mode id was built with (the GPU image's, as
-# the conda repack's wrappers name them), so no id moved when they became facts; another CMake or
-# Ninja gives another id. make (NCCL, GDRCopy) is not a fact yet: the image's make was never recorded.
-BASELINE_BUILD_TOOLS = {"cmake": "4.4.3", "ninja": "1.13.2"}
+# extension builder's Ninja, NCCL's make (conda mode takes them from the build environment, by
+# sha256). A fact only when the tool is not the version every committed host-mode id was built with
+# (the GPU image's: CMake and Ninja as the conda repack's wrappers name them, make as the image's
+# `make --version` said in GPU round 6), so no id moved when they became facts; another CMake, Ninja
+# or make gives another id.
+BASELINE_BUILD_TOOLS = {"cmake": "4.4.3", "ninja": "1.13.2", "make": "4.3"}
 _TOOL_VERSION = re.compile(r"(\d+\.\d+(\.\d+)?)")
 
 
