@@ -47,3 +47,41 @@ def test_a_first_seen_extraction_that_is_not_its_package_is_removed(tmp_path):
     os.utime(e / "include" / "dep.h", (0, 0))
     assert pkgcache.check(tmp_path) == [e.name]
     assert not e.exists()
+
+
+def _many(root: Path, n: int = 24) -> Path:
+    """An extraction of n files (hashed on several threads when first seen)."""
+    e = root / "pkgs" / "big-1.0-h0"
+    (e / "lib").mkdir(parents=True)
+    (e / "info").mkdir()
+    recs = []
+    for i in range(n):
+        body = f"lib {i}\n".encode() * 1000
+        (e / "lib" / f"l{i:02}.so").write_bytes(body)
+        recs.append({"_path": f"lib/l{i:02}.so", "path_type": "hardlink",
+                     "sha256": file_sha256(e / "lib" / f"l{i:02}.so")[7:], "size_in_bytes": len(body)})
+    (e / "info" / "paths.json").write_text(json.dumps({"paths": recs}))
+    return e
+
+
+def test_a_first_seen_extraction_of_many_files_is_verified_file_by_file(tmp_path):
+    e = _many(tmp_path)
+    assert pkgcache.check(tmp_path) == [] and e.is_dir()
+    f = _many(tmp_path / "other")
+    body = (f / "lib" / "l17.so").read_bytes()
+    (f / "lib" / "l17.so").write_bytes(body[:-2] + b"X\n")   # one file of 24, same size, other bytes
+    assert pkgcache.check(tmp_path / "other") == [f.name] and not f.exists()
+
+
+def test_a_first_seen_extraction_holding_a_fifo_is_removed_not_read(tmp_path):
+    e = _many(tmp_path, n=3)
+    (e / "lib" / "l01.so").unlink()
+    os.mkfifo(e / "lib" / "l01.so")          # a read would block; the recorded size differs anyway
+    assert pkgcache.check(tmp_path) == [e.name]
+    g = _many(tmp_path / "g", n=3)
+    rec = json.loads((g / "info" / "paths.json").read_text())
+    del rec["paths"][1]["size_in_bytes"]      # no size to compare: the hash must refuse it, not hang
+    (g / "info" / "paths.json").write_text(json.dumps(rec))
+    (g / "lib" / "l01.so").unlink()
+    os.mkfifo(g / "lib" / "l01.so")
+    assert pkgcache.check(tmp_path / "g") == [g.name]
