@@ -8,6 +8,7 @@ rattler-build, a real local channel; the host env's python is a two-line wrapper
 from __future__ import annotations
 
 import json
+import re
 import struct
 import sys
 import time
@@ -121,6 +122,21 @@ def test_the_builder_makes_one_package_in_two_checkouts(tmp_path):
         assert outs, [n.package for n in report.nodes]
         shas.append({o: file_sha256(sb.channel / o) for o in outs})
         pkgs.append(sb.channel / outs[0])
+        _live_log_says_what_isolation_cost(sb.state / "logs")
         time.sleep(1.1)
     assert shas[0] == shas[1]
     assert RB_PYC not in member_fingerprints(pkgs[0]) and OWN_PYC in member_fingerprints(pkgs[0])
+
+
+def _live_log_says_what_isolation_cost(logs: Path) -> None:
+    """Each build's live log records, timestamped, the package-cache checks around rattler-build
+    (the host env's python extracted and verified when first seen: the cache is the process's, so
+    an earlier test may have seen it) and the normalization after it."""
+    (live,) = [p for p in logs.glob("*.log.live") if "pyctest" in p.read_text()]
+    text = live.read_text()
+    before, after = (line for line in text.splitlines() if "package cache checked in" in line)
+    assert "before the build" in before and "after the build" in after
+    assert re.search(r"after the build, package cache checked in [0-9.]+ s: [1-9][0-9]* extractions kept "
+                     r"\([0-9]+ first seen, verified file by file\)", after), after   # python's, at least
+    assert re.search(r"deepep-env: 1 package\(s\) normalized in [0-9.]+ s", text), text
+    assert text.index("package cache checked") < text.index("normalized in")

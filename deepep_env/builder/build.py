@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Optio
 from deepep_env.base.atomic import write_text
 from deepep_env.builder.channel import Channel, index, make_build_channel
 from deepep_env.builder.check import compare_packages, compare_with_sha
-from deepep_env.builder.driver import declared_virtual_packages, private_package_cache, recipe_context
+from deepep_env.builder.driver import declared_virtual_packages, note_in_live_log, private_package_cache, recipe_context
 from deepep_env.builder.driver import run as run_rattler_build
 from deepep_env.builder.resolution import Resolution, differences, from_rendered, rendered_recipe, resolve
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
@@ -244,8 +244,11 @@ class _Builder:
         info = {BUILD_INPUTS_MEMBER: (json.dumps({"id": node.id, "preimage": node.preimage}, indent=1, sort_keys=True,
                                                  ensure_ascii=False) + "\n").encode()}
         links = recipe_link_files(node.recipe_dir)   # info/recipe/ holds files, not dangling links
+        t = time.monotonic()
         for f in res.packages:
             normalize_conda(f, epoch, aliases, info, links)
+        note_in_live_log(self._log(node), f"deepep-env: {len(res.packages)} package(s) normalized in "
+                                          f"{time.monotonic() - t:.1f} s")
         self._check_resolution(node, by, res.packages)
         return res.packages, time.monotonic() - started, res.notes
 

@@ -271,7 +271,7 @@ def _build_pkgs_dir() -> Path:
 
 
 @contextlib.contextmanager
-def private_package_cache() -> Iterator[None]:
+def private_package_cache(say: Callable[[str], None] = lambda _line: None) -> Iterator[None]:
     """The package cache a build extracts its dependencies into (``RATTLER_CACHE_DIR``, which
     rattler-build reads once per process — measured — hence one path per process).
 
@@ -281,7 +281,8 @@ def private_package_cache() -> Iterator[None]:
     their own paths.json when first seen, then by size and mtime before and after every build; one a
     build wrote into is removed and extracted again by the next build. Builds that share the cache
     take turns (a file lock). ``DEEPEP_ENV_BUILD_PKGS=private``: a cache of this process's own,
-    emptied before and after every build (every dependency extracted afresh)."""
+    emptied before and after every build (every dependency extracted afresh). ``say`` gets each
+    check's one-line summary (the build log's record of what isolation cost)."""
     global _PROCESS_CACHE
     private = os.environ.get("DEEPEP_ENV_BUILD_PKGS") == "private"
     if _PROCESS_CACHE is None:
@@ -302,13 +303,25 @@ def private_package_cache() -> Iterator[None]:
     with open(_PROCESS_CACHE / ".deepep-env-build.lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            pkgcache.check(_PROCESS_CACHE)
+            say(f"deepep-env: before the build, {pkgcache.check_report(_PROCESS_CACHE).summary()}")
             try:
                 yield
             finally:
-                pkgcache.check(_PROCESS_CACHE)
+                say(f"deepep-env: after the build, {pkgcache.check_report(_PROCESS_CACHE).summary()}")
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def live_log(log_path: Path) -> Path:
+    """Where a build's log is written line by line, timestamped, as it happens (``<log>.live``)."""
+    return log_path.with_name(log_path.name + ".live")
+
+
+def note_in_live_log(log_path: Path, text: str) -> None:
+    """One timestamped line added to a build's live log, after rattler-build's (what the builder did next)."""
+    live = _LiveLog(live_log(log_path))
+    live.write(text)
+    live.close()
 
 
 class _LiveLog:
@@ -393,7 +406,7 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
     log: list[str] = []
     packages: list[Path] = []
     output_dir.mkdir(parents=True, exist_ok=True)
-    live = _LiveLog(log_path.with_name(log_path.name + ".live"), on_line)
+    live = _LiveLog(live_log(log_path), on_line)
     for n in notes:
         live.write(f"deepep-env note: {n}")
         log.append(f"deepep-env note: {n}")
@@ -402,7 +415,7 @@ def run(recipe_file: Path, context: Mapping[str, Any], *, package: str, output_d
             # no_build_id: rattler-build's work folder is `rattler-build_<name>`, not
             # `rattler-build_<name>_<unix time>` — its path ends up inside the package (__FILE__,
             # rendered recipe), so a timestamped name makes every build's bytes different.
-            with private_package_cache(), declared_virtual_packages(virtual_packages or {}), \
+            with private_package_cache(live.write), declared_virtual_packages(virtual_packages or {}), \
                     tools.first_on_path(buildroot.ensure()):
                 res = v.run_build(tool_config=tool, output_dir=output_dir, channels=list(channels),
                                   package_format=package_format, progress_callback=live, no_build_id=True)

@@ -21,7 +21,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -85,11 +87,25 @@ def drop(entry: Path) -> None:
     shutil.rmtree(entry, ignore_errors=True)
 
 
-def check(cache_root: Path) -> list[str]:
-    """Keep the extractions that are what their package holds; remove the others. Returns the names
-    of the removed ones."""
+@dataclass
+class Checked:
+    """What one look at the cache did: the extractions removed, kept, and verified in full (first seen)."""
+    removed: list[str] = field(default_factory=list)
+    kept: int = 0
+    verified: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        gone = f", removed {', '.join(self.removed)}" if self.removed else ""
+        return (f"package cache checked in {self.seconds:.1f} s: {self.kept} extractions kept "
+                f"({self.verified} first seen, verified file by file){gone}")
+
+
+def check_report(cache_root: Path) -> Checked:
+    """Keep the extractions that are what their package holds; remove the others."""
+    started = time.monotonic()
     pkgs = cache_root / "pkgs"
-    removed: list[str] = []
+    out = Checked()
     for entry in sorted(p for p in pkgs.iterdir() if p.is_dir()) if pkgs.is_dir() else []:
         side = entry.with_name(entry.name + STATS_SUFFIX)
         recorded: Optional[dict] = None
@@ -97,17 +113,21 @@ def check(cache_root: Path) -> list[str]:
             recorded = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else None
         except (OSError, ValueError):
             recorded = None
-        if recorded is not None:
-            if recorded != _stats(entry):
-                drop(entry)
-                removed.append(entry.name)
-            continue
-        if not _content_ok(entry):
+        out.verified += recorded is None
+        if not (_content_ok(entry) if recorded is None else recorded == _stats(entry)):
             drop(entry)
-            removed.append(entry.name)
+            out.removed.append(entry.name)
             continue
-        side.write_text(json.dumps(_stats(entry), sort_keys=True), encoding="utf-8")
-    return removed
+        if recorded is None:
+            side.write_text(json.dumps(_stats(entry), sort_keys=True), encoding="utf-8")
+        out.kept += 1
+    out.seconds = time.monotonic() - started
+    return out
 
 
-__all__ = ["check", "drop", "STATS_SUFFIX"]
+def check(cache_root: Path) -> list[str]:
+    """:func:`check_report`'s removed extractions (their names)."""
+    return check_report(cache_root).removed
+
+
+__all__ = ["Checked", "check", "check_report", "drop", "STATS_SUFFIX"]
