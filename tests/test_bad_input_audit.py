@@ -84,6 +84,20 @@ def test_a_catalog_naming_another_package_is_refused(tmp_path):
     assert "package = 'nvshmem2'" in str(err.value) and "recipes/nvshmem/" in str(err.value)
 
 
+def test_a_malformed_archive_pin_is_one_clear_line(tmp_path):
+    from deepep_env.base.errors import UserError
+    from deepep_env.envspec.catalog import load_catalog
+
+    shutil.copytree(REPO / "recipes" / "nvshmem", tmp_path / "nvshmem")
+    cat = tmp_path / "nvshmem" / "sources.toml"
+    assert 'archive_sha256 = "sha256:eb2c8fb3' in cat.read_text()
+    cat.write_text(cat.read_text().replace('archive_sha256 = "sha256:eb2c8fb3', 'archive_sha256 = "md5:eb2c8fb3'))
+    with pytest.raises(UserError) as err:
+        load_catalog(tmp_path, "nvshmem")
+    msg = str(err.value)
+    assert "archive_sha256" in msg and "64 lowercase hex" in msg and "\n" not in msg, msg
+
+
 def test_a_failing_build_script_is_not_reported_with_a_success_line():
     """`build failed: ✔ Successfully updated the host environment (exit 3)` named rattler-build's own
     progress line as the cause."""

@@ -140,6 +140,72 @@ def test_unpinned_source_is_recorded_not_invented_and_build_refuses_it(tmp_path,
         require_present([w], cache, offline=True)
 
 
+def test_an_archive_pin_guards_the_first_fetch_of_an_unpinned_tree(tmp_path, upstream, http_root):
+    """archive_sha256 (a publisher's or Spack's hash of the tarball): the tree hash is recorded only
+    from that archive; another archive at the URL is refused in one line, nothing cached."""
+    www, base = http_root
+    src = upstream.upstream / "libgreet-1.0"
+    good = tar_gz(src, www / "good.tar.gz")
+    (src / "greet.c").write_text((src / "greet.c").read_text() + "/* changed upstream */\n")
+    tar_gz(src, www / "other.tar.gz")
+    want = functools.partial(Want, "libgreet", "source", "libgreet", None, archive=file_sha256(good))
+    cache = SourceCache(tmp_path / "cache")
+    with pytest.raises(UserError) as err:
+        fetch([want((f"{base}/other.tar.gz",))], cache)
+    msg = str(err.value)
+    assert "other.tar.gz has sha256" in msg and file_sha256(good) in msg and "nothing was written" in msg
+    assert cache.tree(tree_sha256(src)) is None                       # the other archive's tree: not cached
+    rep = fetch([want((f"{base}/good.tar.gz",))], cache)
+    assert rep.recorded and rep.recorded[0].digest == tree_sha256(_unpacked(good, tmp_path / "u"))
+
+
+def test_an_archive_pin_takes_no_git_checkout_for_an_unpinned_tree(tmp_path, upstream, http_root):
+    """A checkout has no archive to compare: with only an archive pin, git is not a fallback."""
+    _, base = http_root
+    w = Want("libgreet", "source", "libgreet", None, (f"{base}/missing.tar.gz",), git=str(tmp_path / "no-repo"),
+             rev="0" * 40, archive="sha256:" + "1" * 64)
+    with pytest.raises(UserError) as err:
+        fetch([w], SourceCache(tmp_path / "cache"))
+    assert "missing.tar.gz" in str(err.value) and "git " not in str(err.value)
+
+
+def test_from_dir_finds_an_archive_pinned_source_by_its_sha256_and_refuses_a_named_impostor(tmp_path, upstream):
+    src = upstream.upstream / "libgreet-1.0"
+    d = tmp_path / "carry"
+    d.mkdir()
+    good = tar_gz(src, d / "any-name-at-all.txz")
+    w = Want("nvshmem", "source", "nvshmem", None, ("https://example.invalid/nvshmem_src_3.2.5-1.txz",),
+             archive=file_sha256(good))
+    got, _ = import_dir(d, [w], SourceCache(tmp_path / "cache"))
+    assert got[0].status == "recorded" and got[0].digest == tree_sha256(_unpacked(good, tmp_path / "u"))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (src / "greet.c").write_text("int tampered;\n")
+    tar_gz(src, bad / "nvshmem_src_3.2.5-1.txz")          # the URL's file name, other bytes
+    with pytest.raises(UserError, match="nvshmem_src_3.2.5-1.txz has sha256 .* not the archive"):
+        import_dir(bad, [w], SourceCache(tmp_path / "cache2"))
+
+
+def test_a_pinned_tree_is_checked_as_a_tree_whatever_its_archive(tmp_path, upstream, http_root):
+    """With tree_sha256 set, the tree is the identity: a recompressed copy of the same tree is fine."""
+    www, base = http_root
+    src = upstream.upstream / "libgreet-1.0"
+    tar_gz(src, www / "x.tar.gz")
+    w = _want(src, urls=(f"{base}/x.tar.gz",), archive="sha256:" + "2" * 64)
+    assert fetch([w], SourceCache(tmp_path / "cache")).items[0].status == "fetched"
+
+
+def test_require_present_names_the_archive_for_an_offline_user(tmp_path):
+    w = Want("nvshmem", "source", "nvshmem", None, archive="sha256:" + "3" * 64)
+    with pytest.raises(UserError) as err:
+        require_present([w], SourceCache(tmp_path / "cache"), offline=True, env="gke-a4")
+    assert "fetch gke-a4 --from DIR` with the archive whose sha256 is sha256:333" in str(err.value)
+
+
+def _unpacked(archive: Path, dest: Path) -> Path:
+    return unpack(archive, dest)
+
+
 def test_offline_missing_source_is_one_clear_line(tmp_path, upstream):
     cache = SourceCache(tmp_path / "cache")
     w = _want(upstream.upstream / "libgreet-1.0", urls=("https://example.invalid/x.tar.gz",))

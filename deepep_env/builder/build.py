@@ -145,7 +145,8 @@ def _require_ids(nodes: Sequence[BuildNode], env: Optional[str]) -> None:
                 raise UserError(f"package {n.package}: {what} has no build id (one of its inputs is not pinned)")
             raise UserError(f"package {n.package}: {what} is not pinned by content, so it cannot be built",
                             file=n.recipe_dir / "sources.toml",
-                            accepted=f"run `{hint}` on a machine with network and record the printed hash there")
+                            accepted=f"run `{hint}` on a machine with network, or `{hint} --from DIR` with the "
+                                     "upstream archive, and record the printed hash there")
 
 
 def _pinned(value: Optional[str]) -> str:

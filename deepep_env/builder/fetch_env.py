@@ -16,7 +16,7 @@ from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
 from deepep_env.builder.plan import plan
 from deepep_env.base.errors import UserError
 from deepep_env.sources.cache import SourceCache
-from deepep_env.sources.fetch import FetchReport, fetch, wants_for_nodes
+from deepep_env.sources.fetch import FetchReport, fetch, unpinned_error, wants_for_nodes
 from deepep_env.envspec import load_resolved
 
 if TYPE_CHECKING:  # annotations only: no import at run time
@@ -44,10 +44,7 @@ def fetch_sources(env: Optional[str], project: Project, *, recipes_dir: Optional
         more = f" (and {len(report.missing) - 1} more)" if len(report.missing) > 1 else ""
         where = f" nor in {from_dir}" if from_dir else ""
         if w.digest is None:  # nothing to look for offline: the pin itself is missing
-            raise UserError(f"package {w.package}: {w.kind} {w.name} is not pinned by content yet, so --offline "
-                            f"cannot find it{more}", file=f"recipes/{w.package}/sources.toml",
-                            accepted=f"`{hint}` on a machine with network (or `{hint} --from DIR` with the upstream "
-                                     "tarball), then record the printed hash")
+            raise unpinned_error(w, hint, more)
         raise UserError(f"package {w.package}: {w.kind} {w.name} ({w.digest}) is not in the source cache {root}"
                         f"{where} and --offline is set{more}",
                         accepted=f"`{hint}` with network, or `{hint} --from DIR` with local upstream copies")

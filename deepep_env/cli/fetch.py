@@ -42,7 +42,8 @@ def register(app: typer.Typer) -> None:
         for item in report.recorded:
             w = item.want
             key = "tree_sha256" if w.kind == "source" else "sha256"
-            typer.echo(f"unpinned: {w.package}: {w.kind} {w.name} hashes to {item.digest}; review it and record it "
-                       f"in recipes/{w.package}/sources.toml as {key} = \"{item.digest}\"", err=True)
+            checked = f" (its archive has the pinned archive_sha256 {w.archive})" if w.archive else ""
+            typer.echo(f"unpinned: {w.package}: {w.kind} {w.name} hashes to {item.digest}{checked}; review it and "
+                       f"record it in {w.catalog} as {key} = \"{item.digest}\"", err=True)
         if report.ignored:
             typer.echo(f"ignored (matched no pin): {', '.join(report.ignored)}", err=True)

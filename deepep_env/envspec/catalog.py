@@ -55,10 +55,14 @@ class SourcePin(Strict):
     tag: Optional[str] = None
     urls: list[str] = Field(default_factory=list, description="archive URLs, mirrors; never identity")
     tree_sha256: Optional[str] = Field(None, description="content hash of the unpacked tree, submodules included")
+    archive_sha256: Optional[str] = Field(
+        None, description="sha256 of the archive file at `urls`, as its publisher or an independent packager "
+                          "(e.g. Spack) lists it: fetch checks a download or local copy against it before unpacking, "
+                          "so a tree recorded at first fetch comes from a known archive")
     submodules: dict[str, SubmodulePin] = Field(default_factory=dict,
                                                 description="{path: submodule}: placed into an archive's tree before hashing")
 
-    _t = field_validator("tree_sha256")(lambda cls, v: _digest_or_none(v))
+    _t = field_validator("tree_sha256", "archive_sha256")(lambda cls, v: _digest_or_none(v))
 
     @field_validator("submodules")
     @classmethod

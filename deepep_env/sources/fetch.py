@@ -8,7 +8,8 @@ same cache entry.
 
 A source without a recorded ``tree_sha256`` is *unpinned*: fetching it computes the hash and
 reports it for review (``nix flake lock``'s habit, field notes §5 "never invent a hash"); the build
-refuses it until the hash is written into ``recipes/<package>/sources.toml``.
+refuses it until the hash is written into ``recipes/<package>/sources.toml``. An unpinned source whose
+archive is pinned (``archive_sha256``, e.g. Spack's) is hashed only from that archive.
 """
 from __future__ import annotations
 
@@ -51,6 +52,10 @@ class Want:
     # only entry of its tree (hashing.file_tree_sha256); ``--from`` matches a copy by the file's sha256.
     file: Optional[str] = None
     recipe: Optional[str] = None   # the recipe folder whose sources.toml pins it, when not ``package``
+    # The archive file's own sha256 (``archive_sha256``: its publisher's or a packager's, e.g. Spack's):
+    # while the tree is unpinned, a download or a ``--from`` copy is checked against it before it is
+    # unpacked, so the tree hash recorded at first fetch comes only from that archive.
+    archive: Optional[str] = None
 
     @property
     def label(self) -> str:
@@ -114,7 +119,7 @@ def wants_for_nodes(nodes: Iterable) -> list[Want]:
             if name in own or n.meta.get("local_source"):
                 continue   # a recipe's own source; deepep-env's own tree (the builder imports it)
             w = Want(n.package, "source", name, pin.tree_sha256, tuple(pin.urls), pin.git, pin.rev, pin.tag,
-                     submodules_of(pin), files.get(name), n.meta.get("catalog_recipe"))
+                     submodules_of(pin), files.get(name), n.meta.get("catalog_recipe"), pin.archive_sha256)
             key = (w.kind, w.digest or (w.package, w.name))
             if key not in seen:
                 seen.add(key)
@@ -137,6 +142,13 @@ def _mismatch(want: Want, got: str, origin: str) -> UserError:
         accepted="a copy of the pinned upstream revision, or a reviewed new pin in "
                  f"{want.catalog}",
     )
+
+
+def _archive_mismatch(want: Want, got: str, origin: str) -> UserError:
+    return UserError(
+        f"{want.kind} {want.name} of package {want.package}: {origin} has sha256 {got}, not the archive "
+        f"{want.catalog} pins ({want.archive}); nothing was written to the source cache",
+        accepted=f"the archive whose sha256 {want.catalog} pins")
 
 
 def _accept_tree(want: Want, root: Path, cache: SourceCache, origin: str) -> FetchItem:
@@ -222,6 +234,8 @@ def _fetch_one(want: Want, cache: SourceCache) -> FetchItem:
                         f"the pinned {want.file}; nothing was written to the source cache",
                         accepted=f"the file whose sha256 {want.catalog} pins")
                 return _accept_tree(want, _file_tree(blob, want.file, scratch / "tree"), cache, url)
+            if want.digest is None and want.archive is not None and (fsha := file_sha256(blob)) != want.archive:
+                raise _archive_mismatch(want, fsha, url)   # a pinned tree is checked as a tree, below
             if not is_archive(blob):
                 errors.append(f"{url}: not a tar or zip archive")
                 continue
@@ -233,7 +247,8 @@ def _fetch_one(want: Want, cache: SourceCache) -> FetchItem:
             return _accept_tree(want, root, cache, url)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-    if want.kind == "source" and want.git and (want.rev or want.tag):
+    # a checkout has no archive to check: an unpinned tree is recorded only from the pinned archive
+    if want.kind == "source" and want.git and (want.rev or want.tag) and (want.digest or not want.archive):
         scratch = cache.scratch("git-")
         try:
             dest = scratch / "checkout"
@@ -273,7 +288,7 @@ class _Importer:
     cache: SourceCache
     open_src: dict[str, Want]      # digest -> source not in the cache yet
     open_patch: dict[str, Want]    # digest -> patch not in the cache yet
-    unpinned: list[Want]           # no digest: matched by name, hash recorded
+    unpinned: list[Want]           # no digest: matched by name (or by archive_sha256), hash recorded
     got: list[FetchItem] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
 
@@ -287,7 +302,8 @@ class _Importer:
         w = (self.open_src if kind == "source" else self.open_patch).pop(digest, None)
         if w is not None:
             return w, "imported"
-        w = next((u for u in self.unpinned if u.kind == kind and _name_matches(u, filename)), None)
+        w = next((u for u in self.unpinned if u.kind == kind and u.archive is None and _name_matches(u, filename)),
+                 None)
         if w is not None:
             self.unpinned.remove(w)
         return w, "recorded"
@@ -339,12 +355,29 @@ class _Importer:
                 accepted=f"the file whose sha256 {named.catalog} pins")
         return False
 
+    def _by_archive(self, entry: Path) -> Optional[Want]:
+        """The unpinned source whose ``archive_sha256`` this file has (claimed); a file named for one
+        such source with other bytes is refused."""
+        pinned = [w for w in self.unpinned if w.kind == "source" and w.archive is not None]
+        if not pinned:
+            return None
+        fsha = file_sha256(entry)
+        w = next((u for u in pinned if u.archive == fsha), None)
+        if w is not None:
+            self.unpinned.remove(w)
+            return w
+        named = next((u for u in pinned if _meant_for(u, entry.name)), None)
+        if named is not None:
+            raise _archive_mismatch(named, fsha, str(entry))
+        return None
+
     def archive(self, entry: Path) -> None:
+        by_archive = self._by_archive(entry)
         scratch = self.cache.scratch("imp-")
         try:
             root = unpack(entry, scratch / "unpacked")
             digest = tree_sha256(root)
-            w, status = self._claim("source", digest, entry.name)
+            w, status = (by_archive, "recorded") if by_archive else self._claim("source", digest, entry.name)
             if w is None:
                 named = next((x for x in self.open_src.values() if _meant_for(x, entry.name)), None)
                 if named is not None:   # the copy meant for this source, with other content
@@ -418,16 +451,22 @@ def fetch(wants: Sequence[Want], cache: SourceCache | Path, *, offline: bool = F
     return report
 
 
+def unpinned_error(w: Want, hint: str, more: str = "") -> UserError:
+    """The one line for a source a build cannot use because its tree is not pinned by content yet."""
+    local = f"the archive whose sha256 is {w.archive}" if w.archive else "the upstream archive"
+    return UserError(
+        f"package {w.package}: {w.kind} {w.name} is not pinned by content yet, so it cannot be built{more}",
+        file=w.catalog,
+        accepted=f"run `{hint}` on a machine with network, or `{hint} --from DIR` with {local}, and record "
+                 f"the printed hash in {w.catalog}")
+
+
 def require_present(wants: Sequence[Want], cache: SourceCache, *, offline: bool, env: str | None = None) -> None:
     """Raise one clear line for the first source a build cannot use: unpinned, or absent offline."""
     hint = f"deepep-env fetch {env}" if env else "deepep-env fetch"
     for w in wants:
         if w.digest is None:
-            raise UserError(
-                f"package {w.package}: {w.kind} {w.name} is not pinned by content, so it cannot be built",
-                file=w.catalog,
-                accepted=f"run `{hint}` on a machine with network and record the printed hash "
-                         f"in {w.catalog}")
+            raise unpinned_error(w, hint)
     # every digest is set here (the loop above raised otherwise); the test narrows it for the checker
     missing = [w for w in wants if w.digest is not None
                and not (cache.tree(w.digest) if w.kind == "source" else cache.patch(w.digest))]
