@@ -1,7 +1,7 @@
 """What isolation costs a build whose host environment is big (issue 25.7), on CPU.
 
 A stand-in for conda mode's PyTorch/CUDA host environment: a channel with one large package
-(``--mb`` MiB in 400 files, like a toolkit), and a graph of ``--dependents`` small recipes that each
+(``--mb`` MiB in ``--files`` files: 400 like a toolkit, ~20000 like PyTorch), and a graph of ``--dependents`` small recipes that each
 take it as a host requirement (``--extra-channel``). The same graph is built cold twice, in two
 processes, one per cache mode (rattler-build reads RATTLER_CACHE_DIR once per process):
 
@@ -14,7 +14,7 @@ Each mode starts from an empty cache, so the first dependent extracts in both; t
 the others pay. All three in one run. Prints ``name=value`` lines; the last is the headline: what
 isolation adds to one build, in seconds (``(verified - host) / dependents``).
 
-    python benchmarks/bench_build_pkgcache.py [--mb 300] [--dependents 3]
+    python benchmarks/bench_build_pkgcache.py [--mb 300] [--dependents 3] [--files 400]
 
 Not the GPU figure the issue asks for (conda-mode NVSHMEM/DeepEP, both modes in one run): that needs
 the repack channel on a GPU machine.
@@ -33,16 +33,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def big_channel(root: Path, mb: int) -> Path:
+def big_channel(root: Path, mb: int, nfiles: int = 400) -> Path:
     from rattler_build import assemble_package
 
     from deepep_env.builder.channel import index
 
     files = root / "big-files"
-    for i in range(400):
-        d = files / "lib" / f"part{i // 40}"
+    for i in range(nfiles):
+        d = files / "lib" / f"part{i // 100}"
         d.mkdir(parents=True, exist_ok=True)
-        (d / f"blob{i}.bin").write_bytes(os.urandom(mb * 1024 * 1024 // 400))
+        (d / f"blob{i}.bin").write_bytes(os.urandom(mb * 1024 * 1024 // nfiles))
     chan = root / "big-channel"
     assemble_package(name="big-toolkit", version="1.0", target_platform="linux-64", build_string="h0",
                      output_dir=chan / "linux-64", files_dir=files, depends=[], compression_level=1)
@@ -84,11 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=300)
     ap.add_argument("--dependents", type=int, default=3)
+    ap.add_argument("--files", type=int, default=400, help="files in the big package (PyTorch's has ~20000)")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(REPO))
     with tempfile.TemporaryDirectory(prefix="bench-pkgcache-") as tmp:
         root = Path(tmp)
-        chan = big_channel(root, a.mb)
+        chan = big_channel(root, a.mb, a.files)
         g = graph(root, a.dependents)
         host = run_mode("host", graph(root, a.dependents, root / "big-files"), chan, root)
         private = run_mode("private", g, chan, root)
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         pkgcache.check(cache)
         full_s = time.monotonic() - t
     print(f"host_env_mb={a.mb}")
+    print(f"host_env_files={a.files}")
     print(f"check_by_stat_s={stat_s:.3f}")
     print(f"check_full_s={full_s:.3f}")
     print(f"isolation_share_of_verified_build={(2 * a.dependents * stat_s + full_s) / verified:.3f}")

@@ -85,3 +85,26 @@ def test_a_first_seen_extraction_holding_a_fifo_is_removed_not_read(tmp_path):
     (g / "lib" / "l01.so").unlink()
     os.mkfifo(g / "lib" / "l01.so")
     assert pkgcache.check(tmp_path / "g") == [g.name]
+
+
+def test_a_link_to_a_folder_replaced_in_an_extraction_is_seen(tmp_path):
+    """Links are recorded as themselves (a link to a folder too, which os.walk left out)."""
+    e = _entry(tmp_path)
+    (e / "lib").mkdir()
+    os.symlink("../include", e / "lib" / "inc")
+    assert pkgcache.check(tmp_path) == []
+    assert "lib/inc" in json.loads(e.with_name(e.name + pkgcache.STATS_SUFFIX).read_text())
+    time.sleep(0.01)
+    os.unlink(e / "lib" / "inc")
+    os.symlink("/etc", e / "lib" / "inc")
+    assert pkgcache.check(tmp_path) == [e.name]
+
+
+def test_the_check_report_says_what_it_did(tmp_path):
+    _entry(tmp_path, "a-1-h0")
+    _entry(tmp_path, "b-1-h0")
+    first = pkgcache.check_report(tmp_path)
+    assert (first.kept, first.verified, first.removed) == (2, 2, [])
+    again = pkgcache.check_report(tmp_path)
+    assert (again.kept, again.verified) == (2, 0)
+    assert again.summary().startswith("package cache checked in ") and "2 extractions kept (0 first seen" in again.summary()

@@ -310,7 +310,7 @@ class _Builder:
         with tempfile.TemporaryDirectory(prefix="deepep-env-resolve-") as tmp:
             staged = {n: self._work(node) / "src" / n for n in self._to_stage(node)}   # where the build will stage them
             channels, ctx = self._channels_and_context(node, by, staged, Path(tmp) / "deps-channel")
-            with private_package_cache(), declared_virtual_packages(node.virtual_packages or {}):
+            with private_package_cache(check=False), declared_virtual_packages(node.virtual_packages or {}):
                 return resolve(node.recipe_dir / "recipe.yaml", ctx, package=node.package, channels=channels,
                                graph_names=self._graph_names(node, by), work=Path(tmp) / "out")
 

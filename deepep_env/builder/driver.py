@@ -271,7 +271,7 @@ def _build_pkgs_dir() -> Path:
 
 
 @contextlib.contextmanager
-def private_package_cache(say: Callable[[str], None] = lambda _line: None) -> Iterator[None]:
+def private_package_cache(say: Callable[[str], None] = lambda _line: None, *, check: bool = True) -> Iterator[None]:
     """The package cache a build extracts its dependencies into (``RATTLER_CACHE_DIR``, which
     rattler-build reads once per process — measured — hence one path per process).
 
@@ -282,7 +282,9 @@ def private_package_cache(say: Callable[[str], None] = lambda _line: None) -> It
     build wrote into is removed and extracted again by the next build. Builds that share the cache
     take turns (a file lock). ``DEEPEP_ENV_BUILD_PKGS=private``: a cache of this process's own,
     emptied before and after every build (every dependency extracted afresh). ``say`` gets each
-    check's one-line summary (the build log's record of what isolation cost)."""
+    check's one-line summary (the build log's record of what isolation cost). ``check=False`` (a
+    resolution: it solves, runs no script, so nothing writes through a link): the cache and its
+    lock without the checks; the build that follows checks before it reads."""
     global _PROCESS_CACHE
     private = os.environ.get("DEEPEP_ENV_BUILD_PKGS") == "private"
     if _PROCESS_CACHE is None:
@@ -303,11 +305,13 @@ def private_package_cache(say: Callable[[str], None] = lambda _line: None) -> It
     with open(_PROCESS_CACHE / ".deepep-env-build.lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            say(f"deepep-env: before the build, {pkgcache.check_report(_PROCESS_CACHE).summary()}")
+            if check:
+                say(f"deepep-env: before the build, {pkgcache.check_report(_PROCESS_CACHE).summary()}")
             try:
                 yield
             finally:
-                say(f"deepep-env: after the build, {pkgcache.check_report(_PROCESS_CACHE).summary()}")
+                if check:
+                    say(f"deepep-env: after the build, {pkgcache.check_report(_PROCESS_CACHE).summary()}")
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
