@@ -52,6 +52,9 @@ package_seconds() {  # each package's build time as the builder printed it ("bui
   # and the timestamped build logs beside the figures (issue 25.7: conda mode against host mode)
   sed -nE 's/^built +([A-Za-z0-9_.-]+) +[^ ]+ +[^ ]+ +([0-9.]+)s$/built_\1_s=\2/p' "$1" | tr '-' '_' | figs
   mkdir -p "$OUT/logs" && cp "$DEEPEP_ENV_STATE"/logs/* "$OUT/logs/" 2>/dev/null
+  # what isolation cost each build, from its live log: the package-cache checks and the normalization
+  grep -h "package cache checked in\|normalized in\|Archive written to" "$DEEPEP_ENV_STATE"/logs/*.live 2>/dev/null \
+    | sed -E "s/Archive written to '.*\/([^/]*)\.conda'/built \1/"
   return 0
 }
 
