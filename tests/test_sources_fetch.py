@@ -182,7 +182,7 @@ def test_from_dir_finds_an_archive_pinned_source_by_its_sha256_and_refuses_a_nam
     bad.mkdir()
     (src / "greet.c").write_text("int tampered;\n")
     tar_gz(src, bad / "nvshmem_src_3.2.5-1.txz")          # the URL's file name, other bytes
-    with pytest.raises(UserError, match="nvshmem_src_3.2.5-1.txz has sha256 .* not the archive"):
+    with pytest.raises(UserError, match="nvshmem_src_3.2.5-1.txz has sha256 .* which is not the archive"):
         import_dir(bad, [w], SourceCache(tmp_path / "cache2"))
 
 

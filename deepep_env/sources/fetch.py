@@ -144,11 +144,14 @@ def _mismatch(want: Want, got: str, origin: str) -> UserError:
     )
 
 
-def _archive_mismatch(want: Want, got: str, origin: str) -> UserError:
+def _file_mismatch(want: Want, got: str, origin: str) -> UserError:
+    """A file whose own sha256 is pinned (a single-file source, or an unpinned tree's archive) with
+    other bytes."""
+    what = f"the pinned {want.file}" if want.file is not None else f"the archive {want.catalog} pins ({want.archive})"
     return UserError(
-        f"{want.kind} {want.name} of package {want.package}: {origin} has sha256 {got}, not the archive "
-        f"{want.catalog} pins ({want.archive}); nothing was written to the source cache",
-        accepted=f"the archive whose sha256 {want.catalog} pins")
+        f"{want.kind} {want.name} of package {want.package}: {origin} has sha256 {got}, which is not {what}; "
+        "nothing was written to the source cache",
+        accepted=f"the file whose sha256 {want.catalog} pins")
 
 
 def _accept_tree(want: Want, root: Path, cache: SourceCache, origin: str) -> FetchItem:
@@ -229,13 +232,10 @@ def _fetch_one(want: Want, cache: SourceCache) -> FetchItem:
             if want.file is not None:
                 fsha = file_sha256(blob)
                 if want.digest is not None and file_tree_sha256(want.file, fsha) != want.digest:
-                    raise UserError(
-                        f"{want.kind} {want.name} of package {want.package}: {url} has sha256 {fsha}, which is not "
-                        f"the pinned {want.file}; nothing was written to the source cache",
-                        accepted=f"the file whose sha256 {want.catalog} pins")
+                    raise _file_mismatch(want, fsha, url)
                 return _accept_tree(want, _file_tree(blob, want.file, scratch / "tree"), cache, url)
             if want.digest is None and want.archive is not None and (fsha := file_sha256(blob)) != want.archive:
-                raise _archive_mismatch(want, fsha, url)   # a pinned tree is checked as a tree, below
+                raise _file_mismatch(want, fsha, url)   # a pinned tree is checked as a tree, below
             if not is_archive(blob):
                 errors.append(f"{url}: not a tar or zip archive")
                 continue
@@ -349,10 +349,7 @@ class _Importer:
                 shutil.rmtree(scratch, ignore_errors=True)
         named = next((w for w in files if w.file == entry.name), None)
         if named is not None:   # the file meant for this pin, with other content
-            raise UserError(
-                f"{named.kind} {named.name} of package {named.package}: {entry} has sha256 {fsha}, which is not "
-                f"the pinned {named.file}; nothing was written to the source cache",
-                accepted=f"the file whose sha256 {named.catalog} pins")
+            raise _file_mismatch(named, fsha, str(entry))
         return False
 
     def _by_archive(self, entry: Path) -> Optional[Want]:
@@ -368,7 +365,7 @@ class _Importer:
             return w
         named = next((u for u in pinned if _meant_for(u, entry.name)), None)
         if named is not None:
-            raise _archive_mismatch(named, fsha, str(entry))
+            raise _file_mismatch(named, fsha, str(entry))
         return None
 
     def archive(self, entry: Path) -> None:
