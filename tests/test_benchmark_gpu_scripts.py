@@ -264,3 +264,89 @@ def test_every_gpu_script_parses():
     rest): at least each one parses."""
     for script in sorted(GPU.glob("*.sh")):
         subprocess.run(["bash", "-n", str(script)], check=True)
+
+
+# --- every_gpu.sh: every env built at once, then each test on every GPU, one at a time ---------------
+
+EVERY_STUB_BUILD = r'''#!/usr/bin/env bash
+mkdir -p "$OUT" "$WORK" "$PWD/.pixi/envs/$2" && cp pixi.lock "$OUT/pixi.lock"
+echo "stub mode=$1 env=$2 repack=${REPACK:-} no_test=${NO_TEST:-} tree=$PWD start=$(date +%s.%N)"
+sleep 1; echo "build_exit=0"; echo "rebuilt_same_sha256=3"
+'''
+EVERY_STUB_COMMON = r'''
+RESULTS=${OUT}; OUT=${WORK}; mkdir -p "$OUT" "$RESULTS"; FIG="$OUT/figures.txt"
+pack() { :; }
+now() { date +%s.%N; }
+since() { echo 1.0; }
+figs() { tee -a "$FIG"; }
+fig() { echo "$1=$2" | figs; }
+step() { echo "===== $*"; }
+setup_tools() { echo "setup_tools once"; }
+'''
+EVERY_STUB_PY = r'''#!/usr/bin/env bash
+# the python every_gpu.sh runs: deepep-env's CLI is recorded and prints DeepEP-shaped output; the rest is python
+if [ "$1" = -m ] && [ "$2" = deepep_env.cli.main ]; then
+  echo "$PWD $*" >> "$EVERY_LOG"
+  case "$*" in
+    *intranode*) echo "[tuning] Best dispatch (FP8): SMs 24, NVL chunk 32, 250.00 GB/s (NVL), t: 1 us";;
+    *elastic*) echo "     * EP:   0/  4 | dispatch: 0 GB/s (SO), 360 GB/s (SU), 1.000 us";;
+  esac
+  exit 0
+fi
+exec python3 "$@"
+'''
+
+
+def _every(tmp_path, *envs: str):
+    repo = tmp_path / "repo"
+    (repo / "benchmarks" / "gpu").mkdir(parents=True)
+    for f in ("every_gpu.sh", "every_ratios.py", "parse_deepep.py"):
+        shutil.copy2(GPU / f, repo / "benchmarks" / "gpu" / f)
+    shutil.copytree(REPO / "deepep_env", repo / "deepep_env")        # parse_deepep.py reads its parser
+    (repo / "benchmarks" / "gpu" / "lock_enough.sh").write_text(EVERY_STUB_BUILD)
+    (repo / "benchmarks" / "gpu" / "common.sh").write_text(EVERY_STUB_COMMON)
+    (repo / "pixi.lock").write_text("version: 7\n")
+    (repo / ".gpu" / "sources").mkdir(parents=True)
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "nvidia-smi").write_text("#!/bin/sh\nfor i in 0 1 2 3; do echo \"GPU $i: NVIDIA H200 (UUID: x)\"; done\n")
+    (bin_ / "py").write_text(EVERY_STUB_PY)
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    eg, log = tmp_path / "eg", tmp_path / "cli.log"
+    env = dict(os.environ, PATH=f"{bin_}{os.pathsep}{os.environ['PATH']}", PYTHON=str(bin_ / "py"), EG_DIR=str(eg),
+               EVERY_LOG=str(log), HAND="0", OUT=str(tmp_path / "out"))
+    r = subprocess.run(["bash", "benchmarks/gpu/every_gpu.sh", "run", "relock", *envs], cwd=repo, env=env,
+                       capture_output=True, text=True, timeout=120)
+    c = subprocess.run(["bash", "benchmarks/gpu/every_gpu.sh", "collect"], cwd=repo, env=env, capture_output=True,
+                       text=True, timeout=60)
+    return r, c, eg, log, tmp_path / "out"
+
+
+def test_every_gpu_builds_all_at_once_then_tests_each_on_every_gpu(tmp_path):
+    r, c, eg, log, out = _every(tmp_path, "h200-nvlink", "h200-nvlink-conda", "h200-nvlink-v2")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("setup_tools once") == 1
+    starts = [float((eg / f"{e}.txt").read_text().split("start=")[1].split()[0])
+              for e in ("h200-nvlink", "h200-nvlink-conda", "h200-nvlink-v2")]
+    assert max(starts) - min(starts) < 6                             # side by side, not one after another
+    conda = (eg / "h200-nvlink-conda.txt").read_text()
+    assert "repack=1 no_test=1" in conda and f"tree={eg / 'tree-h200-nvlink-conda'}" in conda
+    assert "repack= no_test=1" in (eg / "h200-nvlink.txt").read_text()
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2 + 2 + 3 + 3                                # tests, then `verified --json` per env
+    tests = [c for c in calls if " task " in c]
+    assert all("--num-processes 4" in c for c in tests)               # every GPU of the host
+    assert [c.split(" task ")[1].split()[0] for c in tests] == [
+        "deepep-test-intranode", "deepep-test-low-latency"] * 2 + [
+        "deepep-test-intranode", "deepep-test-low-latency", "deepep-test-elastic-ep"]
+    assert "--test-first-only" in tests[-1]
+    fig = (eg / "figures.txt").read_text()
+    assert "h200_nvlink_v2_elastic_dispatch_su_gbps=360" in fig and "gpus=4" in fig
+    assert fig.strip().splitlines()[-1] == "headline_every_gpu_ok=1"
+    assert c.returncode == 0 and (out / "h200-nvlink-v2.pixi.lock").is_file() and (out / "every-gpu.tgz").is_file()
+    assert len(list(out.iterdir())) <= 8
+
+
+def test_every_gpu_script_parses():
+    subprocess.run(["bash", "-n", str(GPU / "every_gpu.sh")], check=True)

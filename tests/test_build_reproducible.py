@@ -209,3 +209,58 @@ def test_a_killed_builds_partial_store_entry_is_cleaned_by_the_next_build_of_tha
     (left / "half.conda").write_bytes(b"half")
     sb.build()
     assert not left.exists()
+
+
+def _info_recipe(conda: Path) -> dict[str, tuple[int, bytes]]:
+    """info/recipe/ of a .conda: member name → (mode, content)."""
+    import io
+    import tarfile
+    import zipfile
+
+    import zstandard
+
+    with zipfile.ZipFile(conda) as z:
+        info = next(n for n in z.namelist() if n.startswith("info-"))
+        raw = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(z.read(info))).read()
+    with tarfile.open(fileobj=io.BytesIO(raw)) as t:
+        return {m.name: (m.mode, t.extractfile(m).read()) for m in t.getmembers()
+                if m.name.startswith("info/recipe/") and m.isreg()}
+
+
+def test_recipe_folder_files_outside_the_id_never_reach_the_bytes(tmp_path):
+    """Issue 37: NVSHMEM 3.4.5 kept its id and got new bytes when pins for *other* versions were added to
+    recipes/nvshmem/sources.toml (rattler-build copies the recipe folder into info/recipe/). Everything
+    of that kind — a file the recipe hash leaves out, a file's mode — now changes no byte; a file the
+    hash covers moves the id."""
+    from deepep_env.base.hashing import recipe_files
+
+    sb = sandbox(tmp_path / "p")
+    sb.fill_cache()
+    first = sb.build()
+    libgreet = next(n for n in first.nodes if n.package == "libgreet")
+    pkg = sb.channel / libgreet.outputs[0]
+    before = file_sha256(pkg)
+    recipe = sb.graph / "libgreet"
+    shipped = _info_recipe(pkg)
+    assert set(shipped) == {f"info/recipe/{rel}" for rel, _ in recipe_files(recipe)} | {
+        "info/recipe/rendered_recipe.yaml", "info/recipe/variant_config.yaml"}
+    assert "info/recipe/sources.toml" not in shipped and all(mode == 0o644 for mode, _ in shipped.values())
+
+    # what issue 37's commit did: another version's pin, a comment; and what a hand does: a mode, a pyc
+    toml = recipe / "sources.toml"
+    toml.write_text(toml.read_text().replace("why = ", "# a note, pinned later\nwhy = ")
+                    .replace('urls = ["', 'urls = ["https://mirror.example.invalid/libgreet-1.0.tar.gz", "'))
+    (recipe / "recipe.yaml").chmod(0o755)
+    (recipe / "__pycache__").mkdir()
+    (recipe / "__pycache__" / "x.cpython-312.pyc").write_bytes(b"\0" * 20)
+    shutil.rmtree(sb.state)
+    sb.fill_cache()
+    again = sb.build()
+    node = next(n for n in again.nodes if n.package == "libgreet")
+    assert (node.id, node.outputs) == (libgreet.id, libgreet.outputs)
+    assert file_sha256(sb.channel / node.outputs[0]) == before, "same id, same bytes"
+
+    # a file the recipe hash covers is an input: a new id (and so never the old id's bytes)
+    (recipe / "notes.txt").write_text("a file of the recipe folder\n")
+    moved = next(n for n in sb.nodes().values() if n.package == "libgreet")
+    assert moved.id != libgreet.id

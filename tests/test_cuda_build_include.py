@@ -42,7 +42,8 @@ def _info_members(conda: Path) -> dict[str, tarfile.TarInfo | bytes]:
 
 def test_the_cuda_recipes_source_the_one_include():
     from deepep_env.builder.graph import recipe_dirs_under
-    from deepep_env.builder.normalize import recipe_link_files
+    from deepep_env.base.hashing import recipe_sha256
+    from deepep_env.builder.normalize import recipe_members
 
     dirs = {d.name for d in recipe_dirs_under(REPO / "recipes")}
     assert "_include" not in dirs and set(CUDA_RECIPES) <= dirs
@@ -50,7 +51,7 @@ def test_the_cuda_recipes_source_the_one_include():
         link = REPO / "recipes" / r / "cuda-build.sh"
         assert link.is_symlink() and os.readlink(link) == "../_include/cuda-build.sh"
         assert '. "${RECIPE_DIR:-$(dirname "${BASH_SOURCE[0]}")}/cuda-build.sh"' in (link.parent / "build.sh").read_text()
-        assert recipe_link_files(link.parent) == {"info/recipe/cuda-build.sh": INCLUDE.read_bytes()}
+        assert recipe_members(link.parent, recipe_sha256(link.parent))["info/recipe/cuda-build.sh"] == INCLUDE.read_bytes()
     # sourced under set -euo pipefail, the include itself succeeds and defines the helpers
     out = subprocess.run(["bash", "-c", f'set -euo pipefail; . "{INCLUDE}"; echo "$GIT_DIR"; '
                           "type -t conda_cuda_home reproducible_nvcc reproducible_nvcc_bin cccl_include_dirs rdma_lib_dirs rdma_prefix"],
@@ -80,7 +81,8 @@ def test_the_include_is_part_of_the_recipe_hash(tmp_path):
 def test_a_recipe_with_a_symlinked_include_builds_and_ships_the_include_as_a_file(tmp_path):
     from deepep_env.builder import build_recipes
     from deepep_env.builder.graph import recipe_dirs_under
-    from deepep_env.builder.normalize import epoch_for, normalize_conda, recipe_link_files
+    from deepep_env.base.hashing import recipe_sha256
+    from deepep_env.builder.normalize import epoch_for, normalize_conda, recipe_members
 
     graph = tmp_path / "graph"
     inc = graph / "_include" / "greet-lib.sh"
@@ -121,7 +123,7 @@ def test_a_recipe_with_a_symlinked_include_builds_and_ships_the_include_as_a_fil
 
     assert read_in_package(conda, "share/inc-app/greeting.txt") == b"hello from the include: inc-app\n"
     # normalizing again changes nothing (the member is a file now)
-    assert normalize_conda(conda, epoch_for(node.id), None, None, recipe_link_files(r)) is False
+    assert normalize_conda(conda, epoch_for(node.id), None, None, recipe_members(r, recipe_sha256(r))) is False
 
 
 def test_host_compiler_start_files_are_fingerprint_facts(tmp_path):

@@ -26,7 +26,7 @@ PTX_ENV=${PTX_ENV:-h200-nvlink-ptx}
 GPU_DIR=${GPU_DIR:-.gpu}
 PHASES=${*:-setup build lock install doctor intranode lowlatency noop verified}
 PY=${PYTHON:-python3}
-# DeepEP's tests spawn 8 processes by default; on a machine with fewer GPUs, one per GPU.
+# DeepEP's tests spawn 8 processes by default; on a machine with fewer GPUs, one per GPU (every GPU: issue 38).
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ -z "${INTRANODE_ARGS+x}" ] && [ "${NGPU:-0}" -gt 0 ] && [ "$NGPU" -lt 8 ]; then INTRANODE_ARGS="--num-processes $NGPU"; fi
 INTRANODE_ARGS=${INTRANODE_ARGS:-}

@@ -26,9 +26,11 @@ PY=${PYTHON:-python3}
 V2PY=${V2_PYTHON:-/opt/torch/.venv/bin/python3}      # the spec's python.executable (PyTorch lives there)
 [ -x "$V2PY" ] || V2PY=python3
 DEADLINE=${V2_DEADLINE_S:-530}
-EP_ARGS=${EP_ARGS:---num-processes 1 --test-first-only}
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)   # every GPU of the host: one rank proves nothing (issue 38)
+[ "${NGPU:-0}" -gt 0 ] || NGPU=1
+EP_ARGS=${EP_ARGS:---num-processes $NGPU --test-first-only}
 EP_TIMEOUT_S=${EP_TIMEOUT_S:-330}   # leaves handdeepep its ~150 s in command 2
-LL_ARGS=${LL_ARGS:---num-processes 1}
+LL_ARGS=${LL_ARGS:---num-processes $NGPU}
 ARCH_GENCODE=${ARCH_GENCODE:--gencode=arch=compute_90,code=sm_90}   # what the spec's cuda.architectures gives
 . benchmarks/gpu/common.sh   # the work folder, figures, setup_tools (pysite, debs, patchelf)
 

@@ -170,15 +170,29 @@ RECIPE_IGNORED_DIRS = frozenset({"__pycache__"})
 RECIPE_IGNORED_FILES = frozenset({"sources.toml"})
 
 
-def recipe_sha256(recipe_dir: str | Path) -> str:
-    """Hash of every file in a recipe directory (recipe.yaml, build scripts, local patches)."""
+def recipe_files(recipe_dir: str | Path) -> list[tuple[str, Path]]:
+    """(relative path, path) of every file that makes a recipe folder's identity, in path order: all
+    but the ignored ones above; a link counts as the file it names. The package's ``info/recipe/``
+    holds exactly these (builder/normalize.py), so nothing in the folder reaches a package's bytes
+    without being in its id (issue 37: sources.toml did)."""
     root = Path(recipe_dir)
-    entries = []
+    out = []
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root)
         if (any(part in RECIPE_IGNORED_DIRS for part in rel.parts) or p.suffix in RECIPE_IGNORED_SUFFIXES
                 or rel.as_posix() in RECIPE_IGNORED_FILES):
             continue
         if p.is_file():
-            entries.append({"path": rel.as_posix(), "sha256": file_sha256(p)})
+            out.append((rel.as_posix(), p))
+    return out
+
+
+def recipe_digest(file_digests: Iterable[tuple[str, str]]) -> str:
+    """The recipe hash of (relative path, sha256 of its content) pairs (:func:`recipe_sha256`)."""
+    entries = [{"path": rel, "sha256": sha} for rel, sha in file_digests]
     return digest(canonical_json({"scheme": "deepep-env/recipe/v1", "files": entries}))
+
+
+def recipe_sha256(recipe_dir: str | Path) -> str:
+    """Hash of every file in a recipe directory (recipe.yaml, build scripts, local patches)."""
+    return recipe_digest((rel, file_sha256(p)) for rel, p in recipe_files(recipe_dir))

@@ -38,7 +38,7 @@ from deepep_env.builder.driver import declared_virtual_packages, note_in_live_lo
 from deepep_env.builder.driver import run as run_rattler_build
 from deepep_env.builder.resolution import Resolution, differences, from_rendered, rendered_recipe, resolve
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
-from deepep_env.builder.normalize import BUILD_INPUTS_MEMBER, epoch_for, normalize_conda, recipe_link_files
+from deepep_env.builder.normalize import BUILD_INPUTS_MEMBER, epoch_for, normalize_conda, recipe_members
 from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.builder.plan import BuildNode, finish_node
 from deepep_env.builder.plan import live_host, plan as build_plan
@@ -244,10 +244,10 @@ class _Builder:
         aliases = mirror_aliases()
         info = {BUILD_INPUTS_MEMBER: (json.dumps({"id": node.id, "preimage": node.preimage}, indent=1, sort_keys=True,
                                                  ensure_ascii=False) + "\n").encode()}
-        links = recipe_link_files(node.recipe_dir)   # info/recipe/ holds files, not dangling links
+        recipe = recipe_members(node.recipe_dir, node.recipe_hash or "")   # info/recipe/ = what the id hashes
         t = time.monotonic()
         for f in res.packages:
-            normalize_conda(f, epoch, aliases, info, links)
+            normalize_conda(f, epoch, aliases, info, recipe)
         note_in_live_log(self._log(node), f"deepep-env: {len(res.packages)} package(s) normalized in "
                                           f"{time.monotonic() - t:.1f} s")
         self._check_resolution(node, by, res.packages)

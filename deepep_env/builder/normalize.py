@@ -22,7 +22,10 @@ py-rattler-build 0.73 stamps every archive member with the build time, writes th
   in the header (seen on GPUs: conda-mode DeepEP, one id, three byte strings on three machines,
   every pyc different and nothing else). Such a pyc is stale by construction here (its source
   carries the epoch, not that clock), so Python never used it; it recompiles at import. A
-  hash-based pyc a recipe writes itself is kept.
+  hash-based pyc a recipe writes itself is kept;
+- ``info/recipe/``: exactly the recipe files the build id hashes, as regular files of mode 0644
+  (:func:`recipe_members`), beside rattler-build's rendered recipe and variant config. Its copy of
+  the recipe folder also held files outside the id (``sources.toml``) and the files' modes.
 
 Every other payload byte (and so the other ``info/paths.json`` entries) is untouched. The epoch is derived
 from the build id (:func:`epoch_for`), never from a clock: the id is the hash of every input, so the
@@ -41,6 +44,9 @@ from pathlib import Path
 from typing import AbstractSet, Optional
 
 from deepep_env.base.atomic import write_bytes
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import digest, recipe_digest, recipe_files
+from deepep_env.base.readfile import MAX_CONFIG_BYTES, read_regular
 
 # 2020-01-01T00:00:00Z: the epochs of our packages fall in [2020-01-01, 2023-03-03).
 _EPOCH_BASE = 1577836800
@@ -103,28 +109,40 @@ BUILD_INPUTS_MEMBER = "info/deepep-env/build-inputs.json"
 RECIPE_MEMBER_DIR = "info/recipe/"
 
 
-def recipe_link_files(recipe_dir: Path) -> dict[str, bytes]:
-    """``info/recipe/<path>`` → content, for every symlink in a recipe folder that names a regular file.
-
-    rattler-build copies the recipe folder into the package's ``info/recipe/`` with its symlinks as
-    they are: ``cuda-build.sh -> ../_include/cuda-build.sh`` (recipes/_include, shared by the CUDA
-    recipes) would dangle there. The builder ships the file the link names instead (resolved from
-    the recipe folder, as ``recipe_sha256`` hashes it), so the package says what it was built from."""
-    from deepep_env.base.readfile import MAX_CONFIG_BYTES, read_regular
-
-    root = Path(recipe_dir)
-    out: dict[str, bytes] = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_symlink() and p.is_file():
-            out[RECIPE_MEMBER_DIR + p.relative_to(root).as_posix()] = read_regular(p, MAX_CONFIG_BYTES)
-    return out
+# What rattler-build itself writes into info/recipe/ (from the recipe, the variant and the context,
+# all in the id); every other member there is a copy of the recipe folder.
+RECIPE_GENERATED = frozenset({RECIPE_MEMBER_DIR + "rendered_recipe.yaml", RECIPE_MEMBER_DIR + "variant_config.yaml"})
 
 
-def _added_members(src: tarfile.TarFile, extra: Optional[dict[str, bytes]]) -> list[tarfile.TarInfo]:
+def recipe_members(recipe_dir: Path, expected: str) -> dict[str, bytes]:
+    """``info/recipe/<path>`` → content for exactly the files the build id hashes
+    (:func:`deepep_env.base.hashing.recipe_files`), read once and checked against the id's recipe hash.
+
+    rattler-build copies the whole recipe folder into ``info/recipe/``: files the id leaves out
+    (``sources.toml``, which pins *every* version; a ``__pycache__``) and the files' modes would reach
+    the bytes without moving the id. Issue 37: pins for NVSHMEM 3.3.9 and 3.2.5 added to
+    ``recipes/nvshmem/sources.toml`` gave NVSHMEM 3.4.5 new bytes under its old id. So the package
+    gets these files, as regular files of mode 0644 (a link as the file it names), and nothing else;
+    a folder that changed since the id was computed is refused, not packaged."""
+    files = {rel: read_regular(p.resolve(), 4 * MAX_CONFIG_BYTES) for rel, p in recipe_files(recipe_dir)}
+    if recipe_digest((rel, digest(b)) for rel, b in files.items()) != expected:
+        raise UserError("the recipe folder changed while it was being built: the package would not be what its "
+                        "build id names; nothing stored", file=Path(recipe_dir), accepted="run the build again")
+    return {RECIPE_MEMBER_DIR + rel: b for rel, b in files.items()}
+
+
+def _written_members(src: tarfile.TarFile, rw: "_Rewrite") -> tuple[dict[str, bytes], set[str]]:
+    """The members the info tar gets as regular files (``rw.extra`` not there yet, ``rw.recipe`` all)
+    and the names it loses (the recipe folder's copy; rattler-build's own info/recipe files stay)."""
     have = set(src.getnames())
-    if not extra or "info/index.json" not in have:   # info/ lives in the info-*.tar.zst only
-        return []
-    return [tarfile.TarInfo(name) for name in extra if name not in have]
+    if "info/index.json" not in have:   # info/ lives in the info-*.tar.zst only
+        return {}, set()
+    written = {n: b for n, b in (rw.extra or {}).items() if n not in have}
+    lost: set[str] = set()
+    if rw.recipe is not None:
+        lost = {n for n in have if n.startswith(RECIPE_MEMBER_DIR) and n not in RECIPE_GENERATED}
+        written.update(rw.recipe)
+    return written, lost
 
 
 def _is_timestamp_pyc(name: str, head: bytes) -> bool:
@@ -160,7 +178,7 @@ class _Rewrite:
     epoch: int
     aliases: Optional[dict[str, str]] = None
     extra: Optional[dict[str, bytes]] = None
-    links: Optional[dict[str, bytes]] = None
+    recipe: Optional[dict[str, bytes]] = None
     drop: frozenset[str] = frozenset()
 
     def content(self, name: str, data: bytes) -> bytes:
@@ -179,24 +197,24 @@ class _Rewrite:
 
 
 def _as_file(m: tarfile.TarInfo, data: bytes) -> tarfile.TarInfo:
-    """``m`` made a regular file of ``data`` (an added info file, or a recipe symlink resolved)."""
+    """``m`` made a regular file of ``data`` (an added info file, or a recipe file)."""
     m.type, m.linkname, m.size, m.mode = tarfile.REGTYPE, "", len(data), 0o644
     m.pax_headers = {}
     return m
 
 
 def _retar(data: bytes, rw: _Rewrite) -> bytes:
-    """A tar with the same members and contents (plus ``rw.extra`` files in the info tar, less the
-    ``rw.drop`` members and their ``info/paths.json`` entries), in name order, with fixed metadata; a
-    symlink member named in ``rw.links`` becomes a regular file of that content."""
+    """A tar with the same members and contents (plus ``rw.extra`` files in the info tar, ``rw.recipe``
+    in place of the recipe folder's copy, less the ``rw.drop`` members and their ``info/paths.json``
+    entries), in name order, with fixed metadata."""
     src = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
-    added = _added_members(src, rw.extra)
-    members = sorted([m for m in src.getmembers() if m.name not in rw.drop] + added, key=lambda m: m.name.encode())
+    written, lost = _written_members(src, rw)
+    kept = [m for m in src.getmembers() if m.name not in rw.drop and m.name not in lost and m.name not in written]
+    members = sorted(kept + [tarfile.TarInfo(n) for n in written], key=lambda m: m.name.encode())
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as dst:
         for m in members:
-            payload = (rw.extra or {}).get(m.name) if m in added else \
-                (rw.links or {}).get(m.name) if m.issym() else None
+            payload = written.get(m.name)
             if payload is not None:
                 dst.addfile(rw.fixed(_as_file(m, payload)), io.BytesIO(payload))
                 continue
@@ -211,12 +229,12 @@ def _retar(data: bytes, rw: _Rewrite) -> bytes:
 
 def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, str]] = None,
                     info_files: Optional[dict[str, bytes]] = None,
-                    link_files: Optional[dict[str, bytes]] = None) -> bool:
+                    recipe: Optional[dict[str, bytes]] = None) -> bool:
     """Rewrite ``path`` (a ``.conda``) in place, atomically; True when its bytes changed.
     ``channel_aliases``: mirror URL → the channel's own URL; ``info_files``: added to info/ (kept
-    when already there, so normalizing twice changes nothing); ``link_files``: member name → content
-    for symlink members to replace by regular files (:func:`recipe_link_files`; a member that is a
-    regular file already is kept, so this too is idempotent).
+    when already there, so normalizing twice changes nothing); ``recipe``: ``info/recipe/`` as the build
+    id names it (:func:`recipe_members`), written in place of rattler-build's copy of the recipe folder
+    (its generated ``rendered_recipe.yaml`` and ``variant_config.yaml`` stay).
 
     Idempotent: normalizing a normalized package gives the same bytes (a dropped pyc stays dropped)."""
     path = Path(path)
@@ -227,7 +245,7 @@ def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, 
     with zipfile.ZipFile(io.BytesIO(original)) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
         tars = {i.filename: _zstd_decompress(zin.read(i)) for i in zin.infolist() if i.filename.endswith(".tar.zst")}
         drop = frozenset().union(*(stale_pycs(t) for n, t in tars.items() if n.startswith("pkg-")))
-        rw = _Rewrite(epoch, channel_aliases, info_files, link_files, drop)
+        rw = _Rewrite(epoch, channel_aliases, info_files, recipe, drop)
         for info in zin.infolist():   # the tars were read above, once
             data = _zstd_compress(_retar(tars[info.filename], rw)) if info.filename in tars else zin.read(info)
             zi = zipfile.ZipInfo(info.filename, date_time=_ZIP_TIME)

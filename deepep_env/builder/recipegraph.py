@@ -280,7 +280,7 @@ def _add_sources(info: RecipeInfo, sources: Any, ctx: Context) -> None:
 def check_recipe_links(recipe_dir: Path) -> None:
     """Every symlink in a recipe folder names a regular file inside the recipes folder it sits in (the
     shared ``recipes/_include/``). What a link names goes into the build id and, as a file, into the
-    package's ``info/recipe/`` (:func:`deepep_env.builder.normalize.recipe_link_files`): a link out of
+    package's ``info/recipe/`` (:func:`deepep_env.builder.normalize.recipe_members`): a link out of
     the project would publish whatever it points at (a key, a password file), and a dangling one would
     ship dangling. One line, before anything is hashed or built."""
     import os
