@@ -39,4 +39,4 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json({**rec, "path": str(path)})
         else:
-            print(f"wrote {path}")
+            print(f"wrote {path} ({'pass' if rec['passed'] else 'fail'}: {rec['evidence']}; {rec['ranks'] or '?'} rank(s))")
