@@ -314,3 +314,13 @@ def test_doctor_gin_unavailable_stays_quiet_for_one_rank(tmp_path, nvlink_v2):
     pfx = make_v2_prefix(tmp_path / "pfx1", python_executable=str(venv / "bin/python3"), spec_env={"EP_DISABLE_GIN": "0"})
     fake_cuda(root1 / "opt/cuda-13.0")
     quiet(_doctor(root1, pfx, environ), "deepep-v2.gin-unavailable")   # one GPU, one rank: no Gin needed
+
+
+@pytest.mark.parametrize("value,off", [("1", True), (" 2", True), ("-1", True), ("0", False), ("", False),
+                                       ("true", False), ("yes", False), ("00", False)])
+def test_ep_disable_gin_is_read_as_deepep_reads_it(value, off, tmp_path, nvlink_v2):
+    """csrc/utils/system.hpp get_env: sscanf("%d"); a word leaves the int unset, so it is not a way to turn Gin off."""
+    root, venv, environ = nvlink_v2
+    pfx = make_v2_prefix(tmp_path / "pfx", python_executable=str(venv / "bin/python3"), spec_env={"EP_DISABLE_GIN": value})
+    fired = "deepep-v2.gin-unavailable" in {f.id for f in _doctor(root, pfx, environ).findings if f.severity == "error"}
+    assert fired is not off

@@ -299,8 +299,10 @@ def nccl_check_not_suppressed(ctx: DoctorContext, emit: Emitter) -> None:
 
 
 def gin_off(ctx: DoctorContext) -> bool:
-    """EP_DISABLE_GIN is set to something true."""
-    return (ctx.env.get("EP_DISABLE_GIN") or "0").strip().lower() not in ("", "0", "false", "no", "off")
+    """EP_DISABLE_GIN turns Gin off: DeepEP reads it with ``sscanf("%d")`` (csrc/utils/system.hpp get_env),
+    so a non-zero integer does; "0" does not, and a word ("true", "yes") leaves the int unset (undefined)."""
+    m = re.match(r"^\s*([+-]?\d+)", ctx.env.get("EP_DISABLE_GIN") or "")
+    return m is not None and int(m.group(1)) != 0
 
 
 @check("deepep-v2", "deepep-v2.gin-disabled")
@@ -335,8 +337,8 @@ def gin_transport_or_disabled(ctx: DoctorContext, emit: Emitter) -> None:
     if has_gin or ranks < 2:
         return
     emit("deepep-v2.gin-unavailable", "error",
-         f"NCCL has no Gin transport on this host and EP_DISABLE_GIN is unset: DeepEP 2.x's ElasticBuffer on {ranks} "
-         f"ranks dies in every rank with `{GIN_ASSERTION}`",
+         f"NCCL has no Gin transport on this host and EP_DISABLE_GIN is unset (or not a non-zero integer): DeepEP "
+         f"2.x's ElasticBuffer on {ranks} ranks dies in every rank with `{GIN_ASSERTION}`",
          [Evidence(value=fact, file="/sys/class/infiniband"), ctx.env.evidence("EP_DISABLE_GIN"), Evidence(value=why)],
          "set EP_DISABLE_GIN=1 for runs on this node (ElasticBuffer then works over NVLink without Gin; "
          "`deepep-env run`/`task` set it here: overlay rule no-gin-transport), or run where RDMA NICs are ACTIVE")
