@@ -221,3 +221,106 @@ def test_no_device_hca_mapping_for_a_v2_env(host_tree, tmp_path):
     assert "DEEP_EP_DEVICE_TO_HCA_MAPPING" not in o.env()
     assert any("does not read it" in n.message for n in o.notes if n.rule == "device-hca-mapping")
     assert "DEEP_EP_DEVICE_TO_HCA_MAPPING" in ov(host_tree, "gcp-b200", make_prefix(tmp_path / "v1"), {}).env()
+
+
+# -- issue 38: a host where NCCL can have no Gin transport ----------------------------------------------------
+# Measured on 4xH200 without RDMA NICs: tests/elastic/test_ep.py --num-processes 4 dies in every rank with
+# nccl.cu:87's assertion; with EP_DISABLE_GIN=1 it passes. The overlay sets it there (rule no-gin-transport),
+# never on a host with ACTIVE RDMA ports; doctor's deepep-v2.gin-unavailable catches the other direction.
+def _gin_change(o):
+    return next((c for c in o.changes if isinstance(c, Set) and c.name == "EP_DISABLE_GIN"), None)
+
+
+def test_no_gin_transport_on_the_captured_nvlink_host_sets_ep_disable_gin(host_tree, tmp_path):
+    o = ov(host_tree, "h200x8-nvlink", make_v2_prefix(tmp_path / "pfx"), {"HOME": "/home/u"})
+    c = _gin_change(o)
+    assert c is not None and c.value == "1" and c.rule == "no-gin-transport"
+    assert "no RDMA NIC with an ACTIVE port" in c.fact and "nccl.cu:87" in c.fact
+    assert o.env()["EP_DISABLE_GIN"] == "1"
+
+
+def test_active_rdma_ports_keep_gin_and_v1_envs_are_left_alone(host_tree, tmp_path):
+    for host in ("gcp-b200", "h100-ib", "aws-p5en"):   # RoCE, InfiniBand, EFA with aws-ofi-nccl: Gin is there
+        o = ov(host_tree, host, make_v2_prefix(tmp_path / host, platforms=(host,)), {"HOME": "/home/u"})
+        assert _gin_change(o) is None, host
+        (note,) = [n for n in o.notes if n.rule == "no-gin-transport"]
+        assert "ACTIVE port" in note.fact and "left unset" in note.message
+    o = ov(host_tree, "h200x8-nvlink", make_prefix(tmp_path / "v1", platforms=("nvlink",)), {})
+    assert _gin_change(o) is None and any("not a DeepEP 2.x env" in n.message for n in o.notes if n.rule == "no-gin-transport")
+
+
+def test_efa_without_aws_ofi_nccl_has_no_gin_plugin(tmp_path):
+    from doctor_fixtures import make_hosts
+    from deepep_env.platform.hosttree import build_host_tree
+
+    root = build_host_tree(make_hosts().aws_p5en("aws-p5en-no-ofi", ofi_nccl=False), tmp_path / "h")
+    d = detect(root, environ={})
+    o = build_overlay(d.facts, d.platform, prefix=str(make_v2_prefix(tmp_path / "pfx", platforms=("aws-efa",))),
+                      environ={"HOME": "/home/u"}, site_dirs=[])
+    c = _gin_change(o)
+    assert c is not None and "no aws-ofi-nccl" in c.fact
+
+
+def test_the_spec_env_still_wins_over_the_gin_rule(host_tree, tmp_path):
+    d = detect(host_tree("h200x8-nvlink"), environ={})
+    o = build_overlay(d.facts, d.platform, prefix=str(make_v2_prefix(tmp_path / "pfx")), environ={"HOME": "/home/u"},
+                      site_dirs=[], spec_env={"EP_DISABLE_GIN": "0"})
+    c = _gin_change(o)
+    assert c is not None and (c.rule, c.value) == ("spec-env", "0")
+
+
+@pytest.fixture
+def nvlink_v2(tmp_path):
+    """The captured 8xH200 (no RDMA NIC) with a toolkit under its tree, and a pip-torch venv."""
+    root = build_host(tmp_path / "h", "h200x8-nvlink")
+    venv = make_torch_venv(tmp_path / "venv", pip_nccl="2.28.9")
+    fake_cuda(root / "opt/cuda-13.0")
+    (root / "home/u").mkdir(parents=True)
+    return root, venv, {"PATH": "/usr/bin", "HOME": "/home/u", "CUDA_HOME": "/opt/cuda-13.0"}
+
+
+def test_doctor_gin_unavailable_names_the_assertion_and_the_fix(tmp_path, nvlink_v2):
+    root, venv, environ = nvlink_v2
+    py = str(venv / "bin/python3")
+    pfx = make_v2_prefix(tmp_path / "pfx", python_executable=py, spec_env={"EP_DISABLE_GIN": "0"})
+    f = find(_doctor(root, pfx, environ), "deepep-v2.gin-unavailable")
+    assert f.severity == "error" and "nccl.cu:87" in f.title and "NCCL_GIN_TYPE_NONE" in f.title
+    assert "railedGinType" in f.title and "8 ranks" in f.title and "EP_DISABLE_GIN=1" in f.fix
+    assert any("no RDMA NIC with an ACTIVE port" in e.value for e in f.evidence)
+    # through deepep-env: the overlay's EP_DISABLE_GIN=1 (at most an info for processes started outside it)
+    r = _doctor(root, make_v2_prefix(tmp_path / "pfx2", python_executable=py), environ)
+    assert all(x.severity == "info" for x in r.findings if x.id == "deepep-v2.gin-unavailable")
+    assert r.context["environment"]["EP_DISABLE_GIN"]["source"].startswith("overlay rule no-gin-transport")
+    pfx3 = make_v2_prefix(tmp_path / "pfx3", python_executable=py)
+    quiet(_doctor(root, pfx3, {**environ, "EP_DISABLE_GIN": "1"}), "deepep-v2.gin-unavailable")
+
+
+def test_doctor_gin_unavailable_stays_quiet_with_active_rdma_ports(tmp_path, v2_host):
+    root, venv, environ = v2_host                        # gcp-b200: ACTIVE RoCE ports
+    pfx = make_v2_prefix(tmp_path / "pfx", python_executable=str(venv / "bin/python3"), platforms=("gcp-b200",),
+                         spec_env={"EP_DISABLE_GIN": "0"})
+    quiet(_doctor(root, pfx, environ), "deepep-v2.gin-unavailable")
+
+
+def test_doctor_gin_unavailable_stays_quiet_for_one_rank(tmp_path, nvlink_v2):
+    def one_gpu(desc):
+        gpus = [d for c in desc["pci"] for d in c["devices"] if d["vendor"] == "0x10de" and d["class"].startswith("0x03")]
+        for c in desc["pci"]:
+            c["devices"] = [d for d in c["devices"] if d not in gpus[1:]]
+        for g in gpus[1:]:   # and from the driver's own list
+            desc["files"] = {k: v for k, v in desc["files"].items() if f"/gpus/{g['bdf']}/" not in k}
+    root1 = build_host(tmp_path / "one", "h200x8-nvlink", one_gpu)
+    _, venv, environ = nvlink_v2
+    pfx = make_v2_prefix(tmp_path / "pfx1", python_executable=str(venv / "bin/python3"), spec_env={"EP_DISABLE_GIN": "0"})
+    fake_cuda(root1 / "opt/cuda-13.0")
+    quiet(_doctor(root1, pfx, environ), "deepep-v2.gin-unavailable")   # one GPU, one rank: no Gin needed
+
+
+@pytest.mark.parametrize("value,off", [("1", True), (" 2", True), ("-1", True), ("0", False), ("", False),
+                                       ("true", False), ("yes", False), ("00", False)])
+def test_ep_disable_gin_is_read_as_deepep_reads_it(value, off, tmp_path, nvlink_v2):
+    """csrc/utils/system.hpp get_env: sscanf("%d"); a word leaves the int unset, so it is not a way to turn Gin off."""
+    root, venv, environ = nvlink_v2
+    pfx = make_v2_prefix(tmp_path / "pfx", python_executable=str(venv / "bin/python3"), spec_env={"EP_DISABLE_GIN": value})
+    fired = "deepep-v2.gin-unavailable" in {f.id for f in _doctor(root, pfx, environ).findings if f.severity == "error"}
+    assert fired is not off

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cli_runner import cli_in_process
-from verify_fixtures import DEEPEP_OUTPUT, make_project
+from verify_fixtures import LOW_LATENCY_OUTPUT, make_project
 
 from deepep_env.doctor import run_doctor
 from deepep_env.base.errors import UserError
@@ -157,7 +157,7 @@ def _render_shell(tmp_path: Path, nodes: int) -> list[str]:
 
     prog = tmp_path / "fake_test.py"
     prog.write_text("import sys\nsys.stdout.write(open(%r).read())\n" % str(tmp_path / "out.txt"))
-    (tmp_path / "out.txt").write_text(DEEPEP_OUTPUT)
+    (tmp_path / "out.txt").write_text(LOW_LATENCY_OUTPUT)
     r = render(plan_launch(EnvInfo("h200-nvlink", "1", ("gcp-b200",)), LaunchOptions(
         test="low-latency", nodes=nodes, target="shell", master_addr="127.0.0.1", runner=(), python=sys.executable,
         program=str(prog), test_args=("--num-tokens", "64"), preflight=True, shared_dir=str(tmp_path / "shared"),
@@ -184,16 +184,17 @@ def test_shell_preflight_runs_the_test_and_records_on_a_uniform_fleet(tmp_path, 
     procs = _run_nodes(_render_shell(tmp_path, 3), roots, proj)
     for p in procs:
         assert p.returncode == 0, p.stderr
-        assert "324.72 GB/s" in p.stdout                             # the test ran, its output passed through
+        assert "197.80 GB/s" in p.stdout                             # the test ran, its output passed through
     assert "fleet: PASS: 3 of 3 node(s)" in procs[0].stderr
     run = tmp_path / "shared" / "deepep-h200-nvlink-low-latency"
     assert sorted(p.name for p in run.glob("node-*.json")) == ["node-0.json", "node-1.json", "node-2.json"]
-    assert (run / "fleet.html").is_file() and (run / "test-2.log").read_text() == DEEPEP_OUTPUT
+    assert (run / "fleet.html").is_file() and (run / "test-2.log").read_text() == LOW_LATENCY_OUTPUT
     recs = sorted((proj / "verified" / "h200-nvlink").glob("*.json"))
     assert len(recs) == 3
     for r in map(lambda p: json.loads(p.read_text()), recs):
         assert r["test"] == "low-latency" and r["passed"] and r["args"] == ["--num-tokens", "64"]
-        assert r["digest"].startswith("sha256:") and r["figures"]["dispatch_fp8_gbps"] == 324.72
+        assert r["digest"].startswith("sha256:") and r["figures"]["ll_rank0_gbps"] == 197.8
+        assert (r["ranks"], r["gpus"]) == (2, 2) and "dispatch + combine measured" in r["evidence"]
     assert {json.loads(p.read_text())["host"]["node"] for p in recs} == {"n0", "n1", "n2"}
 
 
@@ -203,7 +204,7 @@ def test_shell_preflight_stops_a_fleet_with_a_planted_difference(tmp_path, host_
              node_copy(host_tree, "gcp-b200-gid1", tmp_path / "n2")]
     procs = _run_nodes(_render_shell(tmp_path, 3), roots, proj)
     assert [p.returncode for p in procs] == [3, 3, 3]
-    assert all("324.72" not in p.stdout for p in procs)              # the test never started
+    assert all("197.80" not in p.stdout for p in procs)              # the test never started
     assert "first node that would break the job: node-2" in procs[0].stderr
     assert "the fleet did not pass" in procs[1].stderr
     assert not (proj / "verified").exists()

@@ -2,6 +2,7 @@
 UTF-8 checked, one line naming the file and what would be accepted (issue 26)."""
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -75,3 +76,63 @@ def test_missing_not_utf8_and_malformed(tmp_path):
         read_json(j)
     j.write_text('{"a": 1}')
     assert read_json(j) == {"a": 1}
+
+
+# -- issue 39: one JSON reader for what others wrote (records, node reports): nesting and NaN bounded ------------
+@pytest.mark.parametrize("text, words", [
+    ("[" * 400_000, "nested too deeply"),                                   # RecursionError inside json.loads
+    ("[" * 65 + "]" * 65, "nested more than 64 deep"),                      # parses, then breaks whoever prints it
+    ('{"a": ' + "[" * 900 + "]" * 900 + "}", "nested more than 64 deep"),
+    ('{"driver": NaN}', "NaN is not a JSON number"),
+    ('{"x": [-Infinity]}', "-Infinity is not a JSON number"),
+    ('{"x": 1e999}', "1e999 is not a finite number"),
+    ("{", "not valid JSON (Expecting property name"),
+])
+def test_parse_json_refuses_what_no_json_reader_takes_in_one_line(tmp_path, text, words):
+    from deepep_env.base.readfile import parse_json
+
+    f = tmp_path / "r.json"
+    f.write_text(text)
+    for call in (lambda: parse_json(text, f), lambda: read_json(f)):
+        with pytest.raises(UserError) as err:
+            call()
+        assert words in str(err.value) and str(f) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_parse_json_keeps_ordinary_data_and_its_depth_bound_is_cheap():
+    from deepep_env.base.readfile import MAX_JSON_DEPTH, json_depth, parse_json
+
+    doc = {"a": [1, 2.5, {"b": None, "c": '[[[["'}], "d": True}
+    assert parse_json(json.dumps(doc), "x.json") == doc
+    assert parse_json("[" * 64 + "]" * 64, "x.json") is not None and MAX_JSON_DEPTH == 64
+    assert json_depth(7, 64) == 0 and json_depth([], 64) == 1 and json_depth({"a": [[]]}, 64) == 3
+    big = {f"p{i}": {"depends": ["x"] * 5, "n": i} for i in range(20000)}
+    t = time.perf_counter()
+    assert json_depth(big, 64) == 3
+    assert time.perf_counter() - t < 1.0
+    assert parse_json("[" * 500 + "]" * 500, "x.json", max_depth=None) is not None     # repodata's opt-out
+
+
+def test_terminal_and_xml_text_show_data_as_data():
+    import xml.dom.minidom as xml_parser
+
+    from deepep_env.base.safetext import markup_free, terminal, xml
+
+    forged = "580.1\nfleet: PASS: 4 node(s)\x1b]0;t\x07\x1b[2J\u202e\ud800"
+    shown = terminal(forged)
+    assert "\n" not in shown and "\x1b" not in shown and "\x07" not in shown
+    assert shown == "580.1\\nfleet: PASS: 4 node(s)\\x1b]0;t\\x07\\x1b[2J\\u202e\\ud800"
+    assert terminal("H200 80GB — ok") == "H200 80GB — ok" and terminal(3) == "3"
+    assert markup_free("[link=https://evil.example]click[/link]") == "\\[link=https://evil.example]click\\[/link]"
+    from rich.console import Console
+
+    c = Console(file=__import__("io").StringIO(), force_terminal=True, width=200, highlight=False)   # as cli._common
+    c.print(markup_free("[link=https://evil.example]click[/link] [/red]x"))
+    out = c.file.getvalue()
+    assert "[link=https://evil.example]click[/link]" in out and "\x1b]8;" not in out   # no OSC 8 hyperlink
+    v = xml("GPU \x01 <b> & \"q\" \ufffe \x85")
+    assert v == "GPU \\x01 &lt;b&gt; &amp; &quot;q&quot; \\ufffe \\x85"
+    dom = xml_parser.parseString(f'<a t="{v}">{v}</a>')
+    assert dom.documentElement.getAttribute("t") == dom.documentElement.firstChild.data == \
+        'GPU \\x01 <b> & "q" \\ufffe \\x85'
+    xml_parser.parseString(f'<a t="{xml(forged)}">{xml(forged)}</a>')            # well-formed (a newline is XML)

@@ -96,7 +96,7 @@ def test_unreadable_records_are_skipped_with_a_line(proj, host_tree):
     recs, warnings = load_records(proj)
     assert len(recs) == 1
     text = "\n".join(warnings)
-    assert "newer than this deepep-env reads" in text and "not JSON" in text
+    assert "newer than this deepep-env reads" in text and "not valid JSON" in text
     assert "larger than" in text and "fifo.json: not a regular file" in text
 
 

@@ -139,19 +139,58 @@ def read_text(path: PathLike, *, what: str = "file", accepted: Optional[str] = N
     return decode(raw, path, what=what, accepted=accepted)
 
 
-def read_json(path: PathLike, *, what: str = "file", accepted: Optional[str] = None,
-              missing: Optional[str] = None, limit: int = MAX_BYTES) -> Any:
-    """The parsed JSON of ``path``; malformed JSON is one line with its position."""
+MAX_JSON_DEPTH = 64           # the deepest nesting any file the tool reads needs is under 10
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):   # 1e999: valid JSON text, but Infinity once read
+        raise ValueError(f"{text[:40]} is not a finite number")
+    return value
+
+
+def json_depth(value: Any, limit: int) -> int:
+    """How deeply ``value``'s lists and objects nest (0 for a scalar), level by level without recursion;
+    the walk stops once it is past ``limit``."""
+    depth, level = 0, [value] if isinstance(value, (dict, list)) else []
+    while level and depth <= limit:
+        depth += 1
+        level = [x for v in level for x in (v.values() if isinstance(v, dict) else v) if isinstance(x, (dict, list))]
+    return depth
+
+
+def parse_json(text: str, path: PathLike, *, accepted: Optional[str] = None,
+               max_depth: Optional[int] = MAX_JSON_DEPTH) -> Any:
+    """``json.loads`` made safe for what others wrote: NaN and Infinity (which Python accepts and no
+    JSON reader does) refused, nesting past ``max_depth`` refused (deeper data raised RecursionError
+    in whatever printed or re-encoded it), every failure one line naming the file. ``max_depth=None``:
+    no walk (repodata, machine-written and up to 1 GiB: the walk would cost seconds; json's own
+    recursion guard still ends in one line)."""
     import json
 
-    text = read_text(path, what=what, accepted=accepted or "a UTF-8 JSON file", missing=missing, limit=limit)
     try:
-        return json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except json.JSONDecodeError as exc:
         raise UserError(f"not valid JSON ({exc.msg} at line {exc.lineno})", file=os.fspath(path), line=exc.lineno,
                         accepted=accepted) from None
-    except (ValueError, RecursionError) as exc:  # an int past Python's digit limit, nesting past the stack
-        raise UserError(f"not valid JSON ({str(exc) or type(exc).__name__})", file=os.fspath(path), accepted=accepted) from None
+    except (ValueError, RecursionError) as exc:  # NaN, an int past Python's digit limit, nesting past the stack
+        why = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
+        raise UserError(f"not valid JSON ({why})", file=os.fspath(path), accepted=accepted) from None
+    if max_depth is not None and json_depth(data, max_depth) > max_depth:
+        raise UserError(f"not valid JSON here (nested more than {max_depth} deep)", file=os.fspath(path),
+                        accepted=accepted)
+    return data
+
+
+def read_json(path: PathLike, *, what: str = "file", accepted: Optional[str] = None,
+              missing: Optional[str] = None, limit: int = MAX_BYTES, max_depth: Optional[int] = MAX_JSON_DEPTH) -> Any:
+    """The parsed JSON of ``path`` (:func:`parse_json`); malformed JSON is one line with its position."""
+    text = read_text(path, what=what, accepted=accepted or "a UTF-8 JSON file", missing=missing, limit=limit)
+    return parse_json(text, path, accepted=accepted, max_depth=max_depth)
 
 
 def parse_toml(text: str, path: PathLike, *, accepted: Optional[str] = "TOML 1.0") -> dict[str, Any]:
@@ -181,5 +220,5 @@ def read_toml(path: PathLike, *, what: str = "file", accepted: Optional[str] = N
     return parse_toml(text, path)
 
 
-__all__ = ["MAX_BYTES", "MAX_CONFIG_BYTES", "MAX_REPODATA_BYTES", "NotRegular", "TooLarge", "as_user_error", "decode", "kind_of", "open_regular",
-           "parse_toml", "present", "read_bytes", "read_fd", "read_json", "read_regular", "read_text", "read_toml"]
+__all__ = ["MAX_BYTES", "MAX_CONFIG_BYTES", "MAX_JSON_DEPTH", "MAX_REPODATA_BYTES", "NotRegular", "TooLarge", "as_user_error", "decode",
+           "json_depth", "kind_of", "open_regular", "parse_json", "parse_toml", "present", "read_bytes", "read_fd", "read_json", "read_regular", "read_text", "read_toml"]

@@ -54,7 +54,7 @@ def forget(root: Path, rel: str) -> None:
     rd = root / sub / "repodata.json"
     if not rd.is_file():
         return
-    data = read_json(rd, what="repodata", limit=MAX_REPODATA_BYTES)
+    data = read_json(rd, what="repodata", limit=MAX_REPODATA_BYTES, max_depth=None)
     if any(name in (data.get(k) or {}) for k in ("packages", "packages.conda")):
         for k in ("packages", "packages.conda"):
             (data.get(k) or {}).pop(name, None)

@@ -29,9 +29,10 @@ def print_json(data: Any) -> None:
 def print_warnings(warnings: Iterable[str]) -> None:
     """A library result's warnings, one line each on stderr (stdout stays the result, or its JSON)."""
     from deepep_env.base.channels.auth import redact
+    from deepep_env.base.safetext import terminal
 
     for w in warnings:
-        print(f"deepep-env: warning: {redact(w)}", file=sys.stderr)
+        print(f"deepep-env: warning: {terminal(redact(w))}", file=sys.stderr)
 
 
 def console() -> Console:

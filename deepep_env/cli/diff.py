@@ -79,7 +79,10 @@ def _dropped(d: LockDiff, envs: Optional[list[str]]) -> Optional[list[dict]]:
 
 
 def _dropped_line(dropped: list[dict]) -> str:
+    """The records a lock change drops; what came from the records printed as data (controls escaped)."""
+    from deepep_env.base.safetext import terminal
+
     n = len(dropped)
     lines = [f"this change drops {n} verified record{'s' if n != 1 else ''}:"]
-    lines += [f"  - {r['path']} ({r['test']} on {r['platform']}, {r['node']})" for r in dropped]
+    lines += [terminal(f"  - {r['path']} ({r['test']} on {r['platform']}, {r['node']})") for r in dropped]
     return "\n".join(lines)

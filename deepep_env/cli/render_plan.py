@@ -95,19 +95,28 @@ def _render_nvshmem_options(c: Console, opts: list[dict[str, Any]]) -> None:
 
 
 def verified_line(v: dict[str, Any]) -> str:
-    """The plan's one line on test records (deepep_env.verify.matrix.plan_verification)."""
+    """The plan's one line on test records (deepep_env.verify.matrix.plan_verification), as rich text: what
+    came from the records is printed as data (markup escaped, controls shown)."""
+    from deepep_env.base.safetext import markup_free
+
     st = v.get("status")
+    digest = markup_free(str(v.get("digest"))[7:19])
     if st == "verified":
-        tests = ", ".join(sorted({f"{p['test']} on {p['platform']}" for p in v["passing"]}))
-        return f"yes: a passing record for digest {str(v['digest'])[7:19]} ({tests})"
+        tests = ", ".join(sorted({f"{p['test']} on {p['platform']}" + (f", {p['ranks']} ranks" if p.get("ranks") else "")
+                                  for p in v["passing"]}))
+        return f"yes: a passing record for digest {digest} ({markup_free(tests)})"
+    if st == "too few ranks":
+        short = ", ".join(sorted({f"{p['test']} ({p['ranks'] or 'unknown'} ranks)" for p in v["short"]}))
+        return (f"no: passing records for digest {digest} used fewer ranks than the spec's [verify] ranks = "
+                f"{v['ranks_required']} ({markup_free(short)})")
     if st == "failing":
-        return f"no: {v['matching']} record(s) for digest {str(v['digest'])[7:19]}, none passing"
+        return f"no: {v['matching']} record(s) for digest {digest}, none passing"
     if st == "unverified":
         stale = f"; {v['stale']} record(s) for other locks" if v.get("stale") else ""
-        return f"no passing record for digest {str(v['digest'])[7:19]} (run `deepep-env task deepep-test-… -e ENV`){stale}"
+        return f"no passing record for digest {digest} (run `deepep-env task deepep-test-… -e ENV`){stale}"
     if st == "not locked":
         return "not locked: records need a lock digest"
-    return str(v.get("error", st))
+    return markup_free(str(v.get("error", st)))
 
 
 def render_plan(c: Console, d: dict[str, Any]) -> None:

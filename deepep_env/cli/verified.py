@@ -1,7 +1,7 @@
 """`deepep-env verified [-e ENV] [--json]`: env × platform × test from the test records in verified/."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -13,6 +13,7 @@ def register(app: typer.Typer) -> None:
     def verified_cmd(
         env: Optional[str] = typer.Option(None, "--env", "-e", help="only this environment"),
         channel: Optional[str] = typer.Option(None, "--channel", help="read the records a file channel holds (DIR or file:///DIR, as `publish` shipped them) instead of the project's"),
+        ranks: Optional[int] = typer.Option(None, "--ranks", min=1, help="a record verifies only with at least N ranks (the spec's [verify] ranks when higher)"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -28,7 +29,7 @@ def register(app: typer.Typer) -> None:
             if not base.is_dir():
                 raise UserError("the channel holds no test records (no verified/ folder)", file=base, field="--channel",
                                 accepted="a file channel `deepep-env publish ENV` shipped records to")
-        m = build_matrix(project(project_dir), env, base)
+        m = build_matrix(project(project_dir), env, base, ranks)
         print_warnings(m["warnings"])
         if as_json:
             print_json(m)
@@ -36,21 +37,30 @@ def register(app: typer.Typer) -> None:
         if not m["cells"]:
             print("no test records under verified/ (run `deepep-env task deepep-test-… -e ENV`)")
             return
-        from rich.table import Table
+        render_table(m)
 
-        from deepep_env.cli._common import console
 
-        t = Table(title=f"verified ({m['records']} records; lock: {m['lock']})")
-        for col in ("env", "platform", "test", "result", "lock", "records", "newest", "figures"):
-            t.add_column(col)
-        for c in m["cells"]:
-            lock = "matches" if c["matches_lock"] else "stale"
-            if not c["matches_lock"] and c["verified"]:
-                lock = "stale (an older record matches)"
-            figs = ", ".join(f"{k}={v:g}" for k, v in sorted(c["figures"].items()) if k.endswith(("_gbps", "_us")))
-            res = "[green]pass[/green]" if c["status"] == "pass" else "[red]fail[/red]"
-            t.add_row(c["env"], c["platform"], c["test"], res, lock, f"{c['current_records']}/{c['records']}",
-                      f"{c['newest']['time']} {c['newest']['node']}", figs or "-")
-        console().print(t)
-        if m.get("lock_error"):
-            print(f"lock: {m['lock_error']}")
+def render_table(m: dict[str, Any]) -> None:
+    """The matrix as a table; every value from a record printed as data (``Text``: no markup, controls shown)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from deepep_env.base.safetext import terminal
+    from deepep_env.cli._common import console
+
+    t = Table(title=f"verified ({m['records']} records; lock: {m['lock']})")
+    for col in ("env", "platform", "test", "result", "ranks", "lock", "records", "newest", "figures"):
+        t.add_column(col)
+    for c in m["cells"]:
+        lock = "matches" if c["matches_lock"] else "stale"
+        if not c["matches_lock"] and c["verified"]:
+            lock = "stale (an older record matches)"
+        figs = ", ".join(f"{k}={v:g}" for k, v in sorted(c["figures"].items()) if k.endswith(("_gbps", "_us")))
+        res = Text("pass", style="green") if c["status"] == "pass" else Text("fail", style="red")
+        ranks = str(c["ranks"] or "?") + (f" (needs {c['ranks_required']})" if c.get("ranks_required") else "")
+        data = [c["env"], c["platform"], c["test"]]
+        t.add_row(*(Text(terminal(x)) for x in data), res, ranks, lock, f"{c['current_records']}/{c['records']}",
+                  Text(terminal(f"{c['newest']['time']} {c['newest']['node']}")), Text(terminal(figs or "-")))
+    console().print(t)
+    if m.get("lock_error"):
+        print(f"lock: {terminal(m['lock_error'])}")

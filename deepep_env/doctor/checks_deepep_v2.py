@@ -16,7 +16,8 @@ mirrors the upstream code that would fail (deepseek-ai/DeepEP at dd758ca):
   (torch/__init__.py _preload_cuda_deps) unless LD_PRELOAD already mapped one.
 - Knobs: ``EP_SUPPRESS_NCCL_CHECK`` (skips check_nccl_so), ``EP_DISABLE_GIN`` / ``NCCL_GIN_ENABLE=0``
   (``nccl.cu``: ElasticBuffer on more than one rank needs NCCL Gin unless EP_DISABLE_GIN; NCCL's
-  ``src/gin/gin_host.cc``: "GIN is disabled").
+  ``src/gin/gin_host.cc``: "GIN is disabled"); a host where NCCL can have no Gin at all (the overlay
+  rule ``no-gin-transport`` reads it the same way, :func:`deepep_env.overlay.rules_v2.gin_transport`).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from deepep_env.doctor.checks_nccl_v2 import NCCL_FLOOR, NcclInstall, distinct_m
 from deepep_env.doctor.checks_nvshmem import same_file
 from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import Evidence
+from deepep_env.overlay.rules_v2 import GIN_ASSERTION, gin_transport
 from deepep_env.base.versions import version_lt
 
 NVCC_FLOOR = "12.3"          # csrc/jit/compiler.hpp get_nvcc_version()
@@ -297,8 +299,10 @@ def nccl_check_not_suppressed(ctx: DoctorContext, emit: Emitter) -> None:
 
 
 def gin_off(ctx: DoctorContext) -> bool:
-    """EP_DISABLE_GIN is set to something true."""
-    return (ctx.env.get("EP_DISABLE_GIN") or "0").strip().lower() not in ("", "0", "false", "no", "off")
+    """EP_DISABLE_GIN turns Gin off: DeepEP reads it with ``sscanf("%d")`` (csrc/utils/system.hpp get_env),
+    so a non-zero integer does; "0" does not, and a word ("true", "yes") leaves the int unset (undefined)."""
+    m = re.match(r"^\s*([+-]?\d+)", ctx.env.get("EP_DISABLE_GIN") or "")
+    return m is not None and int(m.group(1)) != 0
 
 
 @check("deepep-v2", "deepep-v2.gin-disabled")
@@ -313,10 +317,38 @@ def gin_enabled(ctx: DoctorContext, emit: Emitter) -> None:
          "unset NCCL_GIN_ENABLE (or set EP_DISABLE_GIN=1 for NVLink-only runs)")
 
 
+def expected_ranks(ctx: DoctorContext) -> tuple[int, str]:
+    """How many ranks a run of the env is expected to use, and why: the spec's ``[verify] ranks``, else
+    one per GPU of the host (DeepEP's tests spawn one process per GPU)."""
+    asked = getattr(getattr(ctx.spec, "verify", None), "ranks", None)
+    if isinstance(asked, int):
+        return asked, f"the env spec's [verify] ranks = {asked}"
+    n = len(ctx.host.facts.gpus)
+    return n, f"{n} GPU(s) on the host, one rank each"
+
+
+@check("deepep-v2", "deepep-v2.gin-unavailable", current_env_too=True)
+def gin_transport_or_disabled(ctx: DoctorContext, emit: Emitter) -> None:
+    """Where NCCL can have no Gin transport, EP_DISABLE_GIN is set for a run of more than one rank (nccl.cu:87)."""
+    if v2_package(ctx) is None or gin_off(ctx):
+        return
+    has_gin, fact = gin_transport(ctx.host.facts)
+    ranks, why = expected_ranks(ctx)
+    if has_gin or ranks < 2:
+        return
+    emit("deepep-v2.gin-unavailable", "error",
+         f"NCCL has no Gin transport on this host and EP_DISABLE_GIN is unset (or not a non-zero integer): DeepEP "
+         f"2.x's ElasticBuffer on {ranks} ranks dies in every rank with `{GIN_ASSERTION}`",
+         [Evidence(value=fact, file="/sys/class/infiniband"), ctx.env.evidence("EP_DISABLE_GIN"), Evidence(value=why)],
+         "set EP_DISABLE_GIN=1 for runs on this node (ElasticBuffer then works over NVLink without Gin; "
+         "`deepep-env run`/`task` set it here: overlay rule no-gin-transport), or run where RDMA NICs are ACTIVE")
+
+
 @check("deepep-v2", "deepep-v2.gin-off-internode")
 def gin_on_for_internode(ctx: DoctorContext, emit: Emitter) -> None:
     """EP_DISABLE_GIN is not set where RDMA matters: without Gin no internode kernels (csrc/kernels/backend/nccl.cu)."""
-    if v2_package(ctx) is None or not gin_off(ctx) or not ctx.rdma_relevant():
+    # Where NCCL has no Gin anyway (EFA without aws-ofi-nccl), unsetting it would not bring the kernels back.
+    if v2_package(ctx) is None or not gin_off(ctx) or not ctx.rdma_relevant() or not gin_transport(ctx.host.facts)[0]:
         return
     emit("deepep-v2.gin-off-internode", "warning",
          "EP_DISABLE_GIN is set on a host with RDMA NICs: ElasticBuffer creates no Gin contexts, so its "

@@ -261,6 +261,15 @@ class ToolchainSpec(Strict):
                          description="sysroot_linux-64 (glibc) version the build links against (conda-forge: 2.28)")
 
 
+class VerifySpec(Strict):
+    """What a test record must show to verify this env (``deepep-env verified``, ``plan``); metadata,
+    never part of a build id. DeepEP's tests run one rank (process) per GPU."""
+
+    ranks: Optional[int] = Field(None, ge=1, le=1 << 20,
+                                 description="the fewest ranks a passing record must have used (8: a whole 8-GPU "
+                                 "node); doctor also expects that many ranks")
+
+
 class EnvSpec(Strict):
     format: int = Field(description="spec format version; this reader knows " + ", ".join(map(str, SUPPORTED_FORMATS)))
     name: str = Field(pattern=NAME_RE)
@@ -289,6 +298,7 @@ class EnvSpec(Strict):
     packages: list[str] = Field(default_factory=list, description="further conda packages of the env, as match "
                                 "specs, e.g. 'numpy' (DeepEP's tests import it); solved and locked with the rest")
     host: HostSpec = Field(default_factory=HostSpec)
+    verify: VerifySpec = Field(default_factory=VerifySpec)
     env: dict[str, str] = Field(default_factory=dict, description="extra runtime variables for the overlay")
 
     @field_validator("env")

@@ -107,7 +107,7 @@ def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> Resolv
             patches=_patches(spec.deepep.patches, deepep_cat, "deepep.patches", file),
             require=spec.deepep.require, aggressive_ptx=spec.deepep.aggressive_ptx, torch_cuda_arch_list=arch_list,
         ),
-        toolchain=spec.toolchain, packages=list(spec.packages), host=spec.host, env=spec.env,
+        toolchain=spec.toolchain, packages=list(spec.packages), host=spec.host, verify=spec.verify, env=spec.env,
     )
     nccls = [RNccl(version=v, provider=spec.nccl.provider, source=nccl_cat.versions[v].source if nccl_cat else None)
              for v in _source_candidates(spec.nccl.version, spec.nccl.provider, nccl_cat, "nccl.version", "NCCL", file)]

@@ -7,7 +7,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from deepep_env.envspec.catalog import PatchPin, SourcePin
-from deepep_env.envspec.model import HostSpec, Strict, ToolchainSpec
+from deepep_env.envspec.model import HostSpec, Strict, ToolchainSpec, VerifySpec
 
 
 class RPatch(Strict):
@@ -101,5 +101,6 @@ class ResolvedSpec(Strict):
     toolchain: ToolchainSpec = Field(default_factory=ToolchainSpec)
     packages: list[str] = Field(default_factory=list)
     host: HostSpec
+    verify: VerifySpec = Field(default_factory=VerifySpec)
     env: dict[str, str] = Field(default_factory=dict)
     decisions: list[str] = Field(default_factory=list, description="what resolve decided and why")

@@ -3,13 +3,16 @@
 A cell per node, coloured by state (pass, odd, fail); hovering a cell shows what is wrong with that
 node (its doctor errors and the facts where it differs from the majority); below, the table of
 differing facts with the majority value and the odd nodes. Written as well-formed XHTML, so a test
-can parse it as XML.
+can parse it as XML: every value from a node report goes through :func:`deepep_env.base.safetext.terminal`
+(controls shown as escapes, one line) and :func:`~deepep_env.base.safetext.xml` (``esc``).
 """
 from __future__ import annotations
 
 import json
-from html import escape
 from typing import Any
+
+from deepep_env.base.safetext import terminal
+from deepep_env.base.safetext import xml as escape
 
 COLOURS = {"pass": "#2e7d32", "odd": "#f9a825", "fail": "#c62828"}
 
@@ -26,13 +29,14 @@ table{border-collapse:collapse;margin-top:1em}td,th{border:1px solid #ccc;paddin
 
 
 def _v(value: Any) -> str:
-    return "unknown" if value is None else (value if isinstance(value, str) else json.dumps(value))
+    """A value from a node report, as one line of data."""
+    return terminal("unknown" if value is None else (value if isinstance(value, str) else json.dumps(value)))
 
 
 def _hover(node: dict[str, Any], majority: dict[str, Any]) -> str:
-    lines = [f"{node['node']}: {node['state']}"]
+    lines = [f"{_v(node['node'])}: {node['state']}"]
     if node["errors"]:
-        lines.append("doctor errors: " + ", ".join(node["errors"]))
+        lines.append("doctor errors: " + ", ".join(map(_v, node["errors"])))
     for fact in node["odd"]:
         lines.append(f"{fact}: {_v(node['facts'].get(fact))} (majority: {_v(majority.get(fact))})")
     return "\n".join(lines)
@@ -51,19 +55,19 @@ def render_html(rep: dict[str, Any]) -> str:
            f"<p>{rep['nodes']} node(s), {rep['failing']} with doctor errors, "
            f"{'uniform' if rep['uniform'] else 'not uniform'}.</p>"]
     if b:
-        out.append(f"<p id=\"first-breaking\">First node that would break the job: <b>{escape(str(b['node'] or '-'))}</b>: "
-                   f"{escape(b['why'])}</p>")
+        out.append(f"<p id=\"first-breaking\">First node that would break the job: <b>{escape(_v(b['node'] or '-'))}</b>: "
+                   f"{escape(_v(b['why']))}</p>")
     out.append('<div class="grid" id="nodes">')
     for n in rep["per_node"]:
-        out.append(f"<div class=\"cell {n['state']}\" data-node=\"{escape(n['node'])}\" data-state=\"{n['state']}\" "
-                   f"title=\"{escape(_hover(n, majority))}\">{escape(n['node'])}</div>")
+        out.append(f"<div class=\"cell {n['state']}\" data-node=\"{escape(_v(n['node']))}\" data-state=\"{n['state']}\" "
+                   f"title=\"{escape(_hover(n, majority))}\">{escape(_v(n['node']))}</div>")
     out.append("</div>")
     out.append('<p>Legend: <span style="color:#2e7d32">■ pass</span> <span style="color:#f9a825">■ differs from the '
                'majority</span> <span style="color:#c62828">■ doctor errors</span></p>')
     if rep["differing"]:
         out.append('<table id="differing"><tr><th>fact</th><th>majority</th><th>nodes</th><th>odd nodes</th></tr>')
         for d in rep["differing"]:
-            odd = "<br/>".join(f"{escape(o['node'])}: {escape(_v(o['value']))}" for o in d["odd"][:200])
+            odd = "<br/>".join(f"{escape(_v(o['node']))}: {escape(_v(o['value']))}" for o in d["odd"][:200])
             if len(d["odd"]) > 200:
                 odd += f"<br/>(+{len(d['odd']) - 200} more)"
             name = escape(d["fact"]) + ("" if d["required"] else " (informational)")

@@ -6,8 +6,11 @@ between nodes: the majority value and the odd nodes. Then the first node that wo
 the first with a doctor error, else the first whose value of a fact the job needs uniform is not
 the majority's. The fleet passes when no node has an error and every required fact is uniform.
 
-Every file is read with a size bound; anything under DIR that is not a regular file is refused in
-one line. Stdlib only, one pass over the files: 1,000 nodes in well under 2 s (benchmarks/bench_fleet.py).
+Every file is read with a size and nesting bound, NaN and Infinity refused (the bounded JSON reader,
+:func:`deepep_env.base.readfile.parse_json`); anything under DIR that is not a regular file is refused
+in one line. The text report prints every value as data (:func:`deepep_env.base.safetext.terminal`): a
+node's ``driver`` holding a newline and a forged ``fleet: PASS`` line prints as one escaped value.
+Stdlib only, one pass over the files: 1,000 nodes in well under 2 s (benchmarks/bench_fleet.py).
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from deepep_env.base.errors import UserError
+from deepep_env.base.readfile import decode, parse_json
+from deepep_env.base.safetext import terminal
 from deepep_env.formats.stamps import DOCTOR_REPORT, FLEET_REPORT
 
 MAX_NODE_BYTES = 4 << 20
@@ -94,12 +99,8 @@ def _read(path: Path) -> bytes:
 
 
 def read_node(path: Path) -> Node:
-    data = _read(path)
-    try:
-        doc = json.loads(data)
-    except ValueError as exc:
-        raise UserError(f"not JSON: {' '.join(str(exc).split())[:120]}", file=path,
-                        accepted="`deepep-env doctor ENV --json` output") from None
+    accepted = "`deepep-env doctor ENV --json` output"
+    doc = parse_json(decode(_read(path), path, what="node report", accepted=accepted), path, accepted=accepted)
     DOCTOR_REPORT.check(doc, file=path, field="_meta")
     host, facts = node_facts(doc)
     findings = doc.get("findings") if isinstance(doc.get("findings"), list) else []
@@ -174,6 +175,8 @@ def merge(nodes: list[Node], expect: Optional[int] = None) -> dict[str, Any]:
 
 
 def fleet_report(folder: "str | os.PathLike[str]", expect: Optional[int] = None) -> dict[str, Any]:
+    if expect is not None and (isinstance(expect, bool) or expect < 1 or expect > MAX_NODES):
+        raise UserError(f"not a number of nodes: {expect}", field="--expect", accepted=f"1 to {MAX_NODES}")
     paths = node_files(Path(folder))
     if not paths and not expect:
         raise UserError("no node reports (*.json)", file=Path(folder), accepted="`deepep-env doctor ENV --json > DIR/NODE.json` on every node")
@@ -181,26 +184,32 @@ def fleet_report(folder: "str | os.PathLike[str]", expect: Optional[int] = None)
 
 
 def _show(v: Any) -> str:
-    return "unknown" if v is None else (json.dumps(v) if not isinstance(v, str) else v)
+    """A fact's value for the text report, as data: one line, controls escaped."""
+    return terminal("unknown" if v is None else (json.dumps(v) if not isinstance(v, str) else v))
+
+
+def _node_line(n: dict[str, Any]) -> str:
+    why = ""
+    if n["errors"]:
+        why = f"  errors: {', '.join(map(_show, n['errors']))}"
+    elif n["odd"]:
+        why = f"  differs: {', '.join(n['odd'])}"
+    host = f" ({_show(n['host'])})" if n["host"] and n["host"] != n["node"] else ""
+    return f"{n['state'].upper():4} {_show(n['node'])}{host}{why}"
 
 
 def render_text(rep: dict[str, Any]) -> str:
-    lines = []
-    for n in rep["per_node"]:
-        why = ""
-        if n["errors"]:
-            why = f"  errors: {', '.join(n['errors'])}"
-        elif n["odd"]:
-            why = f"  differs: {', '.join(n['odd'])}"
-        lines.append(f"{n['state'].upper():4} {n['node']}" + (f" ({n['host']})" if n["host"] and n["host"] != n["node"] else "") + why)
+    """The report for a terminal or a job log; the verdict is always the last line, and no value from a
+    node report can print a line of its own."""
+    lines = [_node_line(n) for n in rep["per_node"]]
     for d in rep["differing"]:
-        odd = ", ".join(f"{o['node']}={_show(o['value'])}" for o in d["odd"][:20])
+        odd = ", ".join(f"{_show(o['node'])}={_show(o['value'])}" for o in d["odd"][:20])
         more = f" (+{len(d['odd']) - 20} more)" if len(d["odd"]) > 20 else ""
         tag = "" if d["required"] else " (informational)"
         lines.append(f"differs: {d['fact']}{tag}: majority {_show(d['majority'])} on {d['majority_nodes']} node(s); odd: {odd}{more}")
     b = rep["first_breaking"]
     if b:
-        lines.append(f"first node that would break the job: {b['node'] or '-'}: {b['why']}")
+        lines.append(f"first node that would break the job: {_show(b['node'] or '-')}: {_show(b['why'])}")
     verdict = "PASS" if rep["ok"] else "FAIL"
     exp = f" of {rep['expected']}" if rep.get("expected") else ""
     lines.append(f"fleet: {verdict}: {rep['nodes']}{exp} node(s), {rep['failing']} with errors, "

@@ -16,6 +16,13 @@ a note, for every other env — so every profile lists them. Stdlib only: activa
   hashes ``<deep_ep/...>`` includes only), so a rebuilt NCCL at the same path would reuse stale
   cubins. The cache goes to ``$XDG_CACHE_HOME`` (else ``$HOME/.cache``)``/deepep-env/jit/<deep-ep build
   string>``: per user, outside the env (never the package's files), one per build id (which covers NCCL's).
+- ``no-gin-transport``: ``ElasticBuffer`` on more than one rank asserts that NCCL has a Gin transport
+  unless ``EP_DISABLE_GIN`` is set (csrc/kernels/backend/nccl.cu:87, ``(allow_hybrid_mode ?
+  props.railedGinType : props.ginType) != NCCL_GIN_TYPE_NONE``). NCCL's Gin runs over RDMA NICs (GDAKI
+  or its proxy over IB verbs) or, on EFA, over aws-ofi-nccl's plugin (type 5); a host with neither has
+  none, and every rank dies there (measured on 4xH200 without RDMA NICs: ``test_ep.py --num-processes
+  4`` fails in every rank, passes with EP_DISABLE_GIN=1, over NVLink). Such a host gets
+  ``EP_DISABLE_GIN=1``; a host with ACTIVE RDMA ports never does (internode kernels need Gin).
 """
 from __future__ import annotations
 
@@ -25,7 +32,10 @@ import os
 from typing import Iterable, Mapping, Optional
 
 from deepep_env.overlay.rulebase import RuleContext, rule
+from deepep_env.overlay.rules_efa import OFI_NCCL_LIB
 from deepep_env.base.readfile import MAX_CONFIG_BYTES, read_regular
+from deepep_env.platform.facts import HostFacts
+from deepep_env.platform.profiles import efa_nics
 
 NCCL_LIB = "libnccl.so.2"
 # Where pip's NCCL wheels put the library (nvidia-nccl-cu12/13; CUDA 13 wheels may use nvidia/cu13).
@@ -111,3 +121,35 @@ def deepep_jit_cache(ctx: RuleContext) -> None:
     ctx.set("EP_JIT_CACHE_DIR", path, r,
             f"DeepEP 2.x JIT cache of build {tag}: per user, outside the env, one per build id "
             "(csrc/jit/compiler.hpp defaults to $HOME/.deep_ep and keys kernels without NCCL's headers)")
+
+
+GIN_ASSERTION = ("RuntimeError: Assertion exception (…/csrc/kernels/backend/nccl.cu:87): (allow_hybrid_mode ? "
+                 "props.railedGinType : props.ginType) != NCCL_GIN_TYPE_NONE")
+
+
+def gin_transport(facts: HostFacts) -> tuple[bool, str]:
+    """Whether NCCL can have a Gin transport on this host, and the host fact that says so."""
+    nics = facts.usable_nics()
+    if not nics:
+        return False, "no RDMA NIC with an ACTIVE port under /sys/class/infiniband: NCCL has no Gin transport"
+    efa = efa_nics(facts)
+    if len(efa) == len(nics) and not facts.paths.get(OFI_NCCL_LIB):
+        return False, (f"{len(efa)} EFA device(s) and no aws-ofi-nccl ({OFI_NCCL_LIB}): NCCL has no Gin plugin "
+                       "for EFA (its own Gin needs RC queue pairs, which EFA has not)")
+    names = ", ".join(n.hca for n in nics[:4]) + (", …" if len(nics) > 4 else "")
+    return True, f"{len(nics)} RDMA NIC(s) with an ACTIVE port ({names}): NCCL can set up Gin over them"
+
+
+@rule("no-gin-transport")
+def no_gin_transport(ctx: RuleContext) -> None:
+    r = "no-gin-transport"
+    if v2_record(ctx.prefix) is None:
+        ctx.note(r, "no DeepEP 2.x build record in the prefix", "not a DeepEP 2.x env: EP_DISABLE_GIN not needed")
+        return
+    has_gin, fact = gin_transport(ctx.facts)
+    if has_gin:
+        ctx.note(r, fact, "EP_DISABLE_GIN left unset: ElasticBuffer's internode kernels need Gin")
+        return
+    ctx.set("EP_DISABLE_GIN", "1", r,
+            f"{fact}; DeepEP 2.x's ElasticBuffer on more than one rank asserts a Gin type unless EP_DISABLE_GIN "
+            "(csrc/kernels/backend/nccl.cu:87): over NVLink it runs without Gin")

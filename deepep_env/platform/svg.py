@@ -3,16 +3,19 @@
 GPUs and RDMA NICs grouped by the PCIe switch they sit under (the bridge two levels above the
 device: root complex → root port → switch → downstream port → device), the GPU→NIC mapping the
 overlay chose (``DEEP_EP_DEVICE_TO_HCA_MAPPING``, else the probe's nearest-NIC affinity) as lines,
-and the evidence for that choice as text. Self-contained, no script; valid XML.
+and the evidence for that choice as text. Self-contained, no script; valid XML: every host fact (a GPU
+model, a NIC name) goes through :func:`deepep_env.base.safetext.xml`, which shows the control
+characters XML cannot hold as escapes.
 """
 from __future__ import annotations
 
-from html import escape
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from deepep_env.platform.facts import HostFacts
     from deepep_env.platform.profiles import PlatformChoice
+
+from deepep_env.base.safetext import xml as escape
 
 BOX_W, BOX_H, GAP, GROUP_W, PAD = 150, 30, 8, 360, 14
 GPU_FILL, NIC_FILL, NIC_DOWN_FILL = "#76b900", "#1565c0", "#9e9e9e"

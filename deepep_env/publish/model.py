@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from deepep_env.base.channels.auth import redact, redact_data
+from deepep_env.base.safetext import terminal
 from deepep_env.formats.stamps import PUBLISH_REPORT
 
 UPLOADED = "uploaded"
@@ -99,10 +100,10 @@ class PublishReport:
             out.append("index unchanged")
         for r in self.records:
             word = "uploaded" if r["status"] == UPLOADED else "already present"
-            out.append(f"{word:16} {r['file']}")
+            out.append(f"{word:16} {terminal(r['file'])}")
         for path in self.removed_stale:
             out.append(f"removed stale    {path}")
-        for note in self.notes:
-            out.append(f"note             {note}")
+        for note in self.notes:   # a skipped record's line names a file anyone could have named
+            out.append(f"note             {terminal(note)}")
         out.append(f"channel          {self.channel_url}")
         return [redact(line) for line in out]

@@ -50,7 +50,7 @@ def records_for(packages: list[LocalPackage]) -> dict[str, dict[str, dict[str, A
                 shutil.copyfile(p.path, dest)
         index_dir(stage, {p.subdir for p in packages}, derived=False)
         for sd in {p.subdir for p in packages}:
-            data = read_json(stage / sd / "repodata.json", what="repodata", limit=MAX_REPODATA_BYTES)
+            data = read_json(stage / sd / "repodata.json", what="repodata", limit=MAX_REPODATA_BYTES, max_depth=None)
             merged = {**data.get("packages", {}), **data.get("packages.conda", {})}
             out[sd] = {}
             for p in packages:

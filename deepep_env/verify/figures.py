@@ -4,7 +4,8 @@ read it; benchmarks/gpu/parse_deepep.py prints it under the benchmarks' names).
 test_intranode.py: ``[testing] Running with ... passed`` per case and ``[tuning] Best dispatch
 (FP8|BF16): ... 324.72 GB/s (NVL), t: 123 us`` / ``Best combine``; test_low_latency.py:
 ``[rank 0] Dispatch + combine bandwidth: 197.80 GB/s, avg_t=... us``; DeepEP 2.x's
-tests/elastic/test_ep.py: ``* EP: 0/ 1 | dispatch: 0 GB/s (SO), 412 GB/s (SU), 123.456 us``.
+tests/elastic/test_ep.py: ``* EP: 0/ 1 | dispatch: 0 GB/s (SO), 412 GB/s (SU), 123.456 us``, and
+tests/elastic/test_agrs.py: `` > Seed 0 passed (128 ops)`` per stress seed.
 """
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def parse_figures(text: str) -> dict[str, float]:
         out["ll_min_rank_gbps"] = min(v for v, _ in ll.values())
         if ll.get(0, (0, ""))[1]:
             out["ll_rank0_us"] = _num(ll[0][1])
+    seeds = len(re.findall(r"^\s*> Seed \d+ passed \(\d+ ops\)", text, re.M))
+    if seeds:
+        out["agrs_seeds_passed"] = seeds
     cases = len(re.findall(r"^\s*> Testing with ", text, re.M))
     if cases:
         out["ep_cases_run"] = cases

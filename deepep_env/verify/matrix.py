@@ -2,7 +2,9 @@
 
 A record *matches* the lock when its digest is the current digest of its lock environment and
 platform (:func:`deepep_env.lock.digest.all_digests`); only a passing record that matches
-verifies an environment.
+verifies an environment. *Passing* is :func:`deepep_env.verify.verdict.counts_as_pass` (the output's
+evidence, never ``passed`` alone), and where the spec (``[verify] ranks``) or the user (``verified
+--ranks N``) asks for N ranks, a record counts for the claim only with at least N.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from deepep_env.verify.records import Record, load_records
+from deepep_env.verify.verdict import counts_as_pass
 
 if TYPE_CHECKING:  # annotations only
     from pathlib import Path
@@ -30,6 +33,26 @@ def current_digests(project: Project) -> tuple[dict[tuple[str, str], str], Optio
         return {}, str(err)
 
 
+def spec_ranks(project: Project, env: str) -> Optional[int]:
+    """The ranks the env's spec asks a verifying record to have used (``[verify] ranks``), if any."""
+    from deepep_env.base.errors import UserError
+    from deepep_env.envspec.load import load_spec_file
+
+    path = project.spec_path(env)
+    if env not in project.spec_names():
+        return None
+    try:
+        return load_spec_file(path).verify.ranks
+    except UserError:
+        return None
+
+
+def enough_ranks(rec: Record, need: Optional[int]) -> bool:
+    """Whether ``rec`` ran with at least ``need`` ranks (no need: any record; unknown ranks: not enough)."""
+    ranks = rec.data.get("ranks")
+    return need is None or (isinstance(ranks, int) and ranks >= need)
+
+
 def matches(rec: Record, digests: dict[tuple[str, str], str]) -> bool:
     d = rec.data
     digest = d.get("digest")
@@ -42,9 +65,12 @@ class Cell:
     platform: str
     test: str
     records: list[Record] = field(default_factory=list)   # oldest first
+    need: Optional[int] = None                             # ranks the spec or the user asks for
 
     def newest(self, current_only: bool, digests: dict[tuple[str, str], str]) -> Optional[Record]:
-        recs = [r for r in self.records if matches(r, digests)] if current_only else self.records
+        """The newest record (matching the lock, with the ranks asked for, when ``current_only``)."""
+        recs = [r for r in self.records if matches(r, digests) and enough_ranks(r, self.need)] \
+            if current_only else self.records
         return recs[-1] if recs else None
 
     def to_dict(self, digests: dict[tuple[str, str], str]) -> dict[str, Any]:
@@ -53,9 +79,10 @@ class Cell:
         with_figures = next((r for r in reversed(self.records) if r.data.get("figures")), None)
         return {
             "env": self.env, "platform": self.platform, "test": self.test,
-            "status": "pass" if last.data.get("passed") else "fail",
+            "status": "pass" if counts_as_pass(last.data) else "fail",
+            "ranks": last.data.get("ranks"), "ranks_required": self.need,
             "matches_lock": matches(last, digests),
-            "verified": bool(cur is not None and cur.data.get("passed")),
+            "verified": bool(cur is not None and counts_as_pass(cur.data)),
             "records": len(self.records),
             "current_records": sum(1 for r in self.records if matches(r, digests)),
             "newest": {"time": last.data.get("time"), "node": last.data["host"].get("node"),
@@ -65,13 +92,19 @@ class Cell:
         }
 
 
-def build_matrix(project: Project, env: Optional[str] = None, base: Optional[Path] = None) -> dict[str, Any]:
-    """``deepep-env verified --json``; ``base``: the ``verified/`` folder of a channel instead of the project's."""
+def build_matrix(project: Project, env: Optional[str] = None, base: Optional[Path] = None,
+                 ranks: Optional[int] = None) -> dict[str, Any]:
+    """``deepep-env verified --json``; ``base``: the ``verified/`` folder of a channel instead of the project's;
+    ``ranks``: what the user asks a verifying record to have used (the spec's ``[verify] ranks`` when higher)."""
     records, warnings = load_records(project, env, base)
     digests, why = current_digests(project)
     cells: dict[tuple[str, str, str], Cell] = {}
+    need: dict[str, Optional[int]] = {}
     for r in records:
-        cells.setdefault(r.key, Cell(*r.key)).records.append(r)
+        e = r.key[0]
+        if e not in need:
+            need[e] = max((n for n in (ranks, spec_ranks(project, e)) if n is not None), default=None)
+        cells.setdefault(r.key, Cell(*r.key, need=need[e])).records.append(r)
     rows = [cells[k].to_dict(digests) for k in sorted(cells)]
     out: dict[str, Any] = {"cells": rows, "records": len(records), "warnings": warnings,
                            "lock": str(project.pixi_lock.name)}
@@ -86,21 +119,27 @@ def plan_verification(project: Project, env: str, ws: Optional[Workspace] = None
 
     ident = lock_identity(project, env, ws=ws)
     records, _ = load_records(project, env)
+    need = spec_ranks(project, env)
     same = [r for r in records if ident.get("digest") and r.data.get("digest") == ident["digest"]]
-    passing = [r for r in same if r.data.get("passed")]
+    passes = [r for r in same if counts_as_pass(r.data)]
+    passing = [r for r in passes if enough_ranks(r, need)]
     if not ident.get("digest"):
         status = "not locked"
     elif passing:
         status = "verified"
+    elif passes:
+        status = "too few ranks"
     elif same:
         status = "failing"
     else:
         status = "unverified"
     return {"status": status, "digest": ident.get("digest"), "lock_platform": ident.get("lock_platform"),
-            "records": len(records), "matching": len(same),
-            "passing": [{"test": r.data["test"], "platform": r.data["host"].get("platform"),
+            "records": len(records), "matching": len(same), "ranks_required": need,
+            "passing": [{"test": r.data["test"], "platform": r.data["host"].get("platform"), "ranks": r.data.get("ranks"),
                          "node": r.data["host"].get("node"), "time": r.data["time"], "path": str(r.path)}
                         for r in passing],
+            "short": [{"test": r.data["test"], "ranks": r.data.get("ranks"), "path": str(r.path)}
+                      for r in passes if r not in passing],
             "stale": len(records) - len(same)}
 
 
@@ -114,6 +153,6 @@ def dropped_records(project: Project, old: dict[tuple[str, str], str], new: dict
         key = (str(d.get("lock_env")), str(d.get("lock_platform")))
         if envs and key[0] not in envs and d.get("env") not in envs:
             continue
-        if d.get("passed") and d.get("digest") and old.get(key) == d["digest"] and new.get(key) != d["digest"]:
+        if counts_as_pass(d) and d.get("digest") and old.get(key) == d["digest"] and new.get(key) != d["digest"]:
             out.append(r)
     return out

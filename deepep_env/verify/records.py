@@ -6,8 +6,11 @@ arguments and exit code, DeepEP's figures, the time and this tool's version. Rec
 files in the project; a team commits those it vouches for. Nothing from the caller's environment
 is kept (arguments are redacted like every message), so a record never holds a credential.
 
-Readers go through :func:`load_records`: every file read with a size bound, anything that is not a
-regular file or not a record of a readable version skipped with a warning naming it.
+What is written is checked first (:func:`check_inputs`): an env of the project, a test name fit for a
+file name, an exit status a process can have. ``passed`` is the verdict on the test's own output
+(:mod:`deepep_env.verify.verdict`), with the ``evidence`` behind it and the ``ranks``/``gpus`` the run
+used. Readers go through :func:`load_records`: every file read with a size and nesting bound, checked
+field by field (:mod:`deepep_env.verify.schema`), anything else skipped with a warning naming it.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ VERIFIED_DIR = "verified"
 MAX_RECORD_BYTES = 1 << 20
 OUTPUT_TAIL_BYTES = 8 << 20      # what of a test's output is kept in memory for the figures
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+TEST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def safe_name(text: str, limit: int = 64) -> str:
@@ -84,32 +88,57 @@ def host_root(environ: Optional[dict[str, str]] = None) -> str:
     return env.get("DEEPEP_ENV_HOST_ROOT") or "/"
 
 
+def check_inputs(project: Project, env: str, test: str, exit_code: int) -> None:
+    """What a record is about, refused in one line before anything is read or written: an env this
+    project has a spec for (a path or an unknown name is not one), a test name that is a file-name
+    word, an exit status a process can have."""
+    from deepep_env.verify.schema import EXIT_CODES
+
+    if env not in project.spec_names():
+        raise UserError(f"unknown env {env!r}", field="ENV", accepted=", ".join(project.spec_names()) or "no specs in env_specs/")
+    if not TEST_NAME.match(test):
+        raise UserError(f"not a test name: {test!r}", field="--test",
+                        accepted="a letter or digit, then up to 63 letters, digits, '.', '_' or '-' (intranode, low-latency)")
+    if isinstance(exit_code, bool) or exit_code not in EXIT_CODES:
+        raise UserError(f"not an exit status: {exit_code}", field="--exit-code",
+                        accepted="an integer from -255 to 255 (the shell's $?, or -N for a process killed by signal N)")
+
+
+def _result(test: str, args: Sequence[str], exit_code: int, output: str, gpu_count: int) -> dict[str, Any]:
+    """The run's verdict from its own output, its figures, and the ranks and GPUs it used."""
+    from deepep_env.verify.figures import parse_figures
+    from deepep_env.verify.verdict import judge, ranks_of
+
+    figures = parse_figures(output)
+    verdict = judge(test, exit_code, output, figures)
+    ranks = ranks_of(test, args, output)
+    return {"exit_code": exit_code, "passed": verdict.passed, "evidence": verdict.evidence, "figures": figures,
+            "ranks": ranks, "gpus": min(ranks, gpu_count) if ranks else None}
+
+
 def build_record(project: Project, env: str, test: str, args: Sequence[str], exit_code: int, output: str, *,
                  root: str = "/", platform: Optional[str] = None, lock_platform: Optional[str] = None,
                  now: Optional[datetime] = None) -> dict[str, Any]:
     from deepep_env import __version__
     from deepep_env.base.channels.auth import redact
     from deepep_env.host.context import read_host
-    from deepep_env.verify.figures import parse_figures
     from deepep_env.verify.fingerprint import host_fingerprint
 
-    host = read_host(root, platform, {})
-    ident = lock_identity(project, env, lock_platform)
+    name = short_test(test)
+    check_inputs(project, env, name, exit_code)
+    host = host_fingerprint(read_host(root, platform, {}))
     when = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
-    rec: dict[str, Any] = {
+    return {
         "format": TEST_RECORD.stamp,
         "env": env,
-        **ident,
-        "host": host_fingerprint(host),
-        "test": short_test(test),
+        **lock_identity(project, env, lock_platform),
+        "host": host,
+        "test": name,
         "args": [redact(a) for a in args],
-        "exit_code": int(exit_code),
-        "passed": int(exit_code) == 0,
-        "figures": parse_figures(output),
+        **_result(name, args, exit_code, output, int(host.get("gpu_count") or 0)),
         "time": when.isoformat().replace("+00:00", "Z"),
         "tool_version": __version__,
     }
-    return rec
 
 
 def record_path(project: Project, rec: dict[str, Any]) -> Path:
@@ -177,14 +206,6 @@ def read_tail(path: Path, limit: int) -> bytes:
         os.close(fd)
 
 
-def read_json(path: Path, limit: int) -> Any:
-    data = read_bounded(path, limit)
-    try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise UserError(f"not JSON: {' '.join(str(exc).split())[:120]}", file=path) from None
-
-
 @dataclass(frozen=True)
 class Record:
     path: Path
@@ -197,12 +218,12 @@ class Record:
 
 
 def read_record(path: Path) -> Record:
-    data = read_json(path, MAX_RECORD_BYTES)
-    TEST_RECORD.check(data, file=path)
-    for k, t in (("env", str), ("test", str), ("exit_code", int), ("host", dict), ("time", str)):
-        if not isinstance(data.get(k), t):
-            raise UserError(f"record field {k!r} missing or not a {t.__name__}", file=path, field=k)
-    return Record(path, data)
+    """One record file, bounded (size, nesting) and checked field by field."""
+    from deepep_env.base.readfile import decode, parse_json
+    from deepep_env.verify.schema import check_record
+
+    text = decode(read_bounded(path, MAX_RECORD_BYTES), path, what="test record")
+    return Record(path, check_record(parse_json(text, path, accepted="a test record (JSON)"), path))
 
 
 def load_records(project: Project, env: Optional[str] = None,

@@ -327,11 +327,12 @@ def run_teed(argv: list[str], *, cwd: str, env: dict[str, str], limit: int = 8 <
 def write_task_record(project: Project, plan: TaskPlan, rc: int, output: str, env: dict[str, str]) -> None:
     """The test record of a finished ``deepep-test-*`` task; one that cannot be written is a warning."""
     from deepep_env.base.channels.auth import redact
-    from deepep_env.verify.records import host_root, record_test
+    from deepep_env.verify.records import build_record, host_root, write_record
 
     try:
-        path = record_test(project, plan.spec, plan.task, plan.args, rc, output, root=host_root(env),
+        rec = build_record(project, plan.spec, plan.task, plan.args, rc, output, root=host_root(env),
                            platform=env.get("DEEPEP_ENV_PLATFORM") or None)
+        path = write_record(project, rec)
     except (UserError, OSError) as exc:
         print(f"deepep-env task: warning: no test record written: {redact(exc)}", file=sys.stderr, flush=True)
         return
@@ -339,7 +340,8 @@ def write_task_record(project: Project, plan: TaskPlan, rc: int, output: str, en
         shown = path.relative_to(project.root)
     except ValueError:
         shown = path
-    print(f"deepep-env task: record {shown}", file=sys.stderr, flush=True)
+    verdict = f"{'pass' if rec['passed'] else 'fail'}: {rec['evidence']}; {rec['ranks'] or '?'} rank(s)"
+    print(f"deepep-env task: record {shown} ({verdict})", file=sys.stderr, flush=True)
 
 
 def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, str]] = None, install: bool = True,

@@ -1,0 +1,153 @@
+"""Issue 38.3: a record is evidence, not an exit code. A pass needs the test's own output to show that it
+ran and passed (DeepEP's case lines or figures), exit code 0, and ``passed`` agreeing with ``exit_code``;
+a record says how many ranks and GPUs the test used, and a pass with fewer ranks than the spec or the
+user asks for does not verify the env. Fixtures: hand-written outputs in DeepEP's formats (verify_fixtures)."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from cli_runner import cli_in_process
+from verify_fixtures import (ARGPARSE_ERROR_OUTPUT, DEEPEP_OUTPUT, ELASTIC_EP_OUTPUT, GIN_ASSERT_OUTPUT, HELP_OUTPUT,
+                             LOW_LATENCY_OUTPUT, make_project)
+
+from deepep_env.base.project import Project
+from deepep_env.verify.figures import parse_figures
+from deepep_env.verify.records import load_records, record_test
+from deepep_env.verify.verdict import counts_as_pass, judge, ranks_in_args, ranks_of
+
+NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
+AGRS_OUTPUT = """\
+Config:
+ > Ranks: 8
+ > Shape: (4096, 7168)
+ > Max inflight AGRS: 4
+
+Running stress tests:
+ > Seed 0 passed (128 ops)
+ > Seed 1 passed (128 ops)
+"""
+
+
+def verdict(test, code, out):
+    return judge(test, code, out, parse_figures(out))
+
+
+@pytest.mark.parametrize("test,code,out,passed,why", [
+    ("intranode", 0, DEEPEP_OUTPUT, True, "2 of 2 case(s) passed"),
+    ("low-latency", 0, LOW_LATENCY_OUTPUT, True, "dispatch + combine measured (197.8 GB/s)"),
+    ("elastic-ep", 0, ELASTIC_EP_OUTPUT, True, "1 EPv2 case(s) ran to the end"),
+    ("elastic-agrs", 0, AGRS_OUTPUT, True, "2 stress seed(s) passed"),
+    ("elastic-ep", 0, HELP_OUTPUT, False, "--help text"),                      # `-- --help`: exit 0, no run
+    ("intranode", 2, ARGPARSE_ERROR_OUTPUT, False, "argparse usage error"),
+    ("intranode", 0, "", False, "no output"),
+    ("low-latency", 0, "  \n\n", False, "no output"),
+    ("intranode", 1, DEEPEP_OUTPUT, False, "exit code 1 (although 2 of 2 case(s) passed)"),
+    ("elastic-ep", 1, GIN_ASSERT_OUTPUT, False, "exit code 1"),                 # every rank died at nccl.cu:87
+    ("intranode", 0, "Allocating buffer size: 2115.1 MB ...\n", False, "none of the lines"),
+    ("intranode", 0, DEEPEP_OUTPUT.replace("... passed", "... failed", 1), False, "none of the lines"),
+    ("low-latency", 0, DEEPEP_OUTPUT, False, "none of the lines"),            # another test's output
+    ("my-smoke", 0, "ok\n", True, "1 line(s) of output"),                       # not DeepEP's: output and exit 0
+    ("my-smoke", 0, HELP_OUTPUT, False, "--help text"),
+    ("my-smoke", 3, "ok\n", False, "exit code 3"),
+])
+def test_a_pass_is_the_output_evidence_and_exit_0(test, code, out, passed, why):
+    v = verdict(test, code, out)
+    assert v.passed is passed and why in v.evidence, v
+
+
+@pytest.mark.parametrize("data,ok", [
+    ({"test": "intranode", "exit_code": 0, "passed": True, "figures": {"cases_passed": 24, "cases_failed": 0}}, True),
+    ({"test": "intranode", "exit_code": 1, "passed": True, "figures": {"cases_passed": 24, "cases_failed": 0}}, False),
+    ({"test": "intranode", "exit_code": 0, "passed": False, "figures": {"cases_passed": 24, "cases_failed": 0}}, False),
+    ({"test": "intranode", "exit_code": 0, "passed": True, "figures": {}}, False),          # no case line
+    ({"test": "intranode", "exit_code": False, "passed": True, "figures": {"cases_passed": 1}}, False),
+    ({"test": "intranode", "exit_code": 0, "passed": "yes", "figures": {"cases_passed": 1}}, False),
+    ({"test": "low-latency", "exit_code": 0, "passed": True, "figures": {"ll_rank0_gbps": 376.31}}, True),
+    ({"test": "my-smoke", "exit_code": 0, "passed": True}, True),
+])
+def test_a_record_read_back_is_judged_again(data, ok):
+    assert counts_as_pass(data) is ok
+
+
+def test_ranks_from_the_output_then_the_arguments_then_deepeps_default():
+    assert ranks_of("elastic-ep", ["--num-processes", "8"], ELASTIC_EP_OUTPUT) == 4     # what ran, not what was asked
+    assert ranks_of("elastic-agrs", [], AGRS_OUTPUT) == 8
+    assert ranks_of("low-latency", [], LOW_LATENCY_OUTPUT) == 2
+    assert ranks_of("intranode", ["--num-processes", "4"], DEEPEP_OUTPUT) == 4
+    assert ranks_of("intranode", [], DEEPEP_OUTPUT) == 8                                  # argparse default=8
+    assert ranks_of("my-smoke", [], "ok\n") is None
+    assert ranks_in_args(["--num-processes=2", "--x", "--num-processes", "3"]) == 3
+    for bad in (["--num-processes"], ["--num-processes", "x"], ["--num-processes", "0"], ["--num-processes=-1"]):
+        assert ranks_in_args(bad) is None, bad
+
+
+@pytest.fixture
+def proj(tmp_path, monkeypatch) -> Project:
+    p = Project(make_project(tmp_path / "proj"))
+    monkeypatch.chdir(p.root)
+    monkeypatch.delenv("DEEPEP_ENV_PROJECT", raising=False)
+    return p
+
+
+def test_a_real_multi_rank_log_passes_with_its_ranks(proj, host_tree, capsys):
+    root = str(host_tree("h200x8-nvlink"))
+    path = record_test(proj, "h200-nvlink-v2", "deepep-test-elastic-ep", ["--num-processes", "4", "--test-first-only"], 0,
+                       ELASTIC_EP_OUTPUT, root=root, now=NOW)
+    rec = json.loads(path.read_text())
+    assert rec["passed"] is True and (rec["ranks"], rec["gpus"]) == (4, 4) and rec["host"]["gpu_count"] == 8
+    assert rec["evidence"] == "1 EPv2 case(s) ran to the end" and rec["figures"]["ep_dispatch_su_gbps"] == 289
+    rc, out, err = cli_in_process(capsys, "verified", "--json", "--project", proj.root)
+    (cell,) = json.loads(out)["cells"]
+    assert rc == 0 and cell["ranks"] == 4 and cell["status"] == "pass" and cell["ranks_required"] is None
+    rc, out, _ = cli_in_process(capsys, "verified", "--project", proj.root)
+    assert "ranks" in out and " 4 " in out
+
+
+def test_records_that_must_not_pass_do_not(proj, host_tree, capsys, tmp_path):
+    root = str(host_tree("h200x8-nvlink"))
+    for i, (code, out) in enumerate(((0, HELP_OUTPUT), (2, ARGPARSE_ERROR_OUTPUT), (0, ""), (1, GIN_ASSERT_OUTPUT))):
+        log = tmp_path / f"{i}.log"
+        log.write_text(out)
+        rc, o, err = cli_in_process(capsys, "record", "h200-nvlink-v2", "--test", "elastic-ep", "--exit-code", str(code),
+                                    "--log", str(log), "--root", root, "--project", proj.root, "--json")
+        assert rc == 0, err
+        assert json.loads(o)["passed"] is False
+    # a record edited to say `passed: true` over exit 1 stays a fail wherever it is read
+    path = record_test(proj, "h200-nvlink", "intranode", [], 1, DEEPEP_OUTPUT, root=root, now=NOW)
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "passed": True}))
+    rc, out, _ = cli_in_process(capsys, "verified", "--json", "--project", proj.root)
+    assert {c["test"]: c["status"] for c in json.loads(out)["cells"]} == {"elastic-ep": "fail", "intranode": "fail"}
+    assert not any(c["verified"] for c in json.loads(out)["cells"])
+    from deepep_env.verify.matrix import plan_verification
+
+    assert plan_verification(proj, "h200-nvlink")["status"] == "failing"
+
+
+def test_a_one_rank_pass_does_not_verify_a_multi_gpu_claim(proj, host_tree, capsys):
+    root = str(host_tree("h200x8-nvlink"))
+    record_test(proj, "h200-nvlink", "low-latency", ["--num-processes", "1"], 0,
+                "[rank 0] Dispatch + combine bandwidth: 376.31 GB/s, avg_t=40.10 us, min_t=39.00 us, max_t=41.20 us\n",
+                root=root, now=NOW)
+    rc, out, _ = cli_in_process(capsys, "verified", "--json", "--project", proj.root)
+    (cell,) = json.loads(out)["cells"]
+    assert cell["ranks"] == 1 and cell["verified"]
+    rc, out, _ = cli_in_process(capsys, "verified", "--json", "--ranks", "8", "--project", proj.root)
+    (cell,) = json.loads(out)["cells"]
+    assert cell["status"] == "pass" and cell["ranks_required"] == 8 and not cell["verified"]
+    from deepep_env.verify.matrix import plan_verification
+
+    assert plan_verification(proj, "h200-nvlink")["status"] == "verified"
+    spec = proj.spec_path("h200-nvlink")
+    spec.write_text(spec.read_text() + "\n[verify]\nranks = 8\n")            # the spec asks for a whole node
+    v = plan_verification(proj, "h200-nvlink")
+    assert v["status"] == "too few ranks" and v["short"][0]["ranks"] == 1 and v["ranks_required"] == 8
+    rc, out, _ = cli_in_process(capsys, "verified", "--json", "--project", proj.root)
+    assert json.loads(out)["cells"][0]["ranks_required"] == 8 and not json.loads(out)["cells"][0]["verified"]
+    record_test(proj, "h200-nvlink", "intranode", [], 0, DEEPEP_OUTPUT, root=root, now=NOW)   # 8 ranks (default)
+    assert plan_verification(proj, "h200-nvlink")["status"] == "verified"
+    (rec,) = [r for r in load_records(proj)[0] if r.data["test"] == "intranode"]
+    assert rec.data["ranks"] == 8
