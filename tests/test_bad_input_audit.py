@@ -210,3 +210,35 @@ def test_fetch_from_a_tarball_with_the_wrong_content_names_the_file_and_both_has
     no_traceback(res)
     assert res.returncode == 2 and "libgreet-1.0.tar.gz" in res.stderr
     assert res.stderr.count("sha256:") >= 2 and "mismatch" in res.stderr
+
+
+# -- issue 39: hostile input, third round ---------------------------------------------------------------------------
+
+
+def _fake_env(tmp_path, **extra):
+    env = {**os.environ, "DEEPEP_ENV_STATE": str(tmp_path / "state"), "DEEPEP_ENV_CACHE_DIR": str(tmp_path / "cache"),
+           **extra}
+    env.pop("DEEPEP_ENV_MIRRORS", None)
+    return env
+
+
+def test_a_mkdir_planted_beside_the_pinned_patchelf_never_runs_in_a_build(tmp_path):
+    """39.1: `<root>/.tools/patchelf-<hex>/` was first on PATH and reused on its patchelf's sha256 alone."""
+    from build_fixtures import fake_project
+    from deepep_env.base.hashing import file_sha256
+    from deepep_env.builder import tools
+
+    fp = fake_project(tmp_path)
+    exe = tools.pinned_patchelf()
+    planted = tmp_path / "root" / ".tools" / f"patchelf-{file_sha256(exe)[7:19]}"
+    planted.mkdir(parents=True)
+    shutil.copy(exe, planted / "patchelf")
+    (planted / "mkdir").write_text(f'#!/bin/sh\ntouch {tmp_path}/PLANTED\nexec /bin/mkdir "$@"\n')
+    (planted / "mkdir").chmod(0o755)
+    env = _fake_env(tmp_path, DEEPEP_ENV_BUILD_ROOT=str(tmp_path / "root"))
+    cli_subprocess("fetch", "h200-nvlink", "--from", fp.upstream, "--offline", "--project", fp.root, env=env, check=True)
+    res = cli_subprocess("build", "h200-nvlink", "--offline", "--project", fp.root, env=env, timeout=300)
+    no_traceback(res)
+    assert res.returncode == 0, res.stderr
+    assert not (tmp_path / "PLANTED").exists()
+    assert sorted(p.name for p in planted.iterdir()) == ["patchelf"]
