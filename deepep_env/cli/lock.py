@@ -81,6 +81,8 @@ def _from(proj: Project, env: str, source: str, *, others: dict[str, object]) ->
         raise UserError("--from takes one environment", field="ENV", accepted="an environment name")
     res = adopt_env(proj, env, Path(source), platforms=workspace_platforms(proj))
     print(f"{res.env}: taken from {res.source} ({'written' if res.changed else 'unchanged'}; lock {env} --check: fresh)")
+    for note in res.notes:
+        print(f"  note: {note}")
 
 
 def _only(proj: Project, env: str, only: str, *, check: bool, output: Optional[str]) -> None:
