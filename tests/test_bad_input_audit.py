@@ -254,3 +254,46 @@ def test_a_newline_in_a_slurm_option_is_refused_and_nothing_is_written(flag, tmp
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and len(lines) == 1 and flag in lines[0] and "'p\\ntouch PW'" in lines[0], res.stderr
     assert not out.exists()
+
+
+def test_fetch_from_an_endless_server_stops_at_its_cap_in_one_line(tmp_path):
+    """39.6: a catalogued URL served by an endless server gave 2,450 MiB in 20 s and went on."""
+    import http.server
+    import threading
+
+    from build_fixtures import fake_project
+
+    class Endless(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a, **k):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(b"\0" * (1 << 16))
+            except OSError:
+                return
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        fp = fake_project(tmp_path)
+        cat = fp.root / "recipes" / "nvshmem" / "sources.toml"
+        cat.write_text(cat.read_text()
+                       .replace("https://github.com/NVIDIA/nvshmem/archive/refs/tags/v3.4.5-0.tar.gz",
+                                f"http://127.0.0.1:{srv.server_address[1]}/v3.4.5-0.tar.gz")
+                       .replace("https://github.com/NVIDIA/nvshmem.git", "http://127.0.0.1:1/nvshmem.git"))
+        next(fp.upstream.glob("nvshmem-*.tar.gz")).unlink()
+        res = cli_subprocess("fetch", "h200-nvlink", "--from", fp.upstream, "--project", fp.root, timeout=120,
+                             env=_fake_env(tmp_path, DEEPEP_ENV_FETCH_MAX_BYTES=str(16 << 20)))
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    no_traceback(res)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert "more than DEEPEP_ENV_FETCH_MAX_BYTES (16777216 bytes); stopped" in lines[0]
+    assert not any((tmp_path / "state" / "sources" / ".tmp").glob("*"))
