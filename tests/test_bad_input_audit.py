@@ -297,3 +297,59 @@ def test_fetch_from_an_endless_server_stops_at_its_cap_in_one_line(tmp_path):
     assert res.returncode == 2 and len(lines) == 1, res.stderr
     assert "more than DEEPEP_ENV_FETCH_MAX_BYTES (16777216 bytes); stopped" in lines[0]
     assert not any((tmp_path / "state" / "sources" / ".tmp").glob("*"))
+
+
+def _fleet_dir(host_tree, tmp_path):
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    res = cli_subprocess("doctor", "--root", host_tree("gcp-b200"), "--json",
+                         env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    (folder / "node-0.json").write_text(res.stdout)
+    return folder
+
+
+@pytest.mark.parametrize("target", ["dir", "proc", "empty", "under-a-file", "fifo"])
+@pytest.mark.parametrize("command", ["detect --svg", "fleet report --html", "export -o", "launch -o", "lock -o"])
+def test_a_user_named_output_that_cannot_be_a_file_is_one_line(command, target, tmp_path, host_tree):
+    """39.7: a directory or a path under /proc gave the atomic writer's traceback; `--svg ''` wrote nothing, exit 0."""
+    (tmp_path / "a-file").write_text("x")
+    os.mkfifo(tmp_path / "a-fifo")
+    out = {"dir": str(tmp_path), "proc": "/proc/deepep-env-x", "empty": "", "under-a-file": str(tmp_path / "a-file" / "x"),
+           "fifo": str(tmp_path / "a-fifo")}[target]
+    if command == "launch -o" and target == "dir":
+        pytest.skip("launch -o DIR writes DIR/<job>.sbatch, by design")
+    args = {"detect --svg": lambda: ["detect", "--root", host_tree("gcp-b200"), "--svg", out],
+            "fleet report --html": lambda: ["fleet", "report", _fleet_dir(host_tree, tmp_path), "--html", out],
+            "export -o": lambda: ["export", "h200-nvlink", "-o", out],
+            "launch -o": lambda: ["launch", "h200-nvlink", "internode", "-n", "2", "-o", out],
+            "lock -o": lambda: ["lock", "h200-nvlink", "-o", out]}[command]()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    res = cli_subprocess(*args, env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)}, timeout=120)
+    no_traceback(res)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    flag = command.split()[-1]
+    assert lines[0].startswith(f"deepep-env: error: {flag.replace('-o', '--output')}: "), lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("flag", ["--store", "--channel", "--source-cache"])
+def test_a_build_folder_that_cannot_be_one_is_one_line(flag, tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    for bad in ("/proc/deepep-env-x", str(tmp_path / "a-file")):
+        res = cli_subprocess("build", "h200-nvlink", "--offline", flag, bad,
+                             env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO), "DEEPEP_ENV_STATE": str(tmp_path / "s")})
+        no_traceback(res)
+        assert res.returncode == 2 and res.stderr.startswith(f"deepep-env: error: {flag}: "), res.stderr
+
+
+def test_output_file_and_dir_say_what_the_path_is():
+    from deepep_env.base.atomic import output_dir, output_file
+    from deepep_env.base.errors import UserError
+
+    for fn, raw, needle in ((output_file, "/dev/null", "is a character device, not a file"),
+                            (output_file, "/tmp", "is a directory, not a file"),
+                            (output_dir, "/etc/hostname", "is a file, not a folder"),
+                            (output_dir, "/proc/1/x", "/proc/1 takes no new file")):
+        with pytest.raises(UserError, match=needle):
+            fn(raw, field="--x")

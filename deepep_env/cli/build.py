@@ -117,11 +117,15 @@ def register(app: typer.Typer) -> None:
         # local: rich, pydantic, yaml, and main.build_app imports every command module on every run
         from rich.console import Console
 
+        from deepep_env.base.atomic import output_dir
         from deepep_env.builder.build import build_env, check_against_lock
         from deepep_env.base.readfile import present
 
         if lock is not None and not present(lock):
             raise UserError("--lock names no file", file=lock, accepted="a pixi.lock written by `deepep-env lock`")
+        for flag, folder in (("--store", store), ("--channel", channel), ("--source-cache", source_cache)):
+            if folder is not None:
+                output_dir(folder, field=flag)
 
         console = Console(stderr=True)
         progress = progress_printer(console)
