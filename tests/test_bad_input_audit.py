@@ -353,3 +353,23 @@ def test_output_file_and_dir_say_what_the_path_is():
                             (output_dir, "/proc/1/x", "/proc/1 takes no new file")):
         with pytest.raises(UserError, match=needle):
             fn(raw, field="--x")
+
+
+def test_the_activation_hook_says_an_unnamed_hca_and_maps_no_gpu_to_another_gpus_nic(host_tree, tmp_path):
+    """39.11: the hook dropped `mlx5_9:1,0:mlx5_7` without a word and gave GPU1 GPU0's NIC (mlx5_0)."""
+    root = tmp_path / "host"
+    shutil.copytree(host_tree("gcp-b200"), root, symlinks=True)
+    ib = root / "sys" / "class" / "infiniband"
+    os.rename(ib / "mlx5_1", ib / "mlx5_9:1,0:mlx5_7")
+    (tmp_path / "pfx" / "conda-meta").mkdir(parents=True)
+    res = cli_subprocess("hook", "--shell", "bash", "--prefix", tmp_path / "pfx",
+                         env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO), "DEEPEP_ENV_HOST_ROOT": str(root)})
+    no_traceback(res)
+    assert res.returncode == 0
+    warning = next(ln for ln in res.stderr.splitlines() if ln.startswith("deepep-env: warning: DEEP_EP_DEVICE_TO_HCA"))
+    assert "GPU0, GPU1 are nearest to RDMA device 'mlx5_9:1,0:mlx5_7'" in warning
+    exports = [ln for ln in res.stdout.splitlines() if ln.startswith("export ")]
+    assert exports and not any("DEVICE_TO_HCA" in ln or "NIC_PE_MAPPING" in ln for ln in exports)
+    healthy = cli_subprocess("hook", "--shell", "bash", "--prefix", tmp_path / "pfx",
+                             env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO), "DEEPEP_ENV_HOST_ROOT": str(host_tree("gcp-b200"))})
+    assert healthy.stderr == "" and "export DEEP_EP_DEVICE_TO_HCA_MAPPING='0:mlx5_0:1,1:mlx5_1:1," in healthy.stdout

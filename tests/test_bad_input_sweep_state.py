@@ -232,12 +232,17 @@ def test_an_hca_whose_name_is_not_utf8_is_a_note_naming_it_and_what_was_done_ins
     ib = os.fsencode(root / "sys" / "class" / "infiniband")
     os.rename(ib + b"/mlx5_0", ib + b"/mlx5_\xff0")
     env = {**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)}
-    for argv in (["detect", "--root", root], ["overlay", "--root", root], ["doctor", "gcp-b200", "--root", root, "--verbose"]):
+    for argv in (["detect", "--root", root], ["doctor", "gcp-b200", "--root", root, "--verbose"]):
         res = cli_subprocess(*argv, env=env)
         text = res.stdout + res.stderr
         assert "Traceback" not in text, res.stderr
         note = next(ln for ln in text.splitlines() if "b'mlx5_\\xff0'" in ln and "left out" in ln)
         assert "GPU0 uses mlx5_1 instead" in note and "GPU1 uses mlx5_1 instead" in note, note
+    # the overlay sets no mapping from a stand-in (issue 39.11: GPU1 was given GPU0's NIC), and says why
+    res = cli_subprocess("overlay", "--root", root, env=env)
+    warning = next(ln for ln in res.stderr.splitlines() if "b'mlx5_\\xff0'" in ln)
+    assert "DEEP_EP_DEVICE_TO_HCA_MAPPING and NVSHMEM_ENABLE_NIC_PE_MAPPING not set: GPU0, GPU1" in warning, warning
+    assert "export DEEP_EP_DEVICE_TO_HCA_MAPPING" not in res.stdout and "export NVSHMEM_ENABLE_NIC_PE" not in res.stdout
     res = cli_subprocess("detect", "--root", root, "--json", env=env)
     facts = json.loads(res.stdout)
     assert facts["partial"] and any("mlx5_\\xff0" in w for w in facts["warnings"])
