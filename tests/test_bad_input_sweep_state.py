@@ -96,15 +96,34 @@ def test_a_damaged_copy_whose_manifest_was_edited_to_match_is_caught_by_the_stor
     assert "the store" in line and not (tmp_path / "team").exists()
 
 
-def test_build_does_not_call_a_damaged_copy_cached_without_replacing_it(built):
+@pytest.mark.parametrize("damage", ["flip", "symlink", "hardlink", "index"])
+def test_build_restores_a_damaged_channel_copy_and_never_calls_it_cached(built, damage):
+    """Issue 39.11: `build` said "cached" over a channel copy that publish and install refuse; a link to
+    the store's file (one file for both: damage to either reaches the other) and an index describing
+    other bytes are not the store's copy either."""
     nv = built.channel_file("nvshmem")
     good = nv.read_bytes()
-    flip_byte(nv)
-    res = built.cli("build", "h200-nvlink", "--offline")
+    store_file = next(built.state.glob(f"store/*-nvshmem/*/{nv.name}"))
+    rd_path = built.channel / "linux-64" / "repodata.json"
+    if damage == "flip":
+        flip_byte(nv)
+    elif damage in ("symlink", "hardlink"):
+        nv.unlink()
+        (nv.symlink_to if damage == "symlink" else nv.hardlink_to)(store_file)
+    else:
+        rd_path.write_text(rd_path.read_text().replace(hashlib.sha256(good).hexdigest(), "0" * 64))
+    res = built.cli("build", "h200-nvlink", "--offline", "--json")
     assert res.returncode == 0, res.stderr
-    assert nv.read_bytes() == good and "was not the store's file" in " ".join(res.stderr.split())
-    rd = json.loads((built.channel / "linux-64" / "repodata.json").read_text())["packages.conda"][nv.name]
+    statuses = {n["package"]: n["status"] for n in json.loads(res.stdout)["nodes"]}
+    assert statuses == {"nvshmem": "restored", "deep-ep": "cached"}, statuses
+    note = " ".join(json.loads(res.stdout)["nodes"][0]["notes"])
+    assert ("index described" if damage == "index" else "was not the store's file") in note, note
+    assert nv.read_bytes() == good and not nv.is_symlink() and nv.stat().st_nlink == 1
+    assert store_file.stat().st_nlink == 1
+    rd = json.loads(rd_path.read_text())["packages.conda"][nv.name]
     assert rd["sha256"] == hashlib.sha256(good).hexdigest()
+    again = built.cli("build", "h200-nvlink", "--offline")
+    assert "2 cached;" in again.stdout + again.stderr
 
 
 def test_lock_refuses_a_damaged_copy_and_writes_nothing(built):

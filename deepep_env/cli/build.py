@@ -49,7 +49,7 @@ def progress_printer(console: Console) -> Progress:
             if state["status"] is not None:
                 state["status"].stop()
                 state["status"] = None
-            colour = "green" if result.status == "built" else "dim"
+            colour = {"built": "green", "restored": "yellow"}.get(result.status, "dim")
             console.print(f"[{colour}]{result.status:6}[/] {node.package} {result.version} {node.build_string}"
                           f"  {result.seconds:.1f}s")
             for n in result.notes:
@@ -86,7 +86,9 @@ def _recipes_report(recipes: Path, project: Optional[str], *, store: Optional[Pa
 
 def _print_report(report: BuildReport) -> None:
     built = len(report.built)
-    typer.echo(f"{built} built, {len(report.nodes) - built} cached; channel {report.channel}")
+    restored = sum(1 for n in report.nodes if n.status == "restored")
+    also = f"{restored} restored (the channel's copy or its index was damaged: repaired from the store), " if restored else ""
+    typer.echo(f"{built} built, {also}{len(report.nodes) - built - restored} cached; channel {report.channel}")
     for c in report.checks:
         verdict = "identical" if c.identical else f"{len(c.differences)} difference(s)"
         typer.echo(f"check {c.package}: {verdict}")
