@@ -179,6 +179,25 @@ def test_a_spec_package_with_a_password_is_refused_without_printing_it(tmp_path)
     assert snapshot(proj) == before
 
 
+@pytest.mark.parametrize("edit", ["..%2f", "host"])
+def test_install_refuses_a_lock_url_outside_its_channels_naming_it_and_changes_no_state(built, edit):
+    """Issue 39.11: a URL with `..%2f` sent install to rebuild, rewrote builds/ENV.json and blamed the rebuild."""
+    built.cli("lock", "h200-nvlink", check=True)
+    lock = built.fp.root / "pixi.lock"
+    old = "https://conda.deepep-env.example/h200/linux-64/nvshmem-"
+    new = {"..%2f": "https://conda.deepep-env.example/h200/linux-64/..%2fnvshmem-",
+           "host": "https://evil.example/h200/linux-64/nvshmem-"}[edit]
+    assert old in lock.read_text()
+    lock.write_text(lock.read_text().replace(old, new))
+    before = snapshot(built.state, built.fp.root)
+    line = one_clear_line(built.cli("install", "h200-nvlink"))
+    assert f"the URL {new}" in line and "is not a package file of the lock's channels" in line, line
+    assert "rebuild" not in line
+    assert snapshot(built.state, built.fp.root) == before
+    check = built.cli("lock", "h200-nvlink", "--check")
+    assert check.returncode == 1 and "url-outside-channels" in check.stdout + check.stderr
+
+
 # -- 6. installs clean up after themselves ------------------------------------------------------
 
 
