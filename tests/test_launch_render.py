@@ -101,6 +101,69 @@ def test_bad_k8s_options_are_user_errors(kw, field):
     assert e.value.field == field
 
 
+@pytest.mark.parametrize("kw,field", [
+    ({"partition": "p\ntouch PW"}, "--partition"),
+    ({"partition": "gpu debug"}, "--partition"),
+    ({"partition": "-x"}, "--partition"),
+    ({"account": "a\ntouch PW"}, "--account"),
+    ({"account": "a;b"}, "--account"),
+    ({"time": "1\ntouch PW"}, "--time"),
+    ({"time": "2 hours"}, "--time"),
+    ({"time": "1:2:3:4"}, "--time"),
+])
+def test_bad_slurm_options_never_reach_the_script(kw, field):
+    """Issue 39.2: a newline in --partition/--account/--time became a command of the sbatch script."""
+    from deepep_env.launch import SlurmOptions
+
+    with pytest.raises(UserError) as e:
+        rendered("slurm", 2, slurm=SlurmOptions(**kw))
+    assert e.value.field == field and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("kw", [{"partition": "gpu,debug"}, {"account": "ml-team.a"}, {"time": "30"},
+                                {"time": "1-02:00:00"}, {"time": "UNLIMITED"}, {"time": "00:30:00"}])
+def test_usual_slurm_options_are_accepted(kw):
+    from deepep_env.launch import SlurmOptions
+
+    r = rendered("slurm", 2, slurm=SlurmOptions(**kw))
+    (value,) = kw.values()
+    assert f"={value}\n" in r.text
+    subprocess.run(["bash", "-n", "-c", r.text], check=True)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kw,field", [
+    ({"master_addr": "$(touch PW)"}, "--master-addr"),
+    ({"master_addr": "node\n0"}, "--master-addr"),
+    ({"shared_dir": "$(touch PW)"}, "--shared-dir"),
+    ({"shared_dir": "/a`touch PW`"}, "--shared-dir"),
+    ({"shared_dir": "/a}b"}, "--shared-dir"),
+    ({"shared_dir": "/a\nb"}, "--shared-dir"),
+])
+def test_every_target_refuses_code_in_an_address_or_folder(target, kw, field):
+    with pytest.raises(UserError) as e:
+        rendered(target, 2, preflight=True, **kw)
+    assert e.value.field == field
+
+
+def test_a_shared_folder_may_name_variables_of_the_node():
+    r = rendered("slurm", 2, preflight=True, shared_dir="${SCRATCH}/pf-$USER", master_addr="fe80::1")
+    assert 'dir="${SCRATCH}/pf-$USER/' in r.plan.command[2]
+
+
+@pytest.mark.parametrize("kw,field", [
+    ({"shared_pvc": "Bad Claim"}, "--shared-pvc"),
+    ({"node_selector": (("pool", "a\nb"),)}, "--node-selector"),
+    ({"gke_gvnic_network": "$(x)"}, "--gke-gvnic-network"),
+    ({"gke_rdma_network_prefix": "rdma\n"}, "--gke-rdma-network-prefix"),
+    ({"image": "img:1\x1b[2J"}, "--image"),
+])
+def test_k8s_options_that_land_in_the_manifest_are_checked(kw, field):
+    with pytest.raises(UserError) as e:
+        rendered("k8s", 2, preflight=True, k8s=K8sOptions(**kw))
+    assert e.value.field == field
+
+
 def test_spec_env_and_exports_are_set_on_every_node_but_nothing_from_this_host():
     env = env_info("h20-roce", ("h20-roce",), env=(("NVSHMEM_QP_DEPTH", "1024"),))
     for target in TARGETS:

@@ -54,7 +54,7 @@ def test_check_reason(case, proj, capsys):
         for e in c.get("lock_edit", []):
             text = path.read_text()
             assert e["old"] in text, e["old"]
-            path.write_text(text.replace(e["old"], e["new"], 1))
+            path.write_text(text.replace(e["old"], e["new"], -1 if e.get("all") else 1))
         for name in c.get("channel_touch", []):
             (url,) = [p.url for p in read_lock(path).env(env).packages_for("linux-64") if p.name == name]
             (f,) = proj.channel.glob(f"*/{url.rsplit('/', 1)[-1]}")

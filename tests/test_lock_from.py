@@ -79,6 +79,8 @@ def test_the_record_is_found_in_the_sources_lockfiles_folder(ours, tmp_path):
     ("bad-record", "not the sha256 of its pre-image"),
     ("bad-json", "not valid JSON"),
     ("no-lock", "no pixi.lock there"),
+    ("moved-url", "does not satisfy this checkout (url-outside-channels); nothing taken"),
+    ("dotdot-url", "does not satisfy this checkout (url-outside-channels); nothing taken"),
 ])
 def test_what_is_not_this_checkouts_is_refused_and_nothing_changes(ours, tmp_path, case, needle):
     lock, inputs = (REPO / "pixi.lock").read_text(), (REPO / "lockfiles" / "build-inputs.json").read_text()
@@ -93,6 +95,12 @@ def test_what_is_not_this_checkouts_is_refused_and_nothing_changes(ours, tmp_pat
         lock = lock.replace(f"  {ENV}:\n", "  renamed-env:\n").replace(f'"{ENV}":', '"renamed-env":')
     elif case == "no-record":
         del rec["environments"][ENV]
+    elif case in ("moved-url", "dotdot-url"):     # 39.3: another host (or out of the channel) and other bytes
+        url = lock.split("- conda: ")[1].split("\n")[0]
+        moved = (url.replace("https://conda.deepep-env.example/", "https://evil.example/") if case == "moved-url"
+                 else url.replace("/linux-64/", "/linux-64/..%2f"))
+        sha = lock.split(f"- conda: {url}\n  sha256: ")[1][:64]
+        lock = lock.replace(url, moved).replace(sha, "a" * 64)
     elif case == "bad-record":
         next(iter(rec["environments"][ENV].values()))["preimage"]["package"] = "edited"
     inputs = json.dumps(rec) if case in ("no-record", "bad-record") else inputs
@@ -112,3 +120,16 @@ def test_from_does_not_combine_with_the_other_modes(ours, tmp_path):
     assert r.returncode == 2 and "does not combine with --check" in r.stderr
     r = _from(ours, "all", "--from", tmp_path)
     assert r.returncode == 2 and "one environment" in r.stderr
+
+
+def test_the_same_build_with_other_bytes_is_taken_with_a_note(ours, tmp_path):
+    """With no build channel here to compare, a correction of a build's bytes made on the GPU machine
+    (GPU round 4: patchelf) is taken, and the note names the build and both sha256 for the review."""
+    lock, inputs = (REPO / "pixi.lock").read_text(), (REPO / "lockfiles" / "build-inputs.json").read_text()
+    url = next(u for u in lock.split("- conda: ")[1:] if "/deepep-nvshmem-3.4.5-" in u.split("\n")[0]).split("\n")[0]
+    sha = lock.split(f"- conda: {url}\n  sha256: ")[1][:64]
+    run = _relock_elsewhere(tmp_path, lock.replace(sha, "b" * 64), inputs)
+    r = _from(ours, ENV, "--from", run)
+    assert r.returncode == 0, r.stderr
+    build = url.rsplit("-", 1)[1].removesuffix(".conda")
+    assert f"note: deepep-nvshmem 3.4.5 {build}: sha256 {sha[:16]}… here, {'b' * 16}… as taken" in r.stdout

@@ -156,7 +156,7 @@ def test_fetch_downloads_the_wheel_from_its_url(tmp_path, monkeypatch):
     fp, whl = wheel_project(tmp_path)
     seen = []
 
-    def fake_download(url, dest):
+    def fake_download(url, dest, **kw):
         seen.append(url)
         if url != URL:
             raise OSError("unreachable")

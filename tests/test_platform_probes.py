@@ -231,7 +231,7 @@ def test_json_document_is_serialisable_and_complete(host_tree):
         assert key in back
     assert back["gpu_nic_affinity"][0] == {
         "cuda_index": 0, "gpu": "0000:0f:00.0", "hca": "mlx5_0", "port": 1, "level": "PIX", "depth": 3,
-        "candidates": ["mlx5_0", "mlx5_1"], "reason": back["gpu_nic_affinity"][0]["reason"],
+        "candidates": ["mlx5_0", "mlx5_1"], "reason": back["gpu_nic_affinity"][0]["reason"], "unnamed": [],
     }
     assert back["nics"][0]["ports"][0]["active"] is True
     assert back["topology"]["0000:0f:00.0"]["mlx5_2"] == "NODE"

@@ -282,3 +282,113 @@ def test_fetch_cli_from_dir_and_json(tmp_path, upstream):
     assert sorted(i["status"] for i in data["items"]) == ["imported", "imported"]
     code, out, err = cli_subprocess("fetch", "--recipes", str(sb.graph), "--source-cache", str(tmp_path / "empty"), "--offline")
     assert code == 2 and err.count("\n") == 1 and "libgreet" in err and "Traceback" not in err
+
+
+# -- issue 39.6: a download is bounded in all, and a killed fetch leaves nothing behind ---------------------------
+
+
+@pytest.fixture()
+def endless(tmp_path):
+    """A real HTTP server on 127.0.0.1 that never stops sending (``/fast``: as fast as it can, no length;
+    ``/slow``: a byte a second; ``/declared``: a Content-Length of 10 GB)."""
+    class Endless(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a, **k):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            if self.path == "/declared":
+                self.send_header("Content-Length", str(10 ** 10))
+            self.end_headers()
+            chunk = b"\0" * (1 << 16)
+            try:
+                while True:
+                    if self.path == "/slow":
+                        self.wfile.write(b"\0")
+                        self.wfile.flush()
+                        threading.Event().wait(1.0)
+                    else:
+                        self.wfile.write(chunk)
+            except OSError:
+                return
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def _tmp_entries(cache: SourceCache) -> list[str]:
+    base = cache.root / ".tmp"
+    return sorted(p.name for p in base.iterdir()) if base.is_dir() else []
+
+
+@pytest.mark.parametrize("path, env, needle", [
+    ("/fast", {"DEEPEP_ENV_FETCH_MAX_BYTES": str(8 << 20)}, "more than DEEPEP_ENV_FETCH_MAX_BYTES (8388608 bytes); stopped"),
+    ("/declared", {}, "10000000000 bytes declared, over DEEPEP_ENV_FETCH_MAX_BYTES"),
+    ("/slow", {"DEEPEP_ENV_FETCH_DEADLINE": "2"}, "still downloading after 2 s (DEEPEP_ENV_FETCH_DEADLINE)"),
+])
+def test_an_endless_download_is_stopped_by_its_bound(tmp_path, endless, monkeypatch, path, env, needle):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    cache = SourceCache(tmp_path / "cache")
+    with pytest.raises(UserError) as err:
+        fetch([Want("libgreet", "source", "libgreet", "sha256:" + "1" * 64, (f"{endless}{path}",))], cache)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+    assert _tmp_entries(cache) == []
+
+
+def test_the_catalogued_size_caps_a_download(tmp_path, endless):
+    cache = SourceCache(tmp_path / "cache")
+    w = Want("nvshmem", "source", "nvshmem", "sha256:" + "1" * 64, (f"{endless}/fast",), file="x.whl", size=1000)
+    with pytest.raises(UserError, match=r"more than the catalogued size \(1000 bytes\); stopped"):
+        fetch([w], cache)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1e9", "lots"])
+def test_a_bound_that_is_not_a_number_is_one_line(tmp_path, endless, monkeypatch, value):
+    monkeypatch.setenv("DEEPEP_ENV_FETCH_MAX_BYTES", value)
+    with pytest.raises(UserError, match="DEEPEP_ENV_FETCH_MAX_BYTES.*is not a positive whole number"):
+        fetch([Want("p", "source", "p", "sha256:" + "1" * 64, (f"{endless}/fast",))], SourceCache(tmp_path / "c"))
+
+
+def test_a_terminated_fetch_removes_its_partial_download(tmp_path, endless):
+    """SIGTERM mid-download left `.tmp/dl-…/download` (GBs) in the cache, never swept."""
+    import signal
+    import sys
+    import time
+
+    cache = SourceCache(tmp_path / "cache")
+    code = ("import sys; from pathlib import Path; from deepep_env.sources import SourceCache, Want, fetch\n"
+            f"fetch([Want('p', 'source', 'p', 'sha256:' + '1' * 64, ({endless + '/slow'!r},))], SourceCache(Path({str(cache.root)!r})))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(200):
+            if any((cache.root / ".tmp").glob("dl-*/download")):
+                break
+            time.sleep(0.05)
+        assert any((cache.root / ".tmp").glob("dl-*/download")), "the download never started"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+    assert _tmp_entries(cache) == []
+
+
+def test_scratch_of_a_fetch_that_is_gone_is_swept_and_a_running_ones_kept(tmp_path, upstream, http_root):
+    www, base = http_root
+    src = upstream.upstream / "libgreet-1.0"
+    tar_gz(src, www / "libgreet-1.0.tar.gz")
+    cache = SourceCache(tmp_path / "cache")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    tmp = cache.root / ".tmp"
+    for name in (f"dl-{gone.pid}-abc", "tmp-oldstyle", f"dl-{os.getppid()}-live"):
+        (tmp / name).mkdir(parents=True)
+        (tmp / name / "download").write_bytes(b"partial")
+    old = tmp / "tmp-oldstyle"
+    os.utime(old, (0, 0))
+    fetch([_want(src, urls=(f"{base}/libgreet-1.0.tar.gz",))], cache)
+    assert _tmp_entries(cache) == [f"dl-{os.getppid()}-live"]     # its process runs: kept

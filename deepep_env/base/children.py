@@ -10,11 +10,13 @@ then SIGKILL a second later). Linux only; elsewhere it does nothing.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
+import threading
 import time
-from typing import Optional
+from typing import Iterator, Optional
 
 SNAPSHOT_EVERY_S = 0.5
 
@@ -113,3 +115,24 @@ def start_watchdog() -> bool:
             os._exit(0)
     os.close(read_fd)                       # the command keeps write_fd open until it ends
     return True
+
+
+@contextlib.contextmanager
+def cleanup_on_sigterm() -> Iterator[None]:
+    """While the block runs, SIGTERM raises ``SystemExit(143)`` in the main thread, so the block's
+    ``finally`` clauses remove what they made (Python's default ends the process at once: a fetch
+    killed so left its partial download in the cache's ``.tmp/`` for ever, issue 39.6). For blocks
+    that run Python: a long call into native code would hold the signal until it returns. Elsewhere
+    than the main thread it changes nothing (only that thread may set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _exit(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    old = signal.signal(signal.SIGTERM, _exit)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)

@@ -66,7 +66,7 @@ class NodeResult:
     package: str
     id: str
     version: str
-    status: str                       # "built" | "cached"
+    status: str                       # "built" | "cached" | "restored" (cached, its damaged channel copy replaced)
     seconds: float
     outputs: list[str]                # channel-relative files, "linux-64/x-1.0-h…_0.conda"
     log: Optional[str] = None
@@ -341,15 +341,18 @@ class _Builder:
                                 file=local, accepted="run the command again")
             self.cache.add_tree(Path(local), digest=pin.tree_sha256)
 
-    def publish(self, entry: StoreEntry, notes: list[str]) -> bool:
+    def publish(self, entry: StoreEntry, notes: list[str]) -> tuple[bool, bool]:
         """Copy the entry's outputs into the channel where its copy is missing or not the store's
-        file (a damaged copy is never called cached); what was replaced goes to ``notes``."""
+        file; what was replaced goes to ``notes``. Returns (the channel changed, a damaged copy was
+        replaced: such a package is "restored", never "cached")."""
         changed = False
         for o in entry.outputs:
             changed |= self.channel.put(entry.file(o), o.file, o.sha256)
         notes += self.channel.notes
+        restored = bool(self.channel.restored)
         self.channel.notes.clear()
-        return changed
+        self.channel.restored.clear()
+        return changed, restored
 
     def run(self, nodes: Sequence[BuildNode], name: str, *, check: bool | Sequence[str] = False) -> BuildReport:
         _require_ids(nodes, self.env)
@@ -397,8 +400,11 @@ class _Builder:
             if version != node.version:
                 node = dataclasses.replace(node, version=version)
                 by[node.package] = node
-            if self.publish(entry, notes):
+            changed, restored = self.publish(entry, notes)
+            if changed:
                 index(self.channel.root)
+            if restored and status == "cached":
+                status = "restored"
             result = NodeResult(node.package, bid, version, status, seconds,
                                 [o.file for o in entry.outputs],
                                 str(self._log(node)) if self._log(node).is_file() else None, notes)

@@ -6,14 +6,22 @@ NVSHMEM's and DeepEP's libraries, the staged source path in ``info/recipe``), so
 the same package only under the same root. ``$DEEPEP_ENV_BUILD_ROOT`` moves it; a moved root is then
 part of every build id (:func:`moved`), as Nix's store directory is part of every store path: the
 same id always means the same bytes, and a build under another root gets another id instead of other
-bytes under the lock's."""
+bytes under the lock's.
+
+The root is one user's alone (issue 39.1): a build runs and packages what is in it, and a folder
+first on PATH (``builder/tools.py``) lives there, so a root another user owns or can write is refused
+in one line naming ``$DEEPEP_ENV_BUILD_ROOT``. The path cannot be made per user instead (it is in
+the bytes), so a second user of one machine builds under a root of their own, with other ids
+(docs/build-id.md, "The build root is private")."""
 from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import re
+import stat
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 from deepep_env.base.errors import UserError
 
@@ -47,14 +55,15 @@ def moved() -> Optional[str]:
 
 
 def ensure() -> Path:
-    """The build root, created shared and sticky (like /tmp) so several users of one machine can build;
-    one line when it cannot be written."""
+    """The build root, this user's alone (:func:`_check_private`), created ``0755`` when missing; one
+    line when it cannot be made, is not private or cannot be written."""
     root = configured()
     try:
-        if not root.is_dir():
-            root.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(OSError):
-                os.chmod(root, 0o1777)
+        if not os.path.lexists(root):
+            root.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(root, 0o755)
+        _check_private(root)
         probe = root / f".write-test-{os.getpid()}"
         probe.touch()
         probe.unlink()
@@ -63,3 +72,45 @@ def ensure() -> Path:
                         accepted=f"a writable absolute directory (set {ENV_VAR}; a moved root moves every build id)") \
             from None
     return root
+
+
+def _check_private(root: Path) -> None:
+    """Refuse a root another user could change (every build runs, and packages, what is in it): its
+    folders above must be root's or ours and, if others can write them, sticky (as /tmp is); the root
+    itself and every entry directly in it must be ours. A root of ours that others can write (deepep-env
+    made the default ``1777`` until issue 39) loses that write bit here; what others put in it meanwhile
+    is refused by name."""
+    me = os.geteuid()
+    for above in reversed(root.parents):
+        st = os.stat(above)
+        if st.st_uid not in (0, me):
+            _refuse(root, f"{above} above it belongs to {_owner(st.st_uid)}")
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            _refuse(root, f"other users can write {above} above it, and so replace the root")
+    link, st = os.lstat(root), os.stat(root)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UserError(f"build root {root} is not a directory", field=ENV_VAR, accepted=_ACCEPTED)
+    if link.st_uid not in (0, me) or st.st_uid != me:
+        _refuse(root, f"it belongs to {_owner(st.st_uid if st.st_uid != me else link.st_uid)}")
+    if st.st_mode & 0o022:
+        os.chmod(root, stat.S_IMODE(st.st_mode) & ~0o022 & ~stat.S_ISVTX)
+    for entry in os.scandir(root):
+        if (uid := entry.stat(follow_symlinks=False).st_uid) != me:
+            _refuse(root, f"{entry.name} in it belongs to {_owner(uid)} (left from when the root was shared; remove it)")
+
+
+_ACCEPTED = f"a folder of your own that no other user can write, e.g. {ENV_VAR}=/tmp/deepep-env-build-$USER " \
+            "(a moved root moves every build id: install substitutes the lock's packages instead of rebuilding them)"
+
+
+def _refuse(root: Path, why: str) -> NoReturn:
+    raise UserError(f"build root {root} is not this user's alone: {why}; builds there could be changed by another "
+                    "user", field=ENV_VAR, accepted=_ACCEPTED)
+
+
+def _owner(uid: int) -> str:
+    """``uid 1001 (alice)``."""
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"

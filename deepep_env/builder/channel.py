@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -46,6 +47,34 @@ def index(root: Path) -> None:
             shutil.rmtree(sub / "shards", ignore_errors=True)
 
 
+def _copy_sha(path: Path) -> "str | None":
+    """``sha256:…`` of a channel copy that is a file of its own; what else it is (a link, a hard link
+    shared with another name, not a file), or None when there is nothing."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if os.path.islink(path):
+        return "a symbolic link"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_nlink > 1:
+        return "a hard link shared with another file"
+    return file_sha256(path)
+
+
+def _indexed_sha(root: Path, rel: str) -> "str | None":
+    """The sha256 (hex) the channel's repodata.json records for ``rel``; None when it records none."""
+    sub, _, name = rel.partition("/")
+    rd = root / sub / "repodata.json"
+    if not rd.is_file():
+        return None
+    data = read_json(rd, what="repodata", limit=MAX_REPODATA_BYTES)
+    rec = next((data[k][name] for k in ("packages.conda", "packages") if isinstance(data.get(k), dict)
+                and isinstance(data[k].get(name), dict)), None)
+    return str(rec.get("sha256")) if rec and rec.get("sha256") else None
+
+
 def forget(root: Path, rel: str) -> None:
     """Drop ``rel``'s record from its subdir's repodata.json. rattler's indexer keeps the record of a
     file name it has seen (measured: a file replaced under the same name kept its old sha256), so a
@@ -65,6 +94,7 @@ def forget(root: Path, rel: str) -> None:
 class Channel:
     root: Path
     notes: list = field(default_factory=list, compare=False)   # copies found damaged and replaced
+    restored: list = field(default_factory=list, compare=False)   # their channel paths (build: "restored")
 
     def ensure(self) -> "Channel":
         if not (self.root / "noarch" / "repodata.json").is_file():
@@ -78,11 +108,18 @@ class Channel:
     def put(self, src: Path, rel: str, sha256: str) -> bool:
         """Put one package file in (atomically); True when the channel changed. A different file
         under the same name (a generic recipe whose build string does not carry our id) is
-        replaced: the channel shows the build of the current graph."""
+        replaced: the channel shows the build of the current graph. A copy that is damaged, a link
+        (to the store's file or anywhere) or that the index describes with another sha256 is
+        replaced too, and named in :attr:`notes` and :attr:`restored` (issue 39.11: never "cached")."""
         dst = self.root / rel
-        have = file_sha256(dst) if dst.is_file() else None
+        have = _copy_sha(dst)
         if have == sha256:
-            return False
+            if _indexed_sha(self.root, rel) in (None, sha256[7:]):
+                return False
+            forget(self.root, rel)
+            self._restored(rel, f"the channel's index described {rel} with another sha256 than its file's "
+                                f"(the store's, {sha256[7:23]}…): indexed again")
+            return True
         # A copy, never a hard link: a file shared by store and channel is one file, so damage to
         # either (an editor, a tool writing in place) would reach both and then every publish.
         # The copy is checked against the store's recorded sha256 before it is put in place.
@@ -90,13 +127,20 @@ class Channel:
         if digest(data) != sha256:
             raise UserError(f"{src} changed while it was being published (sha256 is not {sha256[:23]}…)",
                             file=src, accepted="rerun `deepep-env build`: the store re-verifies its entries")
-        if dst.exists():
+        if os.path.lexists(dst):
             forget(self.root, rel)
+            if dst.is_dir() and not dst.is_symlink():
+                shutil.rmtree(dst)
         write_bytes(dst, data)
         if have is not None:
-            self.notes.append(f"the channel's {rel} was not the store's file (sha256 {have[7:23]}…, the store "
-                              f"records {sha256[7:23]}…): replaced by a copy of the verified store entry")
+            what = f"sha256 {have[7:23]}…" if have.startswith("sha256:") else have
+            self._restored(rel, f"the channel's {rel} was not the store's file ({what}, the store records "
+                                f"{sha256[7:23]}…): replaced by a copy of the verified store entry")
         return True
+
+    def _restored(self, rel: str, note: str) -> None:
+        self.notes.append(note)
+        self.restored.append(rel)
 
     def url(self) -> str:
         return self.root.resolve().as_uri()

@@ -285,7 +285,8 @@ def _nvshmem_wheel_node(r: ResolvedSpec, project: Project) -> BuildNode:
         package="nvshmem", recipe_dir=_recipe(project, "nvshmem-wheel"), version=r.nvshmem.version,
         variant={"version": r.nvshmem.version, "cuda_major": r.cuda.version.split(".")[0], "wheel": pin.filename},
         sources={"nvshmem": r.nvshmem.source}, patches=(), externals={}, deps=(),
-        meta={"file_sources": {"nvshmem": pin.filename}, "catalog_recipe": "nvshmem-wheel"},
+        meta={"file_sources": {"nvshmem": pin.filename}, "file_sizes": {"nvshmem": pin.size},
+              "catalog_recipe": "nvshmem-wheel"},
     )
 
 

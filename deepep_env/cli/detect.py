@@ -22,15 +22,19 @@ def register(app: typer.Typer) -> None:
         from deepep_env.platform import detect
         from deepep_env.platform.demo import host_root
 
+        if svg is not None:   # checked before the probes: `--svg ''` wrote nothing and said nothing
+            from deepep_env.base.atomic import output_file
+
+            output_file(svg, field="--svg")
         with host_root(root, demo_host) as host_dir:
             det = detect(host_dir, platform)
-            if svg:
-                from deepep_env.base.atomic import write_text
+            if svg is not None:
+                from deepep_env.base.atomic import write_output
                 from deepep_env.host.context import overlay_context, read_host
                 from deepep_env.platform.svg import render_svg
 
                 host = read_host(host_dir, platform)
-                write_text(svg, render_svg(host.facts, host.platform, overlay_context(host).overlay))
+                write_output(svg, render_svg(host.facts, host.platform, overlay_context(host).overlay), field="--svg")
         if as_json:
             typer.echo(json.dumps(det.to_dict(), indent=2))
         else:

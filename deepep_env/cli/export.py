@@ -40,6 +40,10 @@ def register(app: typer.Typer) -> None:
         from deepep_env.lock.exports import sync_exports
 
         _refuse_bad_combination(env, all_envs, fmt, platform)
+        if output is not None and not check:   # checked before the lock is read
+            from deepep_env.base.atomic import output_dir, output_file
+
+            (output_dir if all_envs else output_file)(output, field="--output")
         if all_envs:
             res = sync_exports(project(project_dir), lock_path=lock, folder=output, check=check)
             if as_json:

@@ -24,7 +24,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Fill the source cache; every source and patch is verified by content hash."""
         # library imports stay local: main.build_app imports every command module on every run
+        from deepep_env.base.atomic import output_dir
         from deepep_env.builder.fetch_env import fetch_sources
+
+        if source_cache is not None:
+            output_dir(source_cache, field="--source-cache")
 
         try:
             proj = find_project(project)

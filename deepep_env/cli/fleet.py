@@ -24,11 +24,11 @@ def register(app: typer.Typer) -> None:
         from deepep_env.fleet.report import fleet_report, render_text
 
         rep = fleet_report(folder, expect)
-        if html:
-            from deepep_env.base.atomic import write_text
+        if html is not None:
+            from deepep_env.base.atomic import write_output
             from deepep_env.fleet.html import render_html
 
-            write_text(html, render_html(rep))
+            write_output(html, render_html(rep), field="--html")
         if as_json:
             print_json(rep)
         else:

@@ -102,8 +102,8 @@ def hook_script(ov: Overlay, shell: str, environ: Mapping[str, str]) -> str:
 
 def run_hook(shell: str, prefix: Optional[str], environ: Mapping[str, str]) -> tuple[str, list[str]]:
     """(script, warnings) for ``deepep-env hook``: an error becomes the one warning and an empty
-    script. The overlay's own notes stay comments in the script (``deepep-env activate`` and
-    ``doctor`` show them): an activation prints nothing on a healthy host."""
+    script. The overlay's warning notes are the warnings (as ``deepep-env activate`` prints them); its
+    other notes stay comments in the script: an activation prints nothing on a healthy host."""
     if shell not in SHELLS:
         raise UserError(f"unknown shell {shell!r}", field="--shell", accepted=", ".join(SHELLS))
     prefix = prefix or environ.get("CONDA_PREFIX")
@@ -111,7 +111,10 @@ def run_hook(shell: str, prefix: Optional[str], environ: Mapping[str, str]) -> t
         return "", []
     try:
         ov = hook_overlay(os.path.abspath(prefix), environ)
-        return hook_script(ov, shell, environ), []
+        script = hook_script(ov, shell, environ)
+        # what the overlay could not do right is said at activation, as `activate` says it (issue 39.11: an
+        # RDMA device that cannot be named was only a comment in the script); a host with nothing to set, silent
+        return script, [n.message for n in ov.warnings()] if script else []
     except UserError as err:
         return "", [f"host overlay not applied: {err}"]
     except OSError as err:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, List, Literal, Optional
 
 import typer
 
-from deepep_env.base.atomic import write_text
+from deepep_env.base.atomic import write_output
 from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
 from deepep_env.base.errors import UserError
 
@@ -34,7 +34,10 @@ def _output_path(output: str, filename: str) -> Path:
 
 def _emit(rendering: Rendering, output: Optional[str], as_json: bool) -> None:
     """Write the rendering to --output (if given), then print it, the path written, or JSON."""
-    written = write_text(_output_path(output, rendering.filename), rendering.text) if output else None
+    written = None
+    if output is not None:
+        written = write_output(_output_path(output, rendering.filename) if output else output, rendering.text,
+                               field="--output")
     if as_json:
         data = rendering.to_dict()
         data["written"] = str(written) if written else None

@@ -28,6 +28,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Solve ENV's packages with rattler and write a pixi.lock (v7); --check explains staleness."""
         proj = project(project_dir)
+        if output is not None and not check and from_ is None:   # a lock to write: checked before the solve
+            from deepep_env.base.atomic import output_file
+
+            output_file(output, field="--output")
         if from_ is not None:
             _from(proj, env, from_, others={"--channel": channel, "--check": check or None, "--output": output,
                                             "--only": only})
@@ -81,6 +85,8 @@ def _from(proj: Project, env: str, source: str, *, others: dict[str, object]) ->
         raise UserError("--from takes one environment", field="ENV", accepted="an environment name")
     res = adopt_env(proj, env, Path(source), platforms=workspace_platforms(proj))
     print(f"{res.env}: taken from {res.source} ({'written' if res.changed else 'unchanged'}; lock {env} --check: fresh)")
+    for note in res.notes:
+        print(f"  note: {note}")
 
 
 def _only(proj: Project, env: str, only: str, *, check: bool, output: Optional[str]) -> None:

@@ -35,7 +35,7 @@ from deepep_env.base.errors import UserError
 from deepep_env.base.readfile import read_bytes
 from deepep_env.formats.stamps import PREFIX_MARKER
 from deepep_env.base.hashing import file_sha256
-from deepep_env.base.channels.urls import channel_mirrors, mirror_dir, url_to_path
+from deepep_env.base.channels.urls import channel_mirrors, mirror_dir, package_path, url_to_path
 from deepep_env.base.channels.urls import client as make_client
 from deepep_env.lock.check import check_lock
 from deepep_env.formats.lockfile import read_lock
@@ -424,6 +424,20 @@ def _adopt(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str,
     return marker
 
 
+def _check_urls(recs: list[RepoDataRecord], channels: Iterable[str], lock: Path) -> None:
+    """Each package URL is a file of a channel the lock names for the environment (the rule of
+    ``lock --check``, ``base.channels.urls.package_path``), before anything is fetched or rebuilt: a URL
+    with ``..%2f`` sent the install to rebuild, rewrote the build manifest, and blamed the rebuild
+    (issue 39.11)."""
+    bases = [c if c.endswith("/") else c + "/" for c in channels]
+    for rec in recs:
+        if package_path(rec.url, bases) is None:
+            raise UserError(f"{rec.version} {rec.build}: the URL {redact(rec.url)} is not a package file of the lock's "
+                            f"channels ({', '.join(redact(b) for b in bases)}); refusing to install", file=lock,
+                            field=rec.name.normalized, accepted="a lock written by `deepep-env lock`, unmodified "
+                                                                 "(`deepep-env lock ENV --check` names each such URL)")
+
+
 def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror_map: dict[str, Path],
              marker_base: dict[str, Any], t0: float, realise: Optional[Realiser] = None) -> InstallResult:
     data = read_lock(lock)
@@ -439,6 +453,7 @@ def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror
         raise UserError(f"the lock has PyPI packages ({', '.join(pypi[:5])}); deepep-env installs conda packages only",
                         file=lock)
     recs = data.conda_records(env, plat)
+    _check_urls(recs, le.channels, lock)
 
     # Verify first, then swap: every archive is checked against the lock before anything is
     # written, the environment is assembled in a staging folder beside the prefix (files patched for

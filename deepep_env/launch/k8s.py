@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from deepep_env.base.errors import UserError
+from deepep_env.launch import checks
 from deepep_env.launch.preflight import K8S_JOB_UID_FIELD, K8S_RUN_ID_VAR, K8S_SHARED_MOUNT
 from deepep_env.launch.model import K8sOptions, LaunchPlan, Rendering
 from deepep_env.launch.plan import header_lines
@@ -271,7 +272,7 @@ def check_options(o: K8sOptions) -> None:
     if o.namespace is not None and (len(o.namespace) > 63 or not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", o.namespace)):
         raise UserError(f"not a namespace name: {o.namespace!r}", field="--namespace",
                         accepted="a DNS-1123 label: lower-case letters, digits and '-'")
-    if o.image is not None and (not o.image or any(c.isspace() for c in o.image)):
+    if o.image is not None and (not o.image or any(c.isspace() or not c.isprintable() for c in o.image)):
         raise UserError(f"not an image reference: {o.image!r}", field="--image", accepted="e.g. us-docker.pkg.dev/p/r/deepep:1")
     if not 0 <= o.gke_rdma_nics <= 16:
         raise UserError(f"not a NIC count: {o.gke_rdma_nics}", field="--gke-rdma-nics", accepted="0..16 (8 on a4-highgpu-8g)")
@@ -281,9 +282,13 @@ def check_options(o: K8sOptions) -> None:
     if r not in ("auto", "none", "") and not re.match(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", r):
         raise UserError(f"not a resource name: {r!r}", field="--rdma-resource",
                         accepted="e.g. rdma/rdma_shared_device_a, nvidia.com/hostdev, none, auto")
-    for k, _ in o.node_selector:
+    for k, v in o.node_selector:
         if not re.match(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", k):
             raise UserError(f"not a label key: {k!r}", field="--node-selector", accepted="KEY=VALUE, e.g. cloud.google.com/gke-nodepool=a4")
+        checks.check("--node-selector", v, what=f"label value of {k}")
+    checks.check("--shared-pvc", o.shared_pvc, what="claim name")
+    checks.check("--gke-gvnic-network", o.gke_gvnic_network, what="network name")
+    checks.check("--gke-rdma-network-prefix", o.gke_rdma_network_prefix, what="network name prefix")
 
 
 def render_k8s(plan: LaunchPlan) -> Rendering:

@@ -19,6 +19,7 @@ import shlex
 from typing import Iterable
 
 from deepep_env.base.errors import UserError
+from deepep_env.launch import checks
 from deepep_env.launch.preflight import shared_dir, wrap
 from deepep_env.launch.model import (
     DEFAULT_RUNNER, DEFAULT_TESTS_DIR, TARGETS, TESTS, EnvInfo, LaunchOptions, LaunchPlan,
@@ -89,8 +90,7 @@ def plan_launch(env: EnvInfo, options: LaunchOptions) -> LaunchPlan:
         raise UserError(f"not a TCP port: {options.master_port}", field="--master-port", accepted="1..65535 (DeepEP's default 8361)")
     if options.gpus_per_node < 1:
         raise UserError(f"not a GPU count: {options.gpus_per_node}", field="--gpus-per-node", accepted="1 or more (8 on every seed platform)")
-    if options.master_addr is not None and (not options.master_addr or any(c.isspace() for c in options.master_addr)):
-        raise UserError(f"not a host name or address: {options.master_addr!r}", field="--master-addr")
+    checks.check("--master-addr", options.master_addr, what="host name or address")
     if any("\0" in a for a in options.test_args):
         raise UserError("a test argument holds a NUL byte", field="TEST_ARGS")
 
@@ -116,10 +116,8 @@ def plan_launch(env: EnvInfo, options: LaunchOptions) -> LaunchPlan:
             raise UserError(f"not a timeout: {options.preflight_timeout}", field="--preflight-timeout",
                             accepted="seconds, 1 or more")
         pvc = options.k8s.shared_pvc
+        checks.check("--shared-dir", options.shared_dir, what="folder")
         folder = shared_dir(options.target, name, options.shared_dir, pvc)
-        if any(c in folder for c in '"`\\') or (options.shared_dir and "\n" in options.shared_dir):
-            raise UserError(f"not a usable folder: {options.shared_dir!r}", field="--shared-dir",
-                            accepted="a path on a filesystem every node shares, without quotes or backslashes")
         per_node = 1 if options.target == "k8s" and not pvc else n
         node_argv = wrap(argv, env=env.name, test=test.name, test_args=options.test_args, nodes=per_node,
                          folder=folder, tool=options.tool, timeout=options.preflight_timeout)

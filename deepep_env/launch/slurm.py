@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import shlex
 
-from deepep_env.launch.model import LaunchPlan, Rendering
+from deepep_env.launch import checks
+from deepep_env.launch.model import LaunchPlan, Rendering, SlurmOptions
 from deepep_env.launch.plan import header_lines
 
 # Runs inside each srun task. Kept free of single quotes: it is embedded in one.
@@ -23,9 +24,18 @@ TASK_WRAPPER = (
 )
 
 
+def check_options(o: SlurmOptions) -> None:
+    """Each option is a whole ``#SBATCH`` line's value: sbatch reads it to the end of the line, so a
+    newline in one would start a command of the script (issue 39.2)."""
+    checks.check("--partition", o.partition, what="partition")
+    checks.check("--account", o.account, what="account")
+    checks.check("--time", o.time, what="time limit")
+
+
 def render_slurm(plan: LaunchPlan) -> Rendering:
     p, n = plan, plan.nodes
     o = p.options.slurm
+    check_options(o)
     how = (
         "\n"
         f"Submit with: sbatch {p.name}.sbatch"

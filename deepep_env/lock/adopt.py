@@ -10,11 +10,13 @@ its ``lockfiles/``) into this checkout's lock, every other environment kept, wit
 
 Taken only when it is this checkout's: the source must lock the deepep-env build this checkout
 makes, and ENV as taken must pass ``lock ENV --check`` here (this checkout's spec, recipes and
-pinned sources give the same ids). Otherwise one line, and the lock and the record are left as they
+pinned sources give the same ids; every package URL is a file of the spec's channels; the build
+channel's files, where this machine has them, are the lock's bytes). A package this checkout's lock
+already names with other bytes for the same build is said in a note. Otherwise one line, and the lock and the record are left as they
 were (their bytes restored when the check refuses after writing)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -31,6 +33,7 @@ class Adopted:
     env: str
     source: Path
     changed: bool
+    notes: list[str] = field(default_factory=list)
 
 
 def _source_files(source: Path) -> tuple[Path, Path]:
@@ -59,6 +62,24 @@ def _their_builds(inputs: Path, env: str) -> Any:
     return envs[env]
 
 
+def _other_bytes(theirs: EnvSection, ours: dict[str, EnvSection]) -> list[str]:
+    """A note for each package whose name, version and build string this checkout's lock already has
+    (in any environment) with another sha256: the same build id with other bytes is either a correction
+    made on the GPU machine (the lock's earlier bytes were wrong, as GPU round 4's patchelf) or an edit,
+    and the reviewer must see which. (A moved URL is a check reason; a build channel here that has the
+    file compares it: artifact-changed.)"""
+    known = {(r.name.normalized, str(r.version), str(r.build)): r.sha256 for s in ours.values()
+             for recs in s.records.values() for r in recs if r.sha256}
+    notes = []
+    for recs in theirs.records.values():
+        for r in recs:
+            have = known.get((r.name.normalized, str(r.version), str(r.build)))
+            if have is not None and r.sha256 != have:
+                notes.append(f"{r.name.normalized} {r.version} {r.build}: sha256 {have.hex()[:16]}… here, "
+                             f"{(r.sha256 or b'').hex()[:16]}… as taken (the same build id with other bytes: review it)")
+    return sorted(set(notes))
+
+
 def adopt_env(project: Project, env: str, source: Path, *, platforms: list) -> Adopted:
     """ENV from ``source`` into ``project``'s pixi.lock and build-inputs record, checked (module doc)."""
     from deepep_env.lock.check import check_lock
@@ -74,6 +95,7 @@ def adopt_env(project: Project, env: str, source: Path, *, platforms: list) -> A
                         f"has {_tool_build(ours[env])}", field="--from",
                         accepted="a lock made from this checkout's tree (or run `deepep-env lock all --only "
                                  "deepep-env` on both sides first)")
+    notes = _other_bytes(theirs[env], ours)
     builds = _their_builds(inputs, env)
     keep = {p: (p.read_bytes() if p.is_file() else None) for p in (project.pixi_lock, inputs_path(project))}
     try:
@@ -92,7 +114,7 @@ def adopt_env(project: Project, env: str, source: Path, *, platforms: list) -> A
             else:
                 path.unlink(missing_ok=True)
         raise
-    return Adopted(env, lock, changed)
+    return Adopted(env, lock, changed, notes)
 
 
 __all__ = ["Adopted", "adopt_env"]

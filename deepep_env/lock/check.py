@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from deepep_env.builder import buildroot, tools
+from deepep_env.base.channels.auth import redact
+from deepep_env.base.channels.urls import package_path
 from deepep_env.base.hashing import file_sha256
 from deepep_env.formats.lockfile import LockData, LockedEnv, LockedPackage
 from deepep_env.formats.lock_platforms import LockPlatformDef
@@ -161,7 +163,22 @@ class ArtifactChanged(Reason):
                 f"{self.channel_sha256[:16]}…, the lock has {self.locked_sha256[:16]}… (rebuilt with other bytes)")
 
 
-REASON_TYPES = (ArtifactChanged, LockMissing, EnvironmentMissing, ChannelChanged, PlatformAdded, PlatformRemoved,
+@dataclass(frozen=True)
+class UrlOutsideChannels(Reason):
+    """A locked package whose URL is not a package file of one of the spec's channels (another host,
+    another path, ``..`` or ``%2f``): install would fetch it from there (issue 39.3)."""
+    kind: ClassVar[str] = "url-outside-channels"
+    platform: str
+    package: str
+    url: str
+    channels: tuple[str, ...]
+
+    def message(self) -> str:
+        return (f"{self.platform}: {self.package} is locked at {self.url}, not a package file of the spec's channels "
+                f"({', '.join(self.channels)})")
+
+
+REASON_TYPES = (UrlOutsideChannels, ArtifactChanged, LockMissing, EnvironmentMissing, ChannelChanged, PlatformAdded, PlatformRemoved,
                 VirtualPackagesChanged, PackageMissing, PinChanged, BuildIdChanged, PackageNotRequired,
                 DependencyMissing)
 
@@ -252,6 +269,7 @@ def check_request(req: LockRequest, lock: Optional[LockData], path: Path) -> Loc
     _check_channels(req, env, res)
     for _plat, pname in _platform_pairs(req, lock, env, res):
         pkgs = [p for p in env.packages.get(pname, []) if p.kind == "conda"]
+        _check_urls(env, pname, pkgs, res)
         by_name: dict[str, list[LockedPackage]] = {}
         for p in pkgs:
             by_name.setdefault(p.name, []).append(p)
@@ -274,6 +292,16 @@ def _check_channels(req: LockRequest, env: LockedEnv, res: LockCheck) -> None:
         if c.machine_local:
             why = "the spec has no publish_url" if c.local else "the spec names a file:// channel"
             res.warnings.append(f"the lock names {c.lock_url}: valid on this machine only ({why})")
+
+
+def _check_urls(env: LockedEnv, pname: str, pkgs: list[LockedPackage], res: LockCheck) -> None:
+    """Every locked package file is in one of the channels the lock names for the environment, which
+    :func:`_check_channels` holds to the spec's (for ``local`` its ``publish_url``, else the build
+    channel's file:// URL): a changed channel is one reason, not one per package."""
+    channels = tuple(c if c.endswith("/") else c + "/" for c in env.channels)
+    for p in pkgs:
+        if p.sha256 and package_path(p.url, channels) is None:
+            res.reasons.append(UrlOutsideChannels(pname, p.name, redact(p.url), channels))
 
 
 def _check_pins(req: LockRequest, pname: str, by_name: dict[str, list[LockedPackage]], res: LockCheck) -> set[str]:
@@ -389,21 +417,30 @@ def check_lock(env: str, project: Project, *, channel: Optional[str | Path] = No
 
 
 def artifact_reasons(req: LockRequest, lock: LockData, channel_dir: Path) -> list[Reason]:
-    """Locked packages of our builds whose file in the local channel has another sha256 than the lock."""
+    """Locked packages of our builds whose file in the local channel has another sha256 than the lock.
+    Found by name, version and build string (the build id), whatever URL the lock gives: a lock that
+    moves a package to another host compares the same (issue 39.3)."""
     env = lock.env(req.env)
     if env is None:   # the env is not in the lock: check_request reports that
         return []
-    local_urls = [c.lock_url for c in req.channels if c.local]
     ours = {n.build_string for n in req.built}
     out: list[Reason] = []
     for pname, pkgs in sorted(env.packages.items()):
         for p in pkgs:
-            base = next((u for u in local_urls if p.url.startswith(u)), None)
-            if p.kind != "conda" or base is None or p.build not in ours or not p.sha256:
+            if p.kind != "conda" or p.build not in ours or not p.sha256:
                 continue
-            f = channel_dir / p.url[len(base):]
-            if f.is_file():
+            f = built_file(channel_dir, p)
+            if f is not None:
                 actual = file_sha256(f).split(":", 1)[-1]
                 if actual != p.sha256:
                     out.append(ArtifactChanged(pname, p.name, p.build, p.sha256, actual))
     return out
+
+
+def built_file(channel_dir: Path, p: LockedPackage) -> Optional[Path]:
+    """The build channel's file of ``p`` (``<subdir>/<name>-<version>-<build>.conda`` or ``.tar.bz2``), or None."""
+    stem = f"{p.name}-{p.version}-{p.build}"
+    if "/" in stem or "/" in p.subdir:
+        return None
+    return next((f for ext in (".conda", ".tar.bz2") if (f := channel_dir / (p.subdir or "noarch") / f"{stem}{ext}").is_file()),
+                None)

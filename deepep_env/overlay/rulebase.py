@@ -68,7 +68,17 @@ class RuleContext:
 
     # -- derived facts -------------------------------------------------------------------
     @property
+    def displaced(self) -> list[AffinityEntry]:
+        """GPUs whose nearest RDMA device cannot be named (``AffinityEntry.unnamed``)."""
+        return [e for e in self.facts.affinity if e.unnamed]
+
+    @property
     def mapping(self) -> list[AffinityEntry]:
+        """The GPU→NIC mapping the rules set, or none when a GPU's nearest NIC cannot be named: a stand-in
+        would be another GPU's NIC and one left out stops DeepEP's PR #466 (``device_mapping[device]``,
+        KeyError), so NVSHMEM picks each PE's nearest NIC itself (issue 39.11)."""
+        if self.displaced:
+            return []
         return [e for e in self.facts.affinity if e.hca and e.port is not None]
 
     def mapped_hcas(self) -> list[str]:

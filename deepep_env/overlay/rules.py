@@ -199,6 +199,14 @@ def device_hca_mapping(ctx: RuleContext) -> None:
             "warning",
         )
         return
+    if ctx.displaced:
+        gpus = ", ".join(f"GPU{e.cuda_index}" for e in ctx.displaced)
+        names = ", ".join(sorted({u for e in ctx.displaced for u in e.unnamed}))
+        ctx.note(r, "sys/class/infiniband", f"DEEP_EP_DEVICE_TO_HCA_MAPPING and NVSHMEM_ENABLE_NIC_PE_MAPPING not set: "
+                 f"{gpus} are nearest to RDMA device {names}, whose name is not UTF-8 or not a device name; a mapping would give them another GPU's NIC "
+                 "(and one without them stops DeepEP's PR #466), so NVSHMEM picks each PE's nearest NIC itself. Give "
+                 "the device a valid name (`rdma dev set OLD name mlx5_N`, or a udev rule)", "warning")
+        return
     if not ctx.mapping:
         ctx.note(r, "no GPU or no usable RDMA NIC", "no GPU→HCA mapping to set")
         return
@@ -210,7 +218,7 @@ def device_hca_mapping(ctx: RuleContext) -> None:
     value = mapping_string(ctx.mapping)
     detail = "; ".join(f"GPU{e.cuda_index} {e.gpu}→{e.hca} {e.level}" for e in ctx.mapping)
     ctx.set("DEEP_EP_DEVICE_TO_HCA_MAPPING", value, r, "PCIe topology (nearest NIC, ties in PCI order): " + detail)
-    for w in ctx.facts.warnings:   # an RDMA device the probes could not read changed the mapping: say so
+    for w in ctx.facts.warnings:   # an RDMA device the probes could not name, nearer to no GPU: say so
         if w.startswith("sys/class/infiniband: device"):
             ctx.note(r, "sys/class/infiniband", w.split(": ", 1)[1], "warning")
     ctx.set("CUDA_DEVICE_ORDER", "PCI_BUS_ID", r, "the mapping's device indices are in PCI bus order")

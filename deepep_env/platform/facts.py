@@ -173,6 +173,9 @@ class AffinityEntry(NamedTuple):
     depth: Optional[int]  # depth of the GPU's and NIC's common PCIe ancestor (0 = none)
     candidates: tuple[str, ...] = ()  # every NIC equally near, in PCI order
     reason: str = ""
+    # RDMA devices at least as near as ``hca`` whose names cannot be passed on (not UTF-8, not a device
+    # name): ``hca`` is a stand-in, often another GPU's NIC, so no mapping is set from it (issue 39.11)
+    unnamed: tuple[str, ...] = ()
 
 
 class GidChoice(NamedTuple):

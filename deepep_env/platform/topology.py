@@ -165,7 +165,7 @@ def without_unnamed(gpus: Sequence[Gpu], affinity: Sequence[AffinityEntry], nics
             level = link_level(g.pci_chain, u.pci_chain, g.numa_node, u.numa_node)
             if e is not None:
                 entries[g.cuda_index] = e._replace(reason=f"{e.reason}; NIC {u.hca} ({level}) cannot be named, "
-                                                          f"so {e.hca} is used instead")
+                                                          f"so {e.hca} is used instead", unnamed=(*e.unnamed, u.hca))
             instead.append(f"GPU{g.cuda_index} uses {e.hca if e is not None else 'no NIC'} instead of it ({level})")
         what = "; ".join(instead) if instead else "no GPU is as near to it as to its mapped NIC"
         notes.append(f"sys/class/infiniband: device {u.hca} ({u.bdf or 'no PCI function'}) has a name that is not "

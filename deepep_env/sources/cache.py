@@ -8,16 +8,19 @@ Layout (docs/build-id.md §3)::
 
 An entry appears only after its content was hashed and matched the pin: it is unpacked into
 ``.tmp/``, hashed there, then renamed into place (one ``rename``, so a reader never sees half a
-tree and a killed fetch leaves only scratch behind). Entries are immutable; if two fetchers race,
+tree and a killed fetch leaves only scratch behind, which the next fetch sweeps: :meth:`SourceCache.sweep`). Entries are immutable; if two fetchers race,
 the first rename wins and the second copy is dropped (same rule as ``atomic.staged_dir``).
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 import tarfile
 import zlib
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +29,11 @@ from typing import Optional
 from deepep_env.base.atomic import write_bytes
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import tree_sha256
+from deepep_env.formats.prefix import pid_alive
+
+
+SCRATCH_MAX_AGE_S = 24 * 3600.0    # longer than any fetch's deadline (30 min) and git clone
+_SCRATCH_PID = re.compile(r"[a-z]+-(\d+)-")
 
 
 def _hex(digest: str) -> str:
@@ -45,10 +53,34 @@ class SourceCache:
         return self.root / "patches"
 
     def scratch(self, prefix: str = "tmp-") -> Path:
-        """A fresh scratch directory on the cache's filesystem (so moving in is one rename)."""
+        """A fresh scratch directory on the cache's filesystem (so moving in is one rename), named by
+        this process (``<prefix><pid>-…``) so that :meth:`sweep` knows whose it is."""
         base = self.root / ".tmp"
         base.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+        return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=base))
+
+    def sweep(self) -> list[Path]:
+        """Remove the scratch of fetches that are gone (killed: SIGKILL, a lost machine): a folder whose
+        process is not running, or older than :data:`SCRATCH_MAX_AGE_S` (its pid since reused, or
+        named before scratch carried one). This process's own scratch is never touched."""
+        base = self.root / ".tmp"
+        removed: list[Path] = []
+        for p in sorted(base.iterdir()) if base.is_dir() else ():
+            m = _SCRATCH_PID.match(p.name)
+            pid = int(m.group(1)) if m else None
+            try:
+                age = time.time() - p.lstat().st_mtime
+            except OSError:
+                continue
+            if pid == os.getpid() or (age < SCRATCH_MAX_AGE_S and (pid is None or pid_alive(pid))):
+                continue
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    p.unlink()
+            removed.append(p)
+        return removed
 
     def tree(self, digest: str) -> Optional[Path]:
         p = self.trees / _hex(digest)

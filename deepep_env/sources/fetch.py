@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Iterable, Literal, Optional, Sequence
 
 from deepep_env.base.argv import operand
+from deepep_env.base.children import cleanup_on_sigterm
 from deepep_env.base.errors import UserError
 from deepep_env.formats.stamps import FETCH_REPORT
 from deepep_env.base.hashing import file_sha256, file_tree_sha256, tree_sha256
@@ -32,7 +34,14 @@ from deepep_env.sources.submodules import place_submodules, submodules_of
 Kind = Literal["source", "patch"]
 Status = Literal["cached", "fetched", "imported", "recorded", "missing"]
 
-DOWNLOAD_TIMEOUT_S = 60
+DOWNLOAD_TIMEOUT_S = 60                  # each read; the whole download is bounded by the two below
+DEADLINE_ENV, DEFAULT_DEADLINE_S = "DEEPEP_ENV_FETCH_DEADLINE", 1800
+MAX_BYTES_ENV, DEFAULT_MAX_BYTES = "DEEPEP_ENV_FETCH_MAX_BYTES", 1 << 30   # the largest source (a wheel) is 153 MB
+
+
+class DownloadBound(OSError):
+    """A download passed its size cap or its deadline (issue 39.6: an endless server gave 2,450 MiB in
+    20 s and went on, the 60 s timeout being per read)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,7 @@ class Want:
     # while the tree is unpinned, a download or a ``--from`` copy is checked against it before it is
     # unpacked, so the tree hash recorded at first fetch comes only from that archive.
     archive: Optional[str] = None
+    size: Optional[int] = None     # the file's size where the catalogue records it (wheels): the download's cap
 
     @property
     def label(self) -> str:
@@ -119,7 +129,8 @@ def wants_for_nodes(nodes: Iterable) -> list[Want]:
             if name in own or n.meta.get("local_source"):
                 continue   # a recipe's own source; deepep-env's own tree (the builder imports it)
             w = Want(n.package, "source", name, pin.tree_sha256, tuple(pin.urls), pin.git, pin.rev, pin.tag,
-                     submodules_of(pin), files.get(name), n.meta.get("catalog_recipe"), pin.archive_sha256)
+                     submodules_of(pin), files.get(name), n.meta.get("catalog_recipe"), pin.archive_sha256,
+                     n.meta.get("file_sizes", {}).get(name))
             key = (w.kind, w.digest or (w.package, w.name))
             if key not in seen:
                 seen.add(key)
@@ -181,10 +192,37 @@ def _file_tree(path: Path, name: str, dest: Path) -> Path:
 
 # --- network ------------------------------------------------------------------------------------
 
-def _download(url: str, dest: Path) -> None:
+def _bound(env: str, default: int) -> int:
+    raw = os.environ.get(env, "")
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise UserError(f"{env}={raw!r} is not a positive whole number", field=env,
+                        accepted=f"seconds or bytes, e.g. {default}")
+    return int(raw)
+
+
+def _download(url: str, dest: Path, *, size: Optional[int] = None) -> None:
+    """``url`` into ``dest``, bounded in all: at most ``size`` bytes where the catalogue records it (else
+    ``$DEEPEP_ENV_FETCH_MAX_BYTES``, 1 GiB) and ``$DEEPEP_ENV_FETCH_DEADLINE`` seconds (1800); each
+    read within 60 s. A declared ``Content-Length`` over the cap is refused before anything is read."""
+    cap = size if size is not None else _bound(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)
+    what = "the catalogued size" if size is not None else MAX_BYTES_ENV
+    limit_s = _bound(DEADLINE_ENV, DEFAULT_DEADLINE_S)
+    deadline = time.monotonic() + limit_s
     req = urllib.request.Request(url, headers={"User-Agent": "deepep-env"})
     with urllib.request.urlopen(req, timeout=DOWNLOAD_TIMEOUT_S) as resp, open(dest, "wb") as fh:
-        shutil.copyfileobj(resp, fh, 1 << 20)
+        declared = resp.headers.get("Content-Length") if resp.headers else None
+        if declared and declared.isdigit() and int(declared) > cap:
+            raise DownloadBound(f"{declared} bytes declared, over {what} ({cap} bytes)")
+        got = 0
+        while chunk := resp.read1(1 << 20):      # one read at a time, so the deadline is looked at
+            got += len(chunk)
+            if got > cap:
+                raise DownloadBound(f"more than {what} ({cap} bytes); stopped")
+            if time.monotonic() > deadline:
+                raise DownloadBound(f"still downloading after {limit_s} s ({DEADLINE_ENV}); stopped at {got} bytes")
+            fh.write(chunk)
 
 
 def _strip_vcs(root: Path) -> None:
@@ -222,7 +260,7 @@ def _fetch_one(want: Want, cache: SourceCache) -> FetchItem:
         try:
             blob = scratch / "download"
             try:
-                _download(url, blob)
+                _download(url, blob, size=want.size)
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 errors.append(f"{url}: {getattr(exc, 'reason', exc)}")
                 continue
@@ -426,6 +464,12 @@ def fetch(wants: Sequence[Want], cache: SourceCache | Path, *, offline: bool = F
     whether that is an error). A content mismatch is always an error and writes nothing.
     """
     cache = cache if isinstance(cache, SourceCache) else SourceCache(Path(cache))
+    cache.sweep()
+    with cleanup_on_sigterm():          # a terminated fetch removes its scratch on the way out
+        return _fetch(wants, cache, offline=offline, from_dir=from_dir)
+
+
+def _fetch(wants: Sequence[Want], cache: SourceCache, *, offline: bool, from_dir: Optional[Path]) -> FetchReport:
     report = FetchReport(cache.root)
     done: dict[int, FetchItem] = {}
     if from_dir is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,24 @@ def named_channel_url(name: str) -> str:
 def channel_url(entry: str) -> str:
     """A spec's channel entry (a name or a URL, not ``local``) as the URL a lock records."""
     return with_slash(entry) if "://" in entry else named_channel_url(entry)
+
+
+# A package file in a channel: ``<subdir>/<name>-<version>-<build>.conda`` (or ``.tar.bz2``), nothing
+# percent-encoded, no other segment. The one rule for a locked package's URL (issue 39.3 and 39.11).
+_SUBDIR = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+!-]*\.(conda|tar\.bz2)")
+
+
+def package_path(url: str, channels: Iterable[str]) -> Optional[str]:
+    """``<subdir>/<file>`` when ``url`` is a package file directly in one of ``channels`` (URLs with a
+    trailing slash), else None: another host, another path, ``..``, ``%2f`` or a query are none of
+    theirs, so the caller refuses the URL rather than guesses which channel it meant."""
+    for base in channels:
+        if url.startswith(base):
+            sub, sep, name = url[len(base):].partition("/")
+            if sep and _SUBDIR.fullmatch(sub) and _FILE.fullmatch(name):
+                return f"{sub}/{name}"
+    return None
 
 
 MIRRORS_ENV = "DEEPEP_ENV_MIRRORS"
