@@ -14,7 +14,8 @@
 #   2. tests, one at a time, each on all the host's GPUs (--num-processes = the GPU count), through
 #      `deepep-env task` with no variable set by hand: intranode and low-latency for every env, and the
 #      elastic test_ep.py for a DeepEP 2.x env; then the hand-built DeepEPs' tests (V1 intranode; V2
-#      test_ep.py built against the env's NCCL, with EP_DISABLE_GIN=1 set by hand as a user must);
+#      test_ep.py built against the env's NCCL, with EP_DISABLE_GIN=1 and that NCCL's lib/ set by hand as a user
+#      must); HAND=0 builds none, HAND=v2 only DeepEP 2.x;
 #   3. figures as name=value lines (the last: headline_every_gpu_ok), `deepep-env verified --json`.
 # Inputs: $GPU_DIR (default .gpu), the carry make_carry.sh makes and checks against its manifest.
 set -uo pipefail
@@ -95,7 +96,7 @@ hand_v2() {  # DeepEP 2.1.0 by hand against the env's NCCL (the same NCCL build)
 step "builds: ${ENVS[*]} ($MODE), each in its own checkout copy"
 t=$(now)
 for env in "${ENVS[@]}"; do build_env "$env" & sleep 2; done
-[ "$MODE" = relock ] && [ "${HAND:-1}" = 1 ] && hand_v1 &
+[ "${HAND:-1}" = 1 ] && hand_v1 &
 wait
 fig builds_s "$(since "$t")"
 for env in "${ENVS[@]}"; do
@@ -132,7 +133,7 @@ hand_test() {  # hand_test NAME SITE TESTDIR SCRIPT [VAR=value...]: a hand build
   $PY benchmarks/gpu/parse_deepep.py "$EG/$name.log" "${name}_" | figs
 }
 
-[ "$MODE" = relock ] && [ "${HAND:-1}" = 1 ] && { hand_v2 & }
+[ "${HAND:-1}" = 1 ] || [ "${HAND:-}" = v2 ] && { hand_v2 & }
 for env in "${ENVS[@]}"; do
   k=${env//-/_}
   run_task "$env" deepep-test-intranode "${k}_intranode"
@@ -140,9 +141,11 @@ for env in "${ENVS[@]}"; do
   [ "${env%-v2}" != "$env" ] && run_task "$env" deepep-test-elastic-ep "${k}_elastic" --test-first-only
 done
 wait
-if [ "$MODE" = relock ] && [ "${HAND:-1}" = 1 ]; then
-  hand_test hand_intranode "$EG/hand-site" "$EG/hand/tests" test_intranode.py
-  HAND_ARGS=--test-first-only hand_test hand_v2_elastic "$EG/hand-v2-site" "$EG/hand-v2/tests" elastic/test_ep.py EP_DISABLE_GIN=1
+if [ "${HAND:-1}" = 1 ] || [ "${HAND:-}" = v2 ]; then
+  [ "${HAND:-1}" = 1 ] && hand_test hand_intranode "$EG/hand-site" "$EG/hand/tests" test_intranode.py
+  # the NCCL it was built against must be the one loaded (else torch's pip NCCL: undefined ncclCommQueryProperties)
+  HAND_ARGS=--test-first-only hand_test hand_v2_elastic "$EG/hand-v2-site" "$EG/hand-v2/tests" elastic/test_ep.py \
+    EP_DISABLE_GIN=1 LD_LIBRARY_PATH="$EG/tree-h200-nvlink-v2/.pixi/envs/h200-nvlink-v2/lib"
 fi
 for env in "${ENVS[@]}"; do
   (cd "$EG/tree-$env" && PYTHONPATH=/tmp/deepep-site:$EG/tree-$env $PY -m deepep_env.cli.main verified --json \
