@@ -171,6 +171,8 @@ def test_publish_env_ships_its_test_records(tmp_path, pkgs, no_creds, captured: 
     from deepep_env.verify.records import record_test
 
     proj = Project(make_project(tmp_path / "proj"))
+    spec = (proj.env_specs / "h200-nvlink.toml").read_text()     # records are of the project's envs only
+    (proj.env_specs / "demo.toml").write_text(spec.replace('name = "h200-nvlink"', 'name = "demo"'))
     rec = record_test(proj, "demo", "intranode", [], 0, DEEPEP_OUTPUT, root=str(host_tree("gcp-b200")))
     state = tmp_path / "state"
     write_manifest(state, "demo", pkgs.root / "a", [pkgs.linux, pkgs.noarch])
