@@ -112,9 +112,16 @@ def _not_mine(path) -> None:
 
 
 def test_a_missing_root_is_made_this_users_and_closed_to_others(tmp_path, monkeypatch):
+    import os
+
     monkeypatch.setenv(buildroot.ENV_VAR, str(tmp_path / "a" / "root"))
-    root = buildroot.ensure()
-    assert root.stat().st_mode & 0o7777 == 0o755 and root.stat().st_uid == __import__("os").geteuid()
+    old = os.umask(0o002)                     # a user-private group's umask: still closed to others
+    try:
+        root = buildroot.ensure()
+    finally:
+        os.umask(old)
+    for folder in (root, root.parent):
+        assert folder.stat().st_mode & 0o7777 == 0o755 and folder.stat().st_uid == os.geteuid()
 
 
 def test_a_root_of_ours_that_others_can_write_is_narrowed(tmp_path, monkeypatch):
@@ -161,3 +168,24 @@ def test_a_root_under_a_folder_others_can_write_is_refused(tmp_path, monkeypatch
     assert not (open_dir / "root").exists() or not any((open_dir / "root").iterdir())
     open_dir.chmod(0o1777)
     assert buildroot.ensure() == open_dir / "root"
+
+
+def test_a_folder_above_writable_by_another_group_is_refused_by_a_private_group_not(tmp_path, monkeypatch):
+    """umask 002 with user-private groups makes folders group-writable: the group holds only this user."""
+    import grp
+    import os
+    import pwd
+
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    if grp.getgrgid(os.getegid()).gr_name != me:
+        pytest.skip("this user's primary group is not a user-private group")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o775)
+    monkeypatch.setenv(buildroot.ENV_VAR, str(shared / "root"))
+    assert buildroot.ensure() == shared / "root"                       # its group is this user's own
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a folder to another group")
+    os.chown(shared, -1, 65534)
+    with pytest.raises(UserError, match=f"other users can write {shared} above it"):
+        buildroot.ensure()

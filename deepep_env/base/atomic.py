@@ -102,17 +102,25 @@ def output_dir(raw: "str | Path", *, field: str) -> Path:
     return path
 
 
-def _can_create_in(folder: Path, text: str, field: str, accepted: str) -> None:
-    """One line unless this user can create a file in ``folder`` or, where it does not exist yet, in the
-    nearest folder above it (the writers make the rest): tried for real, the file removed at once
-    (``os.access`` says yes to root under ``/proc``)."""
+def try_create_in(folder: Path) -> Path:
+    """The folder a file would be created in — ``folder``, or the nearest one above it that exists (the
+    writers make the rest) — after creating a file there and removing it at once: ``OSError`` when that
+    fails (``os.access`` says yes to root under ``/proc``). Nothing is left behind either way."""
     while not os.path.lexists(folder) and folder != folder.parent:
         folder = folder.parent
+    fd, probe = tempfile.mkstemp(prefix=".deepep-env-probe.", dir=folder)
+    os.close(fd)
+    os.unlink(probe)
+    return folder
+
+
+def _can_create_in(folder: Path, text: str, field: str, accepted: str) -> None:
+    """One line unless :func:`try_create_in` succeeds for ``folder``."""
     try:
-        fd, probe = tempfile.mkstemp(prefix=".deepep-env-probe.", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
+        try_create_in(folder)
     except OSError as exc:
+        while not os.path.lexists(folder) and folder != folder.parent:
+            folder = folder.parent
         why = "not a folder" if not folder.is_dir() else (exc.strerror or str(exc))
         raise UserError(f"cannot create {text}: {folder} takes no new file ({why})", field=field,
                         accepted=accepted) from None

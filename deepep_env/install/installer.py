@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
+from deepep_env.base.atomic import try_create_in
 from deepep_env.base.channels.auth import redact
 from deepep_env.base.errors import UserError
 from deepep_env.base.readfile import read_bytes
@@ -121,7 +122,9 @@ def _prefix_lock(prefix: Path) -> Iterator[None]:
 
     lock = _cache_root() / "deepep-env-locks" / f"{hashlib.sha256(str(prefix).encode()).hexdigest()[:20]}.lock"
     try:
-        prefix.parent.mkdir(parents=True, exist_ok=True)
+        # the prefix's folder is made only once there is something to put in it (_staging): a refused
+        # install leaves no empty .pixi/envs behind; whether it could be made is known now
+        try_create_in(prefix.parent)
         lock.parent.mkdir(parents=True, exist_ok=True)
         fh = open(lock, "a+")
     except OSError as exc:
@@ -528,6 +531,8 @@ def _clean_leftovers(pfx: Path) -> list[Path]:
     prefix is never missing), then their staging folders, package caches and parked old prefixes
     are removed. Called under the prefix lock, so no other install of ``pfx`` is running."""
     recover_swap(pfx)
+    if not pfx.parent.is_dir():
+        return []
     kinds = tuple(f".{pfx.name}.{kind}-" for kind in ("staging", "pkgs", "old"))
     stale = [p for p in sorted(pfx.parent.iterdir()) if p.name.startswith(kinds) and _abandoned(p)]
     for p in stale:

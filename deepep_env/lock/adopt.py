@@ -12,8 +12,9 @@ Taken only when it is this checkout's: the source must lock the deepep-env build
 makes, and ENV as taken must pass ``lock ENV --check`` here (this checkout's spec, recipes and
 pinned sources give the same ids; every package URL is a file of the spec's channels; the build
 channel's files, where this machine has them, are the lock's bytes). A package this checkout's lock
-already names with other bytes for the same build is said in a note. Otherwise one line, and the lock and the record are left as they
-were (their bytes restored when the check refuses after writing)."""
+already names with other bytes for the same build is said in a note. Otherwise one line, and the
+lock and the record are left as they were (their bytes restored when the check refuses after
+writing)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

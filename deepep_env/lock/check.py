@@ -178,9 +178,9 @@ class UrlOutsideChannels(Reason):
                 f"({', '.join(self.channels)})")
 
 
-REASON_TYPES = (UrlOutsideChannels, ArtifactChanged, LockMissing, EnvironmentMissing, ChannelChanged, PlatformAdded, PlatformRemoved,
-                VirtualPackagesChanged, PackageMissing, PinChanged, BuildIdChanged, PackageNotRequired,
-                DependencyMissing)
+REASON_TYPES = (UrlOutsideChannels, ArtifactChanged, LockMissing, EnvironmentMissing, ChannelChanged, PlatformAdded,
+                PlatformRemoved, VirtualPackagesChanged, PackageMissing, PinChanged, BuildIdChanged,
+                PackageNotRequired, DependencyMissing)
 
 
 @dataclass
@@ -442,5 +442,5 @@ def built_file(channel_dir: Path, p: LockedPackage) -> Optional[Path]:
     stem = f"{p.name}-{p.version}-{p.build}"
     if "/" in stem or "/" in p.subdir:
         return None
-    return next((f for ext in (".conda", ".tar.bz2") if (f := channel_dir / (p.subdir or "noarch") / f"{stem}{ext}").is_file()),
-                None)
+    folder = channel_dir / (p.subdir or "noarch")
+    return next((f for ext in (".conda", ".tar.bz2") if (f := folder / f"{stem}{ext}").is_file()), None)

@@ -203,8 +203,8 @@ def device_hca_mapping(ctx: RuleContext) -> None:
         gpus = ", ".join(f"GPU{e.cuda_index}" for e in ctx.displaced)
         names = ", ".join(sorted({u for e in ctx.displaced for u in e.unnamed}))
         ctx.note(r, "sys/class/infiniband", f"DEEP_EP_DEVICE_TO_HCA_MAPPING and NVSHMEM_ENABLE_NIC_PE_MAPPING not set: "
-                 f"{gpus} are nearest to RDMA device {names}, whose name is not UTF-8 or not a device name; a mapping would give them another GPU's NIC "
-                 "(and one without them stops DeepEP's PR #466), so NVSHMEM picks each PE's nearest NIC itself. Give "
+                 f"{gpus} are nearest to RDMA device {names}, whose name is not UTF-8 or not a device name; "
+                 "a mapping would give them another GPU's NIC (and one without them stops DeepEP's PR #466), so NVSHMEM picks each PE's nearest NIC itself. Give "
                  "the device a valid name (`rdma dev set OLD name mlx5_N`, or a udev rule)", "warning")
         return
     if not ctx.mapping:

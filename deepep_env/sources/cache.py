@@ -8,8 +8,9 @@ Layout (docs/build-id.md §3)::
 
 An entry appears only after its content was hashed and matched the pin: it is unpacked into
 ``.tmp/``, hashed there, then renamed into place (one ``rename``, so a reader never sees half a
-tree and a killed fetch leaves only scratch behind, which the next fetch sweeps: :meth:`SourceCache.sweep`). Entries are immutable; if two fetchers race,
-the first rename wins and the second copy is dropped (same rule as ``atomic.staged_dir``).
+tree and a killed fetch leaves only scratch behind, which the next fetch sweeps:
+:meth:`SourceCache.sweep`). Entries are immutable; if two fetchers race, the first rename wins and
+the second copy is dropped (same rule as ``atomic.staged_dir``).
 """
 from __future__ import annotations
 
