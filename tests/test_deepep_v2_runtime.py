@@ -14,7 +14,7 @@ import pytest
 
 from deepep_env.overlay.changes import PrependPath, Set
 from deepep_env.overlay.rules import build_overlay, default_site_dirs
-from deepep_env.overlay.rules_v2 import competing_nccl, v2_record
+from deepep_env.overlay.rules_v2 import competing_nccl, rule_record
 from deepep_env.platform import detect
 from doctor_fixtures import build_host, make_prefix, make_torch_venv, make_v2_prefix, problems
 from test_doctor_checks import doctor, find, quiet
@@ -61,7 +61,7 @@ def test_nccl_preload_is_quiet_without_a_competitor_or_for_v1(host_tree, tmp_pat
     v1 = make_prefix(tmp_path / "v1")
     o = ov(host_tree, "gcp-b200", v1, {"HOME": "/home/u"})
     assert not [c for c in o.changes if c.rule in ("nccl-preload", "deepep-jit-cache")]
-    assert {n.rule for n in o.notes} >= {"nccl-preload", "deepep-jit-cache"} and v2_record(str(v1)) is None
+    assert {n.rule for n in o.notes} >= {"nccl-preload", "deepep-jit-cache"} and rule_record(str(v1), "nccl-preload") is None
 
 
 def test_jit_cache_goes_to_the_user_cache_per_build(host_tree, tmp_path):

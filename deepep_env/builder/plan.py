@@ -309,10 +309,11 @@ def _nccl_node(r: ResolvedSpec, project: Project) -> BuildNode:
 
 
 def _deepep_node(r: ResolvedSpec, project: Project) -> BuildNode:
-    v2 = r.deepep.engine == "v2"
-    # V2 (EPv2, NCCL Gin + JIT) has a recipe of its own: recipes/deep-ep stays byte-identical, so
-    # every V1 build id (and the committed locks) stays what it was. Both make the package deep-ep.
-    names = ("cuda", "python", "pytorch", "rdma_core") + (("nccl", "nvshmem") if v2 else ())
+    eng = r.deepep.engine_record
+    # Each engine has a recipe of its own (base/engines.py): recipes/deep-ep stays byte-identical, so
+    # every V1 build id (and the committed locks) stays what it was. Every engine makes the package deep-ep.
+    # An engine over NCCL Gin reads NCCL (and, through it, NVSHMEM's host fingerprint) at build time.
+    names = ("cuda", "python", "pytorch", "rdma_core") + (("nccl", "nvshmem") if eng.nccl_gin else ())
     ext, meta = _externals(r, names)
     variant: dict[str, Any] = {
         "version": r.deepep.version,
@@ -326,14 +327,14 @@ def _deepep_node(r: ResolvedSpec, project: Project) -> BuildNode:
         "cuda_version": r.cuda.version,
         # recipes/deep-ep-v2 knows "source" (our deepep-nvshmem in $PREFIX) and "pip": the repacked
         # wheel is that same package, so V2 is told "source"; V1 takes deepep-nvshmem either way.
-        "nvshmem_provider": "source" if v2 and r.nvshmem.provider == "wheel" else r.nvshmem.provider,
+        "nvshmem_provider": eng.recipe_providers.get(r.nvshmem.provider, r.nvshmem.provider),
         "nvshmem_version": r.nvshmem.version,
         **_conda_variant(r, python=True),
     }
-    if v2:
+    if eng.nccl_gin:
         variant.update({"nccl_provider": r.nccl.provider, "nccl_version": r.nccl.version})
     return BuildNode(
-        package="deep-ep", recipe_dir=_recipe(project, "deep-ep-v2" if v2 else "deep-ep"), version=r.deepep.version,
+        package="deep-ep", recipe_dir=_recipe(project, eng.recipe), version=r.deepep.version,
         variant=variant, sources={"deep-ep": r.deepep.source}, patches=tuple(r.deepep.patches), externals=ext,
         deps=(), meta=meta,
     )

@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from deepep_env.base.engines import Engine, engine_by_marker
 from deepep_env.doctor.check import Emitter, check
 from deepep_env.doctor.context import DoctorContext, local_site_dirs
 from deepep_env.doctor.elf import Dynamic, read_dynamic_path
@@ -83,15 +84,16 @@ def is_env_copy(ctx: DoctorContext, found: FoundModule) -> bool:
     return bool(ctx.prefix) and any(_same(ctx, found.dir, f"{s}/deep_ep") for s in prefix_sites(ctx))
 
 
-def is_v2(ctx: DoctorContext, pkg_dir: str) -> bool:
-    """DeepEP 2.x (EPv2) has deep_ep/buffers/elastic.py (ElasticBuffer); V1 has deep_ep/buffer.py."""
-    return ctx.paths.is_file(f"{pkg_dir}/buffers/elastic.py")
+def engine_of(ctx: DoctorContext, pkg_dir: str) -> Engine:
+    """The engine of the deep_ep package at ``pkg_dir``, told by its marker file (base/engines.py:
+    DeepEP 2.x has deep_ep/buffers/elastic.py, ElasticBuffer), never by importing it."""
+    return engine_by_marker(lambda rel: ctx.paths.is_file(f"{pkg_dir}/{rel}"))
 
 
 def extension_pattern(ctx: DoctorContext, pkg_dir: str) -> str:
-    """Where the compiled extension is: ``deep_ep_cpp*.so`` beside the package (V1), ``deep_ep/_C*.so``
-    inside it (DeepEP 2.x setup.py: CUDAExtension ``deep_ep._C``)."""
-    return f"{pkg_dir}/_C*.so" if is_v2(ctx, pkg_dir) else f"{os.path.dirname(pkg_dir)}/deep_ep_cpp*.so"
+    """Where the compiled extension is (the engine's ``extension``): ``deep_ep_cpp*.so`` beside the
+    package (V1), ``deep_ep/_C*.so`` inside it (DeepEP 2.x setup.py: CUDAExtension ``deep_ep._C``)."""
+    return engine_of(ctx, pkg_dir).extension.format(pkg=pkg_dir, site=os.path.dirname(pkg_dir))
 
 
 def extension_files(ctx: DoctorContext, pkg_dir: str) -> list[str]:
@@ -167,7 +169,8 @@ def required_features(ctx: DoctorContext) -> dict[str, list[Evidence]]:
     for feat in rec.get("require", []) or []:
         if isinstance(feat, str):
             required.setdefault(feat, []).append(Evidence(value=f"require = {rec.get('require')}", file=f"{pkg_dir}/{BUILD_RECORD}"))
-    if ctx.env.get("DEEP_EP_DEVICE_TO_HCA_MAPPING") and not (pkg_dir and is_v2(ctx, pkg_dir)):
+    reads_mapping = not pkg_dir or engine_of(ctx, pkg_dir).device_hca_mapping   # base/engines.py
+    if ctx.env.get("DEEP_EP_DEVICE_TO_HCA_MAPPING") and reads_mapping:
         # The mapping variable is read only by PR #466's Buffer._setup_device_hca_mapping (a V1 API;
         # DeepEP 2.x's legacy Buffer does not have it, and the overlay does not set it for a V2 env).
         required.setdefault("pr-466", []).append(ctx.env.evidence("DEEP_EP_DEVICE_TO_HCA_MAPPING"))

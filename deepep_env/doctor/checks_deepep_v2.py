@@ -27,7 +27,7 @@ import re
 from typing import Optional
 
 from deepep_env.doctor.check import Emitter, check
-from deepep_env.doctor.checks_deepep import build_record, installed_deep_ep, is_v2
+from deepep_env.doctor.checks_deepep import build_record, engine_of, installed_deep_ep
 from deepep_env.doctor.checks_nccl_v2 import NCCL_FLOOR, NcclInstall, distinct_mapped_first, nccl_install
 from deepep_env.doctor.checks_nvshmem import same_file
 from deepep_env.doctor.context import DoctorContext
@@ -35,14 +35,16 @@ from deepep_env.doctor.model import Evidence
 from deepep_env.overlay.rules_v2 import GIN_ASSERTION, gin_transport
 from deepep_env.base.versions import version_lt
 
+FAMILY = "deepep-v2"
 NVCC_FLOOR = "12.3"          # csrc/jit/compiler.hpp get_nvcc_version()
 
 
 # -- what the checks read -------------------------------------------------------------------------------
 def v2_package(ctx: DoctorContext) -> Optional[str]:
-    """The deep_ep package Python imports when it is DeepEP 2.x; else None (the family says nothing)."""
+    """The deep_ep package Python imports when its engine turns this family on (base/engines.py
+    Engine.doctor_families: DeepEP 2.x); else None (the family says nothing)."""
     found = installed_deep_ep(ctx)
-    if found is None or found.kind != "package" or not is_v2(ctx, found.dir):
+    if found is None or found.kind != "package" or FAMILY not in engine_of(ctx, found.dir).doctor_families:
         return None
     return found.dir
 

@@ -5,22 +5,19 @@ recognised in the module Python actually imports — by the code itself, parsed,
 recipes/deep-ep/verify_install.py (V1) and recipes/deep-ep-v2/verify_install.py (V2) keep their own
 copy of their engine's rows because they run inside the recipe test, where deepep_env is not
 installed; tests/test_doctor_deepep.py asserts each equals FEATURE_CHECKS restricted to FEATURE_ENGINE.
+The rows themselves are the engines' (deepep_env/base/engines.py Engine.features).
 """
 from __future__ import annotations
 
 import ast
 
+from deepep_env.base.engines import ENGINES, all_features
+
 # feature -> (file in the package, function/method that must be defined there)
-FEATURE_CHECKS = {
-    # DeepEP PR #466 (head 8a07e7e): Buffer._setup_device_hca_mapping reads
-    # DEEP_EP_DEVICE_TO_HCA_MAPPING. Without it every GPU used mlx5_0 (seed 000 §4 problem 1).
-    "pr-466": ("buffer.py", "_setup_device_hca_mapping"),
-    # DeepEP 2.x (b306af0 on): the EPv2 API, deep_ep/buffers/elastic.py class ElasticBuffer.
-    "elastic-buffer": ("buffers/elastic.py", "ElasticBuffer"),
-}
+FEATURE_CHECKS = all_features()
 
 # Which engine's recipe (and verify_install.py) knows each feature.
-FEATURE_ENGINE = {"pr-466": "v1", "elastic-buffer": "v2"}
+FEATURE_ENGINE = {f: e.name for e in ENGINES.values() for f in e.features}
 
 # What a missing feature costs, for the finding's title.
 FEATURE_WHY = {

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Optional
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from deepep_env.base.engines import ENGINES
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import is_digest
 from deepep_env.base.readfile import read_toml
+from deepep_env.base.versions import version_matches
 from deepep_env.envspec.load import show
 from deepep_env.envspec.model import Strict, _check_range
 
@@ -98,7 +100,7 @@ class RevisionEntry(Strict):
 
     version: str = Field(description="conda version of the package built from it, e.g. '1.2.1'")
     label: str = Field(description="human label, e.g. '1.2.1+29d31c0 + PR #466'")
-    engine: Literal["v1", "v2"]
+    engine: str = Field(description="the DeepEP engine it is (deepep_env/base/engines.py ENGINES: 'v1', 'v2')")
     features: list[str] = Field(default_factory=list)
     nvshmem: str = Field(">=3.3.9", description="NVSHMEM versions its kernels are correct with (conda range)")
     # What the revision needs beyond NVSHMEM (EPv2: README "Requirements", setup.py, the JIT's nvcc
@@ -112,6 +114,22 @@ class RevisionEntry(Strict):
     # rules.py evaluates these ranges on every resolve: a typo must fail here, naming the catalog.
     _n = field_validator("nvshmem")(lambda cls, v: _check_range(v))
     _r = field_validator("nccl", "pytorch", "cuda")(lambda cls, v: v if v is None else _check_range(v))
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        if v not in ENGINES:
+            raise ValueError(f"unknown engine {v!r}; known: {', '.join(ENGINES)} (deepep_env/base/engines.py)")
+        return v
+
+    @model_validator(mode="after")
+    def _version_of_engine(self) -> "RevisionEntry":
+        # The engine's version range is data (base/engines.py): a 2.x revision filed as v1 would build
+        # with the wrong recipe, so the catalog says so here.
+        eng = ENGINES[self.engine]
+        if not version_matches(self.version, eng.versions):
+            raise ValueError(f"version {self.version!r} is not {eng.title} ({eng.versions})")
+        return self
 
 
 class Catalog(Strict):

@@ -6,6 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
+from deepep_env.base.engines import Engine, get_engine
 from deepep_env.envspec.catalog import PatchPin, SourcePin
 from deepep_env.envspec.model import HostSpec, Strict, ToolchainSpec, VerifySpec
 
@@ -70,7 +71,7 @@ class RDeepEP(Strict):
     revision: str
     version: str
     label: str
-    engine: Literal["v1", "v2"]
+    engine: str  # a key of deepep_env/base/engines.py ENGINES (the catalog checked it)
     features: list[str]
     nvshmem_range: str
     nccl_range: Optional[str] = None      # from the catalog (recipes/deep-ep/sources.toml): what it needs
@@ -81,6 +82,11 @@ class RDeepEP(Strict):
     require: list[str] = Field(default_factory=list)
     aggressive_ptx: bool
     torch_cuda_arch_list: str
+
+    @property
+    def engine_record(self) -> Engine:
+        """The :class:`~deepep_env.base.engines.Engine` this revision is (what every stage reads)."""
+        return get_engine(self.engine)
 
 
 class ResolvedSpec(Strict):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from deepep_env.envspec.resolved import ResolvedSpec
+from deepep_env.base.engines import engine_only_rules
 from deepep_env.base.versions import version_lt, version_matches
 
 
@@ -47,7 +48,7 @@ def _lacks_layout_fix(r: ResolvedSpec) -> bool:
 
 
 def _v2_legacy_nvshmem(r: ResolvedSpec) -> Optional[str]:
-    if r.deepep.engine == "v2" and _lacks_layout_fix(r):
+    if _lacks_layout_fix(r):
         return (f"DeepEP {r.deepep.label} (EPv2 line) legacy kernels are wrong with NVSHMEM {r.nvshmem.version} "
                 ">= 3.5.19 (deepseek-ai/DeepEP #707, #764: the #564 fix was lost in V2); use NVSHMEM < 3.5.19, a V1 "
                 "revision with the #564 layout fix (29d31c0), or a patch with feature 'nvshmem-3.5-layout' (PR #696: "
@@ -59,7 +60,7 @@ def _v1_legacy_layout(r: ResolvedSpec) -> Optional[str]:
     # NVSHMEM 3.5.21 release notes, Known Issues: "The internal layout of RC-connected QPs changed starting in
     # 3.5.19 causing ABI compatibility breakage when enabling IBGDA". V1 kernels before #564 time out
     # (dispatch CPU), hang in notify_dispatch or fault (DeepEP #553, #707, #764).
-    if r.deepep.engine == "v1" and _lacks_layout_fix(r):
+    if _lacks_layout_fix(r):
         return (f"DeepEP {r.deepep.label} V1 kernels use the pre-3.5.19 RC-QP layout, NVSHMEM {r.nvshmem.version} "
                 "changed it: internode dispatch times out, hangs or faults (deepseek-ai/DeepEP #553, #707, #764); use "
                 "NVSHMEM <= 3.4.5 or a revision/patch with feature 'nvshmem-3.5-layout' (#564, PR #696)")
@@ -87,7 +88,7 @@ def _torch_nccl_pin(r: ResolvedSpec) -> Optional[str]:
     # Only where the env resolves PyTorch from PyPI (provider 'pip'); a host venv is as it is, and doctor's
     # deepep-v2.nccl-downgraded checks what it loads.
     pin = _torch_pin(r, "nccl") if r.pytorch.provider == "pip" else None
-    if r.deepep.engine == "v2" and r.nccl.provider == "pip" and pin and version_lt(pin, r.nccl.version):
+    if r.nccl.provider == "pip" and pin and version_lt(pin, r.nccl.version):
         return (f"PyTorch {r.pytorch.version} pins nvidia-nccl =={pin} exactly: pip silently downgrades the NCCL "
                 f"{r.nccl.version} DeepEP {r.deepep.label} is built against (`undefined symbol: ncclGetLsaDevicePointer`, "
                 "deepseek-ai/DeepEP #710); use nccl.provider 'source' or 'conda' (the env's own NCCL, preloaded by "
@@ -113,14 +114,11 @@ def _revision_nvshmem_range(r: ResolvedSpec) -> Optional[str]:
     return None
 
 
-# Floors EPv2 states in its README ("Requirements"), used when a V2 catalog entry records none.
-V2_FLOORS = {"nccl": ">=2.30.4", "pytorch": ">=2.10", "cuda": ">=12.3"}
-
-
 def _needs(r: ResolvedSpec, what: str) -> Optional[str]:
-    """The range the revision's catalog entry records for ``what`` (V2's README floor if none)."""
+    """The range the revision's catalog entry records for ``what`` (else the engine's floor, if any:
+    EPv2's README "Requirements", base/engines.py)."""
     rng = getattr(r.deepep, f"{what}_range")
-    return rng or (V2_FLOORS[what] if r.deepep.engine == "v2" else None)
+    return rng or r.deepep.engine_record.floors.get(what)
 
 
 def _unmet(r: ResolvedSpec, what: str, have: str) -> Optional[str]:
@@ -154,7 +152,7 @@ def _v2_one_nccl(r: ResolvedSpec) -> Optional[str]:
     # is byte-identical to the one DeepEP linked; deep_ep/utils/comm.py hands PyTorch's communicator
     # (backend._comm_ptr()) to DeepEP's NCCL. A conda PyTorch loads the env's `nccl` package
     # (RPATH $ORIGIN/../lib), so DeepEP must be built against that package, not a pip/host NCCL.
-    if r.deepep.engine == "v2" and r.pytorch.provider == "conda" and r.nccl.provider in ("pip", "host"):
+    if r.pytorch.provider == "conda" and r.nccl.provider in ("pip", "host"):
         return (f"DeepEP {r.deepep.label} and PyTorch must load one and the same NCCL: a conda PyTorch loads the "
                 f"env's nccl package, but nccl.provider = {r.nccl.provider!r}; use provider 'source' (built "
                 "here, packaged as conda-forge's nccl) or 'conda'")
@@ -164,7 +162,7 @@ def _v2_one_nccl(r: ResolvedSpec) -> Optional[str]:
 def _v2_nccl_provider(r: ResolvedSpec) -> Optional[str]:
     # recipes/deep-ep-v2: our nccl package or conda's (EP_NCCL_ROOT_DIR = the prefix), or the host
     # Python's nvidia-nccl wheel (deep_ep/utils/find_pkgs.py). A bare system NCCL has no root to find.
-    if r.deepep.engine == "v2" and r.nccl.provider == "host":
+    if r.nccl.provider == "host":
         return (f"DeepEP {r.deepep.label} finds NCCL as a package (EP_NCCL_ROOT_DIR or the nvidia-nccl wheel); "
                 "nccl.provider = 'host' names neither: use 'source', 'conda' or 'pip'")
     return None
@@ -174,7 +172,7 @@ def _nvshmem_provider(r: ResolvedSpec) -> Optional[str]:
     # recipes/deep-ep builds against our deepep-nvshmem package only; recipes/deep-ep-v2 also against
     # the host Python's pip wheel (DeepEP 2.x's deep_ep/utils/find_pkgs.py finds it). "wheel" is
     # NVIDIA's wheel repacked as that same deepep-nvshmem package (recipes/nvshmem-wheel).
-    ok = ("source", "wheel") if r.deepep.engine == "v1" else ("source", "wheel", "pip")
+    ok = r.deepep.engine_record.nvshmem_providers
     if r.nvshmem.provider not in ok:
         return (f"DeepEP {r.deepep.label} ({r.deepep.engine}) is built against NVSHMEM from "
                 f"{' or '.join(repr(p) for p in ok)}, spec has provider = {r.nvshmem.provider!r}")
@@ -305,9 +303,20 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+# Rules an engine claims (base/engines.py Engine.spec_rules) judge only specs of that engine.
+ENGINE_ONLY = engine_only_rules("spec_rules")
+
+
+def applies(rule: Rule, r: ResolvedSpec) -> bool:
+    """Whether ``rule`` judges ``r``: every rule does, except one an engine claims, for other engines."""
+    return rule.id not in ENGINE_ONLY or rule.id in r.deepep.engine_record.spec_rules
+
+
 def violations(r: ResolvedSpec) -> list[tuple[Rule, str]]:
     out = []
     for rule in RULES:
+        if not applies(rule, r):
+            continue
         msg = rule.check(r)
         if msg:
             out.append((rule, msg))

@@ -71,12 +71,8 @@ TEST_TASKS: dict[str, tuple[str, str]] = {
                               "WORLD_SIZE (= number of nodes) and RANK (= node index) first"),
     "deepep-test-low-latency": ("test_low_latency.py", "DeepEP's low-latency test with the host overlay"),
 }
-# DeepEP 2.x (EPv2) ships its own tests too (recipes/deep-ep-v2: tests/elastic/); each takes
-# --num-processes. The legacy tests above stay, for the V1 API 2.x keeps.
-V2_TEST_TASKS: dict[str, tuple[str, str]] = {
-    "deepep-test-elastic-ep": ("elastic/test_ep.py", "DeepEP 2.x's EPv2 test (ElasticBuffer: NCCL Gin, JIT kernels)"),
-    "deepep-test-elastic-agrs": ("elastic/test_agrs.py", "DeepEP 2.x's all-gather/reduce-scatter test"),
-}
+# An engine may ship its own tests too (base/engines.py Engine.test_tasks: DeepEP 2.x's tests/elastic/,
+# each taking --num-processes). The legacy tests above stay, for the V1 API 2.x keeps.
 TESTS_DIR = "$CONDA_PREFIX/share/deep-ep/tests"
 PIXI_NAME_RE = re.compile(r"^[a-z\d\-]+$")
 BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -211,7 +207,7 @@ def _built_dependencies(r: ResolvedSpec, project: Project, comments: list[str], 
 def _tasks(r: ResolvedSpec) -> dict[str, dict[str, Any]]:
     python = _python_cmd(r)
     tasks: dict[str, dict[str, Any]] = {}
-    for tname, (script, desc) in {**TEST_TASKS, **(V2_TEST_TASKS if r.deepep.engine == "v2" else {})}.items():
+    for tname, (script, desc) in {**TEST_TASKS, **r.deepep.engine_record.test_tasks}.items():
         if tname == "deepep-test-internode" and _nvlink_only(r):
             continue  # NVLink-only specs have no RDMA NICs: there is no internode run to make
         tasks[tname] = {"cmd": task_command(script, python), "description": desc}

@@ -122,7 +122,7 @@ def component_requirements(r: ResolvedSpec) -> list[Requirement]:
         # cuda-version is conda-forge's CUDA metapackage: it pins every cuda-* package of the env
         # to one toolkit release.
         reqs.append(Requirement("cuda-version", f"cuda-version {r.cuda.version}.*", "cuda"))
-        if r.deepep.engine == "v2":
+        if r.deepep.engine_record.jit:
             # EPv2 JIT-compiles kernels at run time: nvcc and cuobjdump must be in the env
             # (field notes §2, DeepEP EPv2 release README).
             reqs.append(Requirement("cuda-nvcc", f"cuda-nvcc {r.cuda.version}.*", "cuda"))

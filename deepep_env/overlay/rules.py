@@ -17,7 +17,7 @@ from deepep_env.base.errors import UserError
 from deepep_env.overlay import known_vars, rules_efa, rules_v2
 from deepep_env.overlay.changes import Overlay
 from deepep_env.overlay.rulebase import Rule, RuleContext, rule, rules_of
-from deepep_env.overlay.rules_v2 import v2_record
+from deepep_env.overlay.rules_v2 import build_records
 from deepep_env.platform.facts import HostFacts
 from deepep_env.platform.libraries import SYSTEM_LIB_DIRS
 from deepep_env.platform.profiles import PlatformChoice, Profile, get_profile
@@ -210,7 +210,8 @@ def device_hca_mapping(ctx: RuleContext) -> None:
     if not ctx.mapping:
         ctx.note(r, "no GPU or no usable RDMA NIC", "no GPU→HCA mapping to set")
         return
-    if v2_record(ctx.prefix) is not None:
+    if any(not eng.device_hca_mapping for _, eng in build_records(ctx.prefix)):
+        # An engine that does not read the variable (base/engines.py device_hca_mapping).
         # DeepEP 2.x picks NICs through NCCL (Gin) and its legacy Buffer has no PR #466 (dd758ca
         # deep_ep/buffers/legacy.py reads no DEEP_EP_DEVICE_TO_HCA_MAPPING): setting it would do nothing.
         ctx.note(r, "the prefix holds DeepEP 2.x", "DEEP_EP_DEVICE_TO_HCA_MAPPING not set: DeepEP 2.x does not read it")

@@ -29,8 +29,9 @@ from __future__ import annotations
 import glob
 import json
 import os
-from typing import Iterable, Mapping, Optional
+from typing import Iterable, Iterator, Mapping, Optional
 
+from deepep_env.base.engines import Engine, engine_of_record
 from deepep_env.overlay.rulebase import RuleContext, rule
 from deepep_env.overlay.rules_efa import OFI_NCCL_LIB
 from deepep_env.base.readfile import MAX_CONFIG_BYTES, read_regular
@@ -43,18 +44,24 @@ COMPETING_NCCL = ("nvidia/nccl/lib", "nvidia/cu12/lib", "nvidia/cu13/lib")
 BUILD_RECORD = "_deepep_env_build.json"
 
 
-def v2_record(prefix: Optional[str]) -> Optional[dict]:
-    """The deep_ep build record of ``prefix`` when it says engine v2, else None."""
+def build_records(prefix: Optional[str]) -> Iterator[tuple[dict, Engine]]:
+    """Each readable deep_ep build record of ``prefix`` that names a known engine, with that engine."""
     if not prefix:
-        return None
+        return
     for path in sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages", "deep_ep", BUILD_RECORD))):
         try:
             data = json.loads(read_regular(path, MAX_CONFIG_BYTES))
         except (OSError, ValueError, RecursionError):
             continue
-        if isinstance(data, dict) and data.get("engine") == "v2":
-            return data
-    return None
+        eng = engine_of_record(data)
+        if eng is not None and isinstance(data, dict):
+            yield data, eng
+
+
+def rule_record(prefix: Optional[str], rule_name: str) -> Optional[dict]:
+    """The deep_ep build record of ``prefix`` whose engine turns on overlay rule ``rule_name``
+    (base/engines.py Engine.overlay_rules: DeepEP 2.x for the rules here), else None."""
+    return next((data for data, eng in build_records(prefix) if rule_name in eng.overlay_rules), None)
 
 
 def competing_nccl(site_dirs: Iterable[str], own: str) -> list[str]:
@@ -72,7 +79,7 @@ def competing_nccl(site_dirs: Iterable[str], own: str) -> list[str]:
 @rule("nccl-preload")
 def nccl_preload(ctx: RuleContext) -> None:
     r = "nccl-preload"
-    if ctx.prefix is None or v2_record(ctx.prefix) is None:
+    if ctx.prefix is None or rule_record(ctx.prefix, r) is None:
         ctx.note(r, "no DeepEP 2.x build record in the prefix", "not a DeepEP 2.x env: NCCL left to PyTorch")
         return
     target = os.path.join(ctx.prefix, "lib", NCCL_LIB)
@@ -97,7 +104,7 @@ def jit_cache_root(environ: Mapping[str, str]) -> Optional[str]:
 @rule("deepep-jit-cache")
 def deepep_jit_cache(ctx: RuleContext) -> None:
     r = "deepep-jit-cache"
-    rec = v2_record(ctx.prefix)
+    rec = rule_record(ctx.prefix, r)
     if rec is None or ctx.prefix is None:
         ctx.note(r, "no DeepEP 2.x build record in the prefix", "not a DeepEP 2.x env: no JIT cache to place")
         return
@@ -143,7 +150,7 @@ def gin_transport(facts: HostFacts) -> tuple[bool, str]:
 @rule("no-gin-transport")
 def no_gin_transport(ctx: RuleContext) -> None:
     r = "no-gin-transport"
-    if v2_record(ctx.prefix) is None:
+    if rule_record(ctx.prefix, r) is None:
         ctx.note(r, "no DeepEP 2.x build record in the prefix", "not a DeepEP 2.x env: EP_DISABLE_GIN not needed")
         return
     has_gin, fact = gin_transport(ctx.facts)
