@@ -13,6 +13,7 @@ from typing import Callable, Optional
 from deepep_env.envspec.resolved import ResolvedSpec
 from deepep_env.base.engines import engine_only_rules
 from deepep_env.base.versions import version_lt, version_matches
+from deepep_env.platform.gpus import ARCH_MIN_CUDA
 
 
 @dataclass(frozen=True)
@@ -25,10 +26,15 @@ class Rule:
 
 
 def _sm100_cuda(r: ResolvedSpec) -> Optional[str]:
-    # 10.x (B200/B300), 11.0 (Thor, called 10.1 before CUDA 13) and 12.x (RTX Blackwell) are all
-    # Blackwell: nvcc below 12.8 knows none of them.
-    if any(a.split(".")[0] in ("10", "11", "12") for a in r.cuda.architectures) and version_lt(r.cuda.version, "12.8"):
-        return f"sm_100/sm_110/sm_120 need CUDA >= 12.8, spec has CUDA {r.cuda.version}"
+    # The CUDA each architecture family needs is the GPU table's (platform/gpus.py ARCH_MIN_CUDA):
+    # 10.x (B200/B300), 11.0 (Thor) and 12.x (RTX Blackwell) are all Blackwell, unknown to nvcc < 12.8.
+    need = [ARCH_MIN_CUDA[m] for m in {a.split(".")[0] for a in r.cuda.architectures} if m in ARCH_MIN_CUDA]
+    floor = None
+    for v in need:
+        floor = v if floor is None or version_lt(floor, v) else floor
+    if floor and version_lt(r.cuda.version, floor):
+        families = "/".join(f"sm_{m}0" for m, v in sorted(ARCH_MIN_CUDA.items(), key=lambda kv: int(kv[0])) if v == floor)
+        return f"{families} need CUDA >= {floor}, spec has CUDA {r.cuda.version}"
     return None
 
 

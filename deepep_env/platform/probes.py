@@ -28,6 +28,7 @@ from deepep_env.platform.facts import (
     Port,
 )
 from deepep_env.platform.libraries import LIBRARY_DIRS, library_copies
+from deepep_env.platform.gpus import pci_models
 from deepep_env.platform.rootfs import RootFS
 
 NVIDIA_VENDOR = "0x10de"
@@ -37,16 +38,6 @@ NVIDIA_VENDOR = "0x10de"
 GID_EMPTY_RUN_STOP = 64
 BDF_RE = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
-# A few PCI device ids, used only when the driver's own `information` file is absent (no driver
-# loaded, or a container without /proc/driver/nvidia). Source: the PCI ID database.
-PCI_MODELS = {
-    "0x2330": "NVIDIA H100 80GB HBM3",
-    "0x2324": "NVIDIA H800",
-    "0x2329": "NVIDIA H20",
-    "0x2335": "NVIDIA H200",
-    "0x2901": "NVIDIA B200",
-    "0x2941": "NVIDIA GB200",
-}
 
 # Host paths the overlay rules ask "does it exist?" about. Recorded in HostFacts.paths so the rules
 # stay pure functions of the facts (and `detect --json` shows what they saw).
@@ -227,7 +218,9 @@ def probe_gpus(p: _Probe) -> tuple[Gpu, ...]:
         model = info.get("Model")
         source = "driver" if model else None
         if not model and device_id:
-            model = PCI_MODELS.get(device_id.lower())
+            # The PCI id names the model only when the driver's own `information` file is absent (no
+            # driver loaded, or a container without /proc/driver/nvidia): platform/gpus.py holds the ids.
+            model = pci_models().get(device_id.lower())
             source = "pci-id" if model else None
         link = {}
         for attr in ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width"):

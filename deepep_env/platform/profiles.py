@@ -1,8 +1,9 @@
 """Platform profiles (data in profiles_data.py) and the choice of one from host evidence.
 
 ``detect`` picks a profile from facts and says why, line by line; ``--platform`` overrides it.
-The choice is a short ordered list of tests, most specific first, so the evidence printed is the
-reason the code actually took.
+Each profile declares how it is detected (profiles_data.py ``gpu_models`` and ``match``: GPUs,
+fabric, cloud markers, precedence); ``select_platform`` is one generic matcher over them, so the
+evidence printed is the facts it read and the ``why`` of the profile that matched.
 """
 from __future__ import annotations
 
@@ -10,7 +11,27 @@ from typing import Mapping, NamedTuple, Optional
 
 from deepep_env.base.errors import UserError
 from deepep_env.platform.facts import HostFacts
+from deepep_env.platform.gpus import by_name, identify
 from deepep_env.platform.profiles_data import PROFILES
+
+# The conditions a profile's ``match`` may set (profiles_data.py says what each means).
+MATCH_KEYS = {
+    "precedence": None,
+    "gpus": ("any", "none"),
+    "fabric": ("none", "rdma", "efa", "infiniband"),
+    "cloud": ("gce", "gke"),
+    "why": None,
+}
+
+
+class Match(NamedTuple):
+    """How a profile is detected (profiles_data.py ``match``); every condition set must hold."""
+    precedence: int
+    gpus: str = "any"
+    fabric: Optional[str] = None
+    cloud: Optional[str] = None
+    why: Optional[str] = None
+
 
 class Profile(NamedTuple):
     name: str
@@ -19,7 +40,8 @@ class Profile(NamedTuple):
     rules: tuple[str, ...]
     env: Mapping[str, str]
     sources: tuple[str, ...] = ()
-    gpu_models: tuple[str, ...] = ()
+    gpu_models: tuple[str, ...] = ()   # names of platform/gpus.py GPUS; empty = any NVIDIA GPU
+    match: Optional[Match] = None      # None: chosen only with --platform
 
 
 class PlatformChoice(NamedTuple):
@@ -32,11 +54,35 @@ class PlatformChoice(NamedTuple):
 _CACHE: dict[str, Profile] = {}
 
 
+def _match(name: str, m: object) -> Optional[Match]:
+    """A profile's ``match`` table as a :class:`Match`; a bad one is a UserError naming the profile."""
+    if m is None:
+        return None
+    where = f"deepep_env/platform/profiles_data.py PROFILES[{name!r}]['match']"
+    if not isinstance(m, dict) or not isinstance(m.get("precedence"), int):
+        raise UserError(f"{where}: a table with an integer 'precedence' is needed", field="match")
+    for k, v in m.items():
+        if k not in MATCH_KEYS:
+            raise UserError(f"{where}: unknown key {k!r}", field="match", accepted=", ".join(MATCH_KEYS))
+        allowed = MATCH_KEYS[k]
+        if allowed is not None and v not in allowed:
+            raise UserError(f"{where}: {k} = {v!r}", field=f"match.{k}", accepted=", ".join(allowed))
+    return Match(**m)
+
+
 def load_profiles() -> dict[str, Profile]:
-    """Every profile of profiles_data.py, in declaration order."""
+    """Every profile of profiles_data.py, in declaration order. A ``gpu_models`` name the GPU table
+    (platform/gpus.py) does not know is an error: the two cannot disagree."""
     if _CACHE:
         return _CACHE
+    known = by_name()
     for name, t in PROFILES.items():
+        models = tuple(t.get("gpu_models", ()))
+        unknown = [m for m in models if m not in known]
+        if unknown:
+            raise UserError(f"deepep_env/platform/profiles_data.py PROFILES[{name!r}]: gpu_models {unknown} "
+                            "are not in the GPU table", field="gpu_models",
+                            accepted=", ".join(known) + " (add a row to deepep_env/platform/gpus.py GPUS first)")
         _CACHE[name] = Profile(
             name=name,
             description=t.get("description", ""),
@@ -44,7 +90,8 @@ def load_profiles() -> dict[str, Profile]:
             rules=tuple(t.get("rules", ())),
             env=dict(t.get("env", {})),
             sources=tuple(t.get("sources", ())),
-            gpu_models=tuple(t.get("gpu_models", ())),
+            gpu_models=models,
+            match=_match(name, t.get("match")),
         )
     return _CACHE
 
@@ -60,14 +107,9 @@ def _models(facts: HostFacts) -> list[str]:
     return [g.model or f"unknown NVIDIA GPU {g.device_id or ''}".strip() for g in facts.gpus]
 
 
-def _has_model(facts: HostFacts, token: str) -> bool:
-    # "NVIDIA B200" vs "NVIDIA GB200": match whole words so B200 never matches GB200.
-    token = token.upper()
-    for g in facts.gpus:
-        words = (g.model or "").upper().replace("-", " ").split()
-        if token in words:
-            return True
-    return False
+def host_gpus(facts: HostFacts) -> set[str]:
+    """The names (platform/gpus.py) of the host's GPUs the table knows."""
+    return {row.name for g in facts.gpus if (row := identify(g.model, g.device_id)) is not None}
 
 
 def efa_nics(facts: HostFacts) -> list:
@@ -80,63 +122,85 @@ def efa_nics(facts: HostFacts) -> list:
             if n.hca.startswith(("rdmap", "efa_")) or all((p.link_layer or "").lower() == "unspecified" for p in n.ports)]
 
 
+class _Host(NamedTuple):
+    """What the profiles' ``match`` conditions are tested against, read once."""
+    gpus: set[str]
+    has_gpu: bool
+    fabrics: set[str]
+    clouds: set[str]
+
+
+def _matches(p: Profile, h: _Host) -> bool:
+    m = p.match
+    if m is None:
+        return False
+    if m.gpus == "none":
+        if h.has_gpu:
+            return False
+    elif not h.has_gpu or (p.gpu_models and not h.gpus.intersection(p.gpu_models)):
+        return False
+    return (m.fabric is None or m.fabric in h.fabrics) and (m.cloud is None or m.cloud in h.clouds)
+
+
 def select_platform(facts: HostFacts, override: Optional[str] = None) -> PlatformChoice:
-    """The profile for this host, with the evidence that chose it."""
+    """The profile for this host, with the evidence that chose it: the matching profile
+    (profiles_data.py ``gpu_models`` and ``match``) of highest precedence, the earlier on a tie."""
     if override:
         prof = get_profile(override)
         return PlatformChoice(prof.name, "override", (f"--platform {prof.name} given",), prof)
 
+    # The facts, as evidence lines, in the order a reader needs them; the matcher reads the same facts.
     ev: list[str] = []
-    models = _models(facts)
+    fabrics: set[str] = set()
+    clouds: set[str] = set()
     if not facts.gpus:
         ev.append("no NVIDIA GPU (vendor 0x10de, class 0x03xxxx) under sys/bus/pci/devices")
-        return PlatformChoice("none", "detected", tuple(ev), get_profile("none"))
-    counts: dict[str, int] = {}
-    for m in models:
-        counts[m] = counts.get(m, 0) + 1
-    ev.append("GPUs: " + ", ".join(f"{n}x {m}" for m, n in counts.items()))
-
-    usable = facts.usable_nics()
-    if not usable:
-        if facts.nics:
-            ev.append(f"{len(facts.nics)} RDMA device(s) under sys/class/infiniband, none with an ACTIVE port")
+    else:
+        counts: dict[str, int] = {}
+        for m in _models(facts):
+            counts[m] = counts.get(m, 0) + 1
+        ev.append("GPUs: " + ", ".join(f"{n}x {m}" for m, n in counts.items()))
+        usable = facts.usable_nics()
+        if not usable:
+            fabrics.add("none")
+            if facts.nics:
+                ev.append(f"{len(facts.nics)} RDMA device(s) under sys/class/infiniband, none with an ACTIVE port")
+            else:
+                ev.append("no RDMA device under sys/class/infiniband")
         else:
-            ev.append("no RDMA device under sys/class/infiniband")
-        return PlatformChoice("nvlink", "detected", tuple(ev), get_profile("nvlink"))
-    layers = sorted({(p.link_layer or "unknown") for n in usable for p in n.active_ports()})
-    ev.append(f"{len(usable)} RDMA NIC(s) with an ACTIVE port ({', '.join(layers)})")
+            fabrics.add("rdma")
+            layers = sorted({(p.link_layer or "unknown") for n in usable for p in n.active_ports()})
+            if layers == ["InfiniBand"]:
+                fabrics.add("infiniband")
+            ev.append(f"{len(usable)} RDMA NIC(s) with an ACTIVE port ({', '.join(layers)})")
+            vendor = facts.dmi.get("sys_vendor", "")
+            product = facts.dmi.get("product_name", "")
+            if "google" in vendor.lower() or "google" in product.lower():
+                clouds.add("gce")
+                ev.append(f"DMI: sys_vendor={vendor!r} product_name={product!r}")
+            k8s = facts.kubernetes
+            if k8s.gke:
+                clouds.add("gke")
+            if k8s.in_pod or k8s.gke:
+                ev.extend("Kubernetes: " + m for m in k8s.markers)
+            efa = efa_nics(facts)
+            if efa:
+                fabrics.add("efa")
+                ev.append(f"EFA devices ({len(efa)}: {', '.join(n.hca for n in efa[:4])}{', …' if len(efa) > 4 else ''}; "
+                          f"link layer Unspecified, efa module {'loaded' if facts.module_loaded('efa') else 'not listed'})")
+                if vendor or product:
+                    ev.append(f"DMI: sys_vendor={vendor!r} product_name={product!r}")
 
-    vendor = facts.dmi.get("sys_vendor", "")
-    product = facts.dmi.get("product_name", "")
-    google = "google" in vendor.lower() or "google" in product.lower()
-    if google:
-        ev.append(f"DMI: sys_vendor={vendor!r} product_name={product!r}")
-    k8s = facts.kubernetes
-    if k8s.in_pod or k8s.gke:
-        ev.extend("Kubernetes: " + m for m in k8s.markers)
-
-    def pick(name: str, why: str) -> PlatformChoice:
-        ev.append(why)
-        return PlatformChoice(name, "detected", tuple(ev), get_profile(name))
-
-    efa = efa_nics(facts)
-    if efa:
-        ev.append(f"EFA devices ({len(efa)}: {', '.join(n.hca for n in efa[:4])}{', …' if len(efa) > 4 else ''}; "
-                  f"link layer Unspecified, efa module {'loaded' if facts.module_loaded('efa') else 'not listed'})")
-        if vendor or product:
-            ev.append(f"DMI: sys_vendor={vendor!r} product_name={product!r}")
-        return pick("aws-efa", "EFA RDMA devices → aws-efa")
-    if _has_model(facts, "GB200"):
-        return pick("gb200", "GB200 GPUs → gb200")
-    if _has_model(facts, "B300"):
-        return pick("b300", "B300 GPUs → b300")
-    if _has_model(facts, "B200"):
-        if k8s.gke:
-            return pick("gke-a4", "B200 in a GKE pod/node (driver under /usr/local/nvidia) → gke-a4")
-        if google:
-            return pick("gcp-b200", "B200 on a Google Compute Engine VM → gcp-b200")
-    if _has_model(facts, "H20"):
-        return pick("h20-roce", "H20 GPUs with RDMA NICs → h20-roce")
-    if any(_has_model(facts, m) for m in ("H100", "H200", "H800")) and layers == ["InfiniBand"]:
-        return pick("h100-ib", "Hopper GPUs with InfiniBand NICs → h100-ib")
-    return pick("rdma-generic", "no known platform matches → rdma-generic (only the rules every RDMA host needs)")
+    host = _Host(host_gpus(facts), bool(facts.gpus), fabrics, clouds)
+    profiles = list(load_profiles().values())
+    ranked = sorted(range(len(profiles)), key=lambda i: (-(profiles[i].match or Match(0)).precedence, i))
+    for i in ranked:
+        prof = profiles[i]
+        if _matches(prof, host):
+            assert prof.match is not None
+            if prof.match.why:
+                ev.append(prof.match.why)
+            return PlatformChoice(prof.name, "detected", tuple(ev), prof)
+    raise UserError("no platform profile matches this host and none is the fallback",
+                    field="match", accepted="a profile whose match sets only a precedence "
+                    "(deepep_env/platform/profiles_data.py), or --platform NAME")

@@ -4,7 +4,14 @@
 - ``env``: static variables (names are checked against deepep_env/overlay/known_vars.py).
 - ``status``: "supported" (a seed or a real run stands behind it) or "stub" (a starting point).
 - ``sources``: where each profile"s knowledge comes from.
-- ``gpu_models``: GPU model words the profile is meant for (documentation; selection is in profiles.py).
+- ``gpu_models``: the GPUs it is for, names of deepep_env/platform/gpus.py ``GPUS``; empty = any NVIDIA
+  GPU. They decide: ``select_platform`` (profiles.py) matches a host only when one of its GPUs is one of these.
+- ``match``: how the profile is detected, all conditions at once (profiles.py ``MATCH_KEYS``):
+  ``precedence`` (the highest matching profile wins; ties go to the earlier entry), ``gpus``
+  (``"any"``, the default, or ``"none"``: no NVIDIA GPU), ``fabric`` (``"none"``: no RDMA NIC with an
+  ACTIVE port; ``"rdma"``: some; ``"efa"``: AWS EFA devices; ``"infiniband"``: every active port is
+  InfiniBand), ``cloud`` (``"gce"``: Google DMI; ``"gke"``: a GKE pod/node), ``why`` (the evidence line
+  that says it was chosen). A profile without ``match`` is chosen only with ``--platform``.
 
 A Python literal rather than TOML: `deepep-env activate` reads it on every new shell, and tomllib
 plus its datetime import cost several ms there (benchmarks/bench_activate.py).
@@ -17,6 +24,7 @@ PROFILES: dict = {
         "status": "supported",
         "sources": ["seed 000 unified-env.sh", "field notes §1"],
         "gpu_models": ["B200"],
+        "match": {"precedence": 50, "fabric": "rdma", "cloud": "gce", "why": "B200 on a Google Compute Engine VM → gcp-b200"},
         "rules": [
             "ibgda-transport",
             "nic-handler-gpu",
@@ -39,6 +47,7 @@ PROFILES: dict = {
         "status": "supported",
         "sources": ["seed 001 GKE install guide", "seed 002 GKE troubleshooting", "seed 000 (same VM shape)"],
         "gpu_models": ["B200"],
+        "match": {"precedence": 60, "fabric": "rdma", "cloud": "gke", "why": "B200 in a GKE pod/node (driver under /usr/local/nvidia) → gke-a4"},
         # gib-nccl first: each prepend goes in front, so LD_LIBRARY_PATH ends up in seed 002"s order
         # /usr/local/nvidia/lib64:/usr/local/nvidia/lib:/usr/local/gib/lib64; rdmav-drivers reads that order.
         "rules": [
@@ -64,6 +73,7 @@ PROFILES: dict = {
         "status": "supported",
         "sources": ["seed 003 H20 NVSHMEM guide", "field notes §1 failure mode 7"],
         "gpu_models": ["H20"],
+        "match": {"precedence": 40, "fabric": "rdma", "why": "H20 GPUs with RDMA NICs → h20-roce"},
         "rules": [
             "driver-keys",
             "ibgda-transport",
@@ -82,6 +92,7 @@ PROFILES: dict = {
         "status": "supported",
         "sources": ["field notes §3 (8x H200 measured)", "hosts/h200x8-nvlink"],
         "gpu_models": [],
+        "match": {"precedence": 100, "fabric": "none"},
         "rules": [
             "no-remote-transport",
             "nvshmem-preload",
@@ -95,6 +106,7 @@ PROFILES: dict = {
         "status": "stub",
         "sources": ["field notes §2"],
         "gpu_models": ["H100", "H200", "H800"],
+        "match": {"precedence": 30, "fabric": "infiniband", "why": "Hopper GPUs with InfiniBand NICs → h100-ib"},
         "rules": [
             "driver-keys",
             "ibgda-transport",
@@ -113,6 +125,7 @@ PROFILES: dict = {
         "status": "stub",
         "sources": ["field notes §1 (mlx5_4..11 naming elsewhere)"],
         "gpu_models": ["B300"],
+        "match": {"precedence": 70, "fabric": "rdma", "why": "B300 GPUs → b300"},
         "rules": [
             "ibgda-transport",
             "nic-handler-gpu",
@@ -131,6 +144,7 @@ PROFILES: dict = {
         "status": "stub",
         "sources": [],
         "gpu_models": ["GB200"],
+        "match": {"precedence": 80, "fabric": "rdma", "why": "GB200 GPUs → gb200"},
         "rules": [
             "ibgda-transport",
             "hca-prefix",
@@ -148,7 +162,9 @@ PROFILES: dict = {
         "status": "stub",
         "sources": ["shared/research/2026-11-landscape.md §1.2, §3.7 (awslabs/awsome-distributed-ai PR #1234, "
                     "amazon-contributing/DeepEP)", "tests/fixtures/hosts aws-p5en (public facts)"],
-        "gpu_models": ["H100", "H200", "B200", "B300"],
+        # Any GPU behind EFA (p5: H100, p5e/p5en: H200, p6: B200/B300): the EFA devices decide, as they always did.
+        "gpu_models": [],
+        "match": {"precedence": 90, "fabric": "efa", "why": "EFA RDMA devices → aws-efa"},
         "rules": [
             "efa-gin",
             "nvshmem-preload",
@@ -162,6 +178,7 @@ PROFILES: dict = {
         "status": "supported",
         "sources": ["issue 3"],
         "gpu_models": [],
+        "match": {"precedence": 0, "fabric": "rdma", "why": "no known platform matches → rdma-generic (only the rules every RDMA host needs)"},
         "rules": [
             "ibgda-transport",
             "hca-prefix",
@@ -179,6 +196,7 @@ PROFILES: dict = {
         "status": "supported",
         "sources": [],
         "gpu_models": [],
+        "match": {"precedence": 100, "gpus": "none"},
         "rules": [
         ],
     },
