@@ -176,3 +176,28 @@ def test_unknown_engine_in_a_catalog_names_the_table():
     with pytest.raises(ValueError, match="unknown engine 'v9'"):
         RevisionEntry.model_validate({"version": "9.0", "label": "x", "engine": "v9",
                                       "source": {"git": "https://example.invalid/x.git", "rev": "0" * 40}})
+
+
+# -- an overlay rule ----------------------------------------------------------------------------------
+def test_every_rule_module_is_in_RULES():
+    """A rule module must be added to the RULES line of overlay/rules.py (docs/architecture.md
+    "How to add an overlay rule"): one left out would give profiles an unknown rule name."""
+    import importlib
+    import pkgutil
+
+    import deepep_env.overlay as overlay
+    from deepep_env.overlay.rulebase import rules_of
+    from deepep_env.overlay.rules import RULES
+
+    modules = [m.name for m in pkgutil.iter_modules(overlay.__path__) if m.name.startswith("rules")]
+    assert {"rules", "rules_v2", "rules_efa"} <= set(modules)
+    for name in modules:
+        assert set(rules_of(importlib.import_module(f"deepep_env.overlay.{name}"))) <= set(RULES), name
+    # and the rules an engine claims exist
+    from deepep_env.doctor.run import FAMILY_ORDER
+    from deepep_env.envspec.rules import RULES as SPEC_RULES
+
+    for e in engines.ENGINES.values():
+        assert set(e.overlay_rules) <= set(RULES), e.name
+        assert set(e.spec_rules) <= {r.id for r in SPEC_RULES}, e.name
+        assert set(e.doctor_families) <= set(FAMILY_ORDER), e.name
