@@ -142,14 +142,9 @@ def _matches(p: Profile, h: _Host) -> bool:
     return (m.fabric is None or m.fabric in h.fabrics) and (m.cloud is None or m.cloud in h.clouds)
 
 
-def select_platform(facts: HostFacts, override: Optional[str] = None) -> PlatformChoice:
-    """The profile for this host, with the evidence that chose it: the matching profile
-    (profiles_data.py ``gpu_models`` and ``match``) of highest precedence, the earlier on a tie."""
-    if override:
-        prof = get_profile(override)
-        return PlatformChoice(prof.name, "override", (f"--platform {prof.name} given",), prof)
-
-    # The facts, as evidence lines, in the order a reader needs them; the matcher reads the same facts.
+def read_host(facts: HostFacts) -> tuple[_Host, list[str]]:
+    """What the ``match`` conditions test, and the same facts as evidence lines, in the order a reader
+    needs them (GPUs, NICs, then the cloud markers and EFA devices of a host with RDMA NICs)."""
     ev: list[str] = []
     fabrics: set[str] = set()
     clouds: set[str] = set()
@@ -191,11 +186,19 @@ def select_platform(facts: HostFacts, override: Optional[str] = None) -> Platfor
                 if vendor or product:
                     ev.append(f"DMI: sys_vendor={vendor!r} product_name={product!r}")
 
-    host = _Host(host_gpus(facts), bool(facts.gpus), fabrics, clouds)
-    profiles = list(load_profiles().values())
-    ranked = sorted(range(len(profiles)), key=lambda i: (-(profiles[i].match or Match(0)).precedence, i))
-    for i in ranked:
-        prof = profiles[i]
+    return _Host(host_gpus(facts), bool(facts.gpus), fabrics, clouds), ev
+
+
+def select_platform(facts: HostFacts, override: Optional[str] = None) -> PlatformChoice:
+    """The profile for this host, with the evidence that chose it: the matching profile
+    (profiles_data.py ``gpu_models`` and ``match``) of highest precedence, the earlier on a tie."""
+    if override:
+        prof = get_profile(override)
+        return PlatformChoice(prof.name, "override", (f"--platform {prof.name} given",), prof)
+
+    host, ev = read_host(facts)
+    ranked = sorted(enumerate(load_profiles().values()), key=lambda ip: (-(ip[1].match or Match(0)).precedence, ip[0]))
+    for _, prof in ranked:
         if _matches(prof, host):
             assert prof.match is not None
             if prof.match.why:
