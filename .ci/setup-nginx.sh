@@ -1,5 +1,5 @@
 #!/bin/sh
-# Install nginx (with the WebDAV module) for tests/test_publish_nginx.py: the private-channel tests
+# Install nginx (with the WebDAV module) for tests/publish/test_publish_nginx.py: the private-channel tests
 # start their own nginx on 127.0.0.1 with a config under the test's tmp dir, so all this script
 # does is make the binary available. Idempotent and fast when nginx is already there.
 #

@@ -1,5 +1,5 @@
 #!/bin/sh
-# pixi-to-conda-lock in a venv of its own for tests/test_pixi_lock.py (the tests install nothing: without
+# pixi-to-conda-lock in a venv of its own for tests/lock/test_pixi_lock.py (the tests install nothing: without
 # this venv the test skips and names this script). It cannot be a test extra: pixi-to-conda-lock 0.4.5
 # requires py-rattler <0.25, which the project's own py-rattler pin excludes. Where: the path the test
 # reads, ~/.cache/deepep-env-tests/pixi-to-conda-lock-0.4.5. Idempotent; never fails CI (no PyPI: skip).
@@ -18,6 +18,6 @@ if python3 -m venv "$tmp" && "$tmp/bin/pip" install -q --retries 0 --timeout 15 
     mv "$tmp" "$home"
 else
     rm -rf "$tmp"
-    echo "CI: $spec not installable (no PyPI?); tests/test_pixi_lock.py's conda-lock round trip will skip" >&2
+    echo "CI: $spec not installable (no PyPI?); tests/lock/test_pixi_lock.py's conda-lock round trip will skip" >&2
 fi
 exit 0

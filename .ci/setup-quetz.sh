@@ -1,5 +1,5 @@
 #!/bin/sh
-# A venv with quetz-server for tests/test_publish_quetz.py, pinned by tests/fixtures/quetz-requirements.txt
+# A venv with quetz-server for tests/publish/test_publish_quetz.py, pinned by tests/fixtures/quetz-requirements.txt
 # (the tests install nothing: without this venv they skip and say so). Where: $DEEPEP_ENV_QUETZ_VENV,
 # default /tmp/deepep-env-quetz-venv. Idempotent: a venv made from the same pins is kept (about a
 # minute to build otherwise). Never fails CI: where PyPI is unreachable the quetz tests skip.
@@ -17,6 +17,6 @@ if python3 -m venv "$venv" \
     cp "$req" "$venv/requirements.txt"   # the stamp the tests compare with the pins
 else
     rm -rf "$venv"
-    echo "CI: quetz-server not installable (no PyPI?); tests/test_publish_quetz.py will skip" >&2
+    echo "CI: quetz-server not installable (no PyPI?); tests/publish/test_publish_quetz.py will skip" >&2
 fi
 exit 0

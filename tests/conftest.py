@@ -18,6 +18,23 @@ pytest_plugins = [
 ]
 
 REPO = Path(__file__).resolve().parents[1]
+SLOW_LIST = Path(__file__).with_name("slow.txt")
+
+
+def _slow_keys() -> set[str]:
+    """``<file>::<test>`` (or a whole ``<file>``) of tests/slow.txt."""
+    lines = SLOW_LIST.read_text(encoding="utf-8").splitlines() if SLOW_LIST.is_file() else []
+    return {ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The ``slow`` marker (registered in pyproject.toml) on the tests tests/slow.txt names: a list made
+    from measured durations, so a test that becomes slow is one line to add, whatever folder it is in."""
+    keys = _slow_keys()
+    for item in items:
+        name = Path(str(item.fspath)).name
+        if name in keys or f"{name}::{getattr(item, 'originalname', None) or item.name}" in keys:
+            item.add_marker(pytest.mark.slow)
 SHARED = Path(os.environ.get("DEEPEP_ENV_SHARED") or (REPO.parent / "shared"))
 
 

@@ -246,7 +246,7 @@ def python_pkg(work: Path, patchelf: str) -> Pkg:
         set_rpath(patchelf, e, "$ORIGIN/../..")
     # -B: the probe must not leave bytecode behind. It imports sitecustomize.py, written just now, and a
     # .pyc records its source's mtime: the one byte string that differed between two machines' repacks
-    # (issue 25, runs S and T; reproduced on CPU by tests/test_benchmark_gpu_scripts.py).
+    # (issue 25, runs S and T; reproduced on CPU by tests/bench/test_benchmark_gpu_scripts.py).
     probe = subprocess.run([str(root / f"bin/python{PY_VER}"), "-B", "-c", "import sys; print(sys.prefix); print(sys.path)"],
                            capture_output=True, text=True, env={"PYTHONDONTWRITEBYTECODE": "1"})
     if str(root / SITE) not in probe.stdout:

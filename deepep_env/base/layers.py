@@ -1,7 +1,7 @@
 """The layers of ``deepep_env``, lowest first: the one place they are written down (issue 29.1).
 
 A module may import from its own layer and from the layers below it, never from one above;
-tests/test_layers.py reads every import of the package (module-level and inside functions) with
+tests/base/test_layers.py reads every import of the package (module-level and inside functions) with
 ``ast`` and fails on an upward import or on an import cycle between top-level modules/packages.
 There are no exceptions: an upward import is fixed by moving code to the layer it belongs in.
 

@@ -4,7 +4,7 @@ recognised in the module Python actually imports — by the code itself, parsed,
 
 recipes/deep-ep/verify_install.py (V1) and recipes/deep-ep-v2/verify_install.py (V2) keep their own
 copy of their engine's rows because they run inside the recipe test, where deepep_env is not
-installed; tests/test_doctor_deepep.py asserts each equals FEATURE_CHECKS restricted to FEATURE_ENGINE.
+installed; tests/doctor/test_doctor_deepep.py asserts each equals FEATURE_CHECKS restricted to FEATURE_ENGINE.
 The rows themselves are the engines' (deepep_env/base/engines.py Engine.features).
 """
 from __future__ import annotations

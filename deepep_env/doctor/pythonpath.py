@@ -5,7 +5,7 @@ order), then the interpreter's own site-packages — the prefix's for a conda Py
 host Python — each followed by the directories its ``*.pth`` files add. A package is
 ``<dir>/deep_ep/__init__.py``; a module ``<dir>/deep_ep.py`` or an extension; a bare ``deep_ep/``
 directory is a namespace portion, used only when no regular package follows (PEP 420). This is
-``importlib.machinery.PathFinder.find_spec`` over that list (tests/test_doctor_deepep.py compares
+``importlib.machinery.PathFinder.find_spec`` over that list (tests/doctor/test_doctor_deepep.py compares
 the two), done through the doctor's path view so it also works on a captured tree.
 
 Seed 000 §4 problem 1 is why it matters: PR #466 was in a source tree, but the module Python

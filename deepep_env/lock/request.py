@@ -131,7 +131,7 @@ def component_requirements(r: ResolvedSpec) -> list[Requirement]:
         reqs.append(Requirement("pytorch", f"pytorch =={r.pytorch.version} {r.pytorch.build_glob}", "pytorch"))
     if r.nccl.provider == "conda":
         # conda-forge versions NCCL with NVIDIA's four numbers (2.28.9.1): `==2.28.9` would match none
-        # (found solving against conda-forge's records, tests/test_conda_mode.py).
+        # (found solving against conda-forge's records, tests/builder/test_conda_mode.py).
         reqs.append(Requirement("nccl", f"nccl {r.nccl.version}.*", "nccl"))
     if r.nvshmem.provider == "conda":
         # conda-forge repacks NVIDIA's binaries as libnvshmem3 (runtime) / libnvshmem-dev (field notes §4).

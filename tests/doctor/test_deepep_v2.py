@@ -21,7 +21,7 @@ from deepep_env.base.project import Project
 from deepep_env.envspec.catalog import SourcePin, load_catalog
 from deepep_env.envspec.resolve import load_resolved
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 V2 = "dd758caf451848bd150e1046af3d0a73e5fff38d"
 
 

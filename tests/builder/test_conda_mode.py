@@ -18,7 +18,7 @@ from deepep_env.base.errors import UserError
 from deepep_env.base.project import Project
 from deepep_env.envspec.resolve import load_resolved
 
-FORGE = Path(__file__).resolve().parent / "fixtures" / "conda-forge"
+FORGE = Path(__file__).resolve().parents[1] / "fixtures" / "conda-forge"
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from deepep_env.views.planning import make_plan
 from deepep_env.base.project import Project
 from deepep_env.envspec.wheels import load_wheels, wheel_pin
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NEW = ("3.5.19", "3.5.21", "3.6.5", "3.7.0", "3.7.1", "3.7.2", "3.8.0")
 
 

@@ -14,7 +14,7 @@ import pytest
 import lock_fixtures as lf
 from cli_runner import cli_in_process, cli_subprocess
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -19,7 +19,7 @@ from deepep_env.platform.hosttree import build_host_tree
 from deepep_env.platform.profiles_data import PROFILES
 from platform_fixtures import make_hosts
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 X900 = gpus.GpuModel("X900", ("0x9990",), "NVIDIA X900", "12.0")
 
 

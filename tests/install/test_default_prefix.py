@@ -9,7 +9,7 @@ import pytest
 from cli_runner import cli_in_process
 from deepep_env.base.project import DEFAULT_PREFIX, ENVS_DIR, Project, envs_dir
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_default_prefix_is_where_the_code_installs(tmp_path):

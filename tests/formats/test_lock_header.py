@@ -18,8 +18,8 @@ from cli_runner import cli_in_process
 from deepep_env.base.errors import UserError
 from deepep_env.formats.lockfile import META_PREFIX, read_lock
 
-REPO = Path(__file__).resolve().parents[1]
-V1_LOCK = Path(__file__).resolve().parent / "fixtures" / "lock" / "header-v1" / "h200-nvlink.pixi.lock"
+REPO = Path(__file__).resolve().parents[2]
+V1_LOCK = Path(__file__).resolve().parents[1] / "fixtures" / "lock" / "header-v1" / "h200-nvlink.pixi.lock"
 FIELD = "# deepep-env-lock"
 
 

@@ -5,7 +5,7 @@ segment), ``redact`` scrubs them from text, and every consumer — the spec mode
 decision, in the same words, without repeating the secret.
 
 Unit tests over url_secret/redact/check_url_has_no_secret, then the consumers. The end-to-end
-``publish --to`` refusal with the session's token is in tests/test_publish_secrets.py (its grep
+``publish --to`` refusal with the session's token is in tests/publish/test_publish_secrets.py (its grep
 of every file the session wrote covers it)."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from deepep_env.base.channels import auth
 from deepep_env.base.channels.auth import REDACTED, check_url_has_no_secret, redact, url_secret
 from deepep_env.base.errors import UserError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SECRET = "dpep-url-S3CRET-4f1c"
 
 # (id, URL, kind)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 KERNEL = "__device__ int add1(int v) { return v + 1; }\n__global__ void k(int *x) { x[threadIdx.x] = add1(threadIdx.x); }\n"
 # No externally visible kernel or function: nvcc's module id then hashes the source file's mtime.
 STATIC_ONLY = "template <typename T> __device__ T twice(T v) { return v + v; }\nstatic __device__ int keep(int v) { return twice(v); }\n"

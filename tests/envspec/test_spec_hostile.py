@@ -16,7 +16,7 @@ import pytest
 
 from cli_runner import cli_in_process, cli_subprocess
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GOOD = (REPO / "env_specs" / "h200-nvlink.toml").read_text()
 R8 = "8a07e7e7ed57cfc63005f670d64d410cb30b061b"
 V2 = "dd758caf451848bd150e1046af3d0a73e5fff38d"

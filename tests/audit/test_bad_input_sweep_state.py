@@ -146,7 +146,7 @@ def test_lock_records_the_hash_of_the_file_not_the_one_the_index_claims(built):
 
 # -- 5. one redaction and one credential refusal for every message and reader -------------------
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SECRET = "SECRETPW-i26"
 
 

@@ -20,7 +20,7 @@ from deepep_env.base.errors import UserError
 from deepep_env.fleet.html import render_html
 from deepep_env.fleet.report import fleet_report, render_text
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NS = "{http://www.w3.org/1999/xhtml}"
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from cli_runner import cli_in_process
 
-REAL = Path(__file__).parent / "fixtures" / "lock" / "real"
+REAL = Path(__file__).parents[1] / "fixtures" / "lock" / "real"
 PAIRS = [("v5-ripgrep.lock", "v5-ripgrep-bat.lock"), ("v6-scipy2025.old.lock", "v6-scipy2025.new.lock"),
          ("v7-pixi-build-v3.old.lock", "v7-pixi-build-v3.new.lock"),
          ("v7-cuda-rich-platforms.lock", "v7-cuda-11.lock")]

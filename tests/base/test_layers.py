@@ -14,7 +14,7 @@ from pathlib import Path
 
 from deepep_env.base.layers import LAYERS, layer_of
 
-PKG = Path(__file__).resolve().parents[1] / "deepep_env"
+PKG = Path(__file__).resolve().parents[2] / "deepep_env"
 
 # No upward import is allowed, and there is no list of exceptions: the last ones (channel URLs, the
 # lock file formats, the prefix marker, the activation hook) were fixed by moving the code

@@ -12,7 +12,7 @@ from deepep_env.base.project import Project
 from deepep_env.envspec import load_resolved, load_spec_file, parse_spec_text
 from deepep_env.envspec.resolve import resolve
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SPECS = sorted((REPO / "env_specs").glob("*.toml"))
 GOOD = (REPO / "env_specs" / "h200-nvlink.toml").read_text()
 

@@ -59,7 +59,7 @@ def test_rule_fires_and_stays_quiet(host_tree, rule, fires_on, quiet_on, force):
 
 
 def test_every_rule_is_covered():
-    # nccl-preload, deepep-jit-cache and no-gin-transport (DeepEP 2.x prefixes): tests/test_deepep_v2_runtime.py
+    # nccl-preload, deepep-jit-cache and no-gin-transport (DeepEP 2.x prefixes): tests/doctor/test_deepep_v2_runtime.py
     v2 = {"nccl-preload", "deepep-jit-cache", "no-gin-transport"}
     assert {c[0] for c in CASES} | {"driver-keys", "nvshmem-preload"} | v2 == set(RULES)
 

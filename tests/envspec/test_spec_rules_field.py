@@ -38,7 +38,7 @@ def test_rule_refuses_with_the_thread(tmp_path, capsys, text, words):
 
 def test_v1_with_the_layout_fix_and_nvshmem_3_5_19_is_allowed(tmp_path, capsys):
     # 8a07e7e (PR #466 head) carries nvshmem-3.5-layout
-    assert "nvshmem-3.5-layout" in (Path(__file__).parents[1] / "recipes/deep-ep/sources.toml").read_text()
+    assert "nvshmem-3.5-layout" in (Path(__file__).parents[2] / "recipes/deep-ep/sources.toml").read_text()
     res = validate(tmp_path, capsys, GOOD)
     assert res.returncode == 0, res.stderr
 
@@ -57,7 +57,7 @@ def test_v2_with_the_pr696_patch_and_nvshmem_3_5_19_is_allowed(tmp_path, capsys)
 
 def test_pr696_patch_is_pinned_for_dd758ca_only(tmp_path, capsys):
     from deepep_env.envspec.catalog import load_catalog
-    pin = load_catalog(Path(__file__).parents[1] / "recipes", "deep-ep").patches[PR696]
+    pin = load_catalog(Path(__file__).parents[2] / "recipes", "deep-ep").patches[PR696]
     assert pin.sha256 and pin.url.startswith("https://raw.githubusercontent.com/vllm-project/vllm/c3eefbf")
     assert pin.features == ["nvshmem-3.5-layout"] and pin.applies_to == ["dd758caf451848bd150e1046af3d0a73e5fff38d"]
     # on a V1 revision the patch (written against dd758ca's tree) is refused, its feature not credited
