@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as _dt
 import hashlib
 import os
 import shutil
@@ -34,7 +33,6 @@ from deepep_env.base.atomic import try_create_in
 from deepep_env.base.channels.auth import redact
 from deepep_env.base.errors import UserError
 from deepep_env.base.readfile import read_bytes
-from deepep_env.formats.stamps import PREFIX_MARKER
 from deepep_env.base.hashing import file_sha256
 from deepep_env.base.channels.urls import channel_mirrors, mirror_dir, package_path, url_to_path
 from deepep_env.base.channels.urls import client as make_client
@@ -42,7 +40,9 @@ from deepep_env.lock.check import check_lock
 from deepep_env.formats.lockfile import read_lock
 from deepep_env.lock.solve import default_lock_path
 from deepep_env.lock.workspace import Workspace, workspace
+from deepep_env.envspec.resolved import spec_marker
 from deepep_env.builder.realise import Realiser
+from deepep_env.formats.installed import current_subdir, installed_records, new_marker
 from deepep_env.formats.prefix import (LEGACY_RELPATH, PrefixMarker, PrefixMeta, existing_marker, has_marker, marker_path, owner_pid,
                                        pid_alive, recover_swap)
 from deepep_env.base.rattler_errors import rattler_errors
@@ -53,7 +53,6 @@ if TYPE_CHECKING:  # annotations only: no import at run time
 
     from deepep_env.builder.build import Progress
     from deepep_env.base.project import Project
-    from deepep_env.envspec.resolved import ResolvedSpec
 
 
 def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
@@ -96,12 +95,6 @@ def parse_mirrors(items: Iterable[str]) -> dict[str, Path]:
     return out
 
 
-def current_subdir() -> str:
-    from rattler import Subdir
-
-    return str(Subdir.current())
-
-
 def _cache_root() -> Path:
     v = os.environ.get("DEEPEP_ENV_CACHE_DIR")
     if v:
@@ -137,22 +130,6 @@ def _prefix_lock(prefix: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _installed_records(prefix: Path) -> list:
-    from rattler import PrefixRecord
-
-    meta = prefix / "conda-meta"
-    out = []
-    if meta.is_dir():
-        for p in sorted(meta.glob("*.json")):
-            if p.name == Path(LEGACY_RELPATH).name:   # the marker deepep-env < 0.3 wrote
-                continue
-            try:
-                out.append(PrefixRecord.from_path(p))
-            except Exception:  # noqa: BLE001 - a foreign or half-written record: let rattler replace it
-                continue
-    return out
 
 
 def _fast_up_to_date(prefix: Path, env: str, lock_sha: str, subdir: str) -> Optional[dict[str, Any]]:
@@ -287,27 +264,6 @@ def _fetch_verified(recs: list[RepoDataRecord], *, lock_path: Path, mirrors: dic
     return verified, downloaded
 
 
-def spec_marker(r: ResolvedSpec) -> dict[str, Any]:
-    """The fields of the completion marker that come from the spec (the rest come from the lock)."""
-    return {
-        "spec_version": r.version,
-        "platforms": list(r.platforms),
-        "python": {"provider": r.python.provider, "version": r.python.version,
-                   "executable": r.python.executable or f"python{r.python.version}"},
-        "cuda": {"provider": r.cuda.provider, "version": r.cuda.version, "prefix": r.cuda.prefix},
-        "spec_env": dict(r.env),
-    }
-
-
-def unmarked_prefix_meta(env: str, pfx: str | Path, project: Project, ws: Optional[Workspace] = None) -> PrefixMeta:
-    """What the marker would say of a prefix pixi (or rattler) installed, which has none of ours:
-    the spec's fields, and the interpreter the prefix holds. Read-only (``install`` adopts it)."""
-    pfx = Path(pfx)
-    r = workspace(project, ws).resolved(env)
-    m = _make_marker(r.name, pfx, Path(""), "", current_subdir(), spec_marker(r), _installed_records(pfx), [])
-    return PrefixMarker(m.fields, str(pfx / "conda-meta")).meta(str(pfx), env)
-
-
 def install_env(env: str, project: Project, *, prefix: Optional[str | Path] = None, lock_path: Optional[str | Path] = None,
                 mirrors: Iterable[str] = (), force: bool = False, progress: Optional[Progress] = None,
                 ws: Optional[Workspace] = None) -> InstallResult:
@@ -417,12 +373,12 @@ def _adopt(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str,
     plat = next((n for n, info in data.platforms.items() if info["subdir"] == subdir and le and n in le.packages), None)
     if le is None or plat is None:
         return None
-    installed = _installed_records(pfx)
+    installed = installed_records(pfx)
     want = {(p.name, p.version, p.build, p.sha256) for p in le.packages[plat]}
     have = {(x.name.normalized, str(x.version), str(x.build), x.sha256.hex() if x.sha256 else None) for x in installed}
     if want != have:
         return None
-    marker = _make_marker(env, pfx, lock, lock_sha, subdir, marker_base, installed, le.packages[plat])
+    marker = new_marker(env, pfx, lock, lock_sha, subdir, marker_base, installed, le.packages[plat])
     marker.write(pfx)
     return marker
 
@@ -466,42 +422,15 @@ def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror
     verified, downloaded = _fetch_verified(recs, lock_path=lock, mirrors=mirror_map, client_obj=cl, realise=realise)
     with _staging(pfx) as (stage, pkgs_cache):
         _link(recs, stage, pfx, pkgs_cache, cl, lock)
-        installed = _installed_records(stage)
+        installed = installed_records(stage)
         _check_installed(installed, le.packages[plat], stage, pfx, lock)
-        marker = _make_marker(env, pfx, lock, lock_sha, subdir, marker_base, installed, le.packages[plat])
+        marker = new_marker(env, pfx, lock, lock_sha, subdir, marker_base, installed, le.packages[plat])
         packages = marker["packages"]
         marker.write(stage)
         _swap(stage, pfx)
     return InstallResult(env=env, prefix=pfx, status="installed", lock=lock, lock_sha256=lock_sha, subdir=subdir,
                          packages=packages, verified=verified, downloaded=downloaded,
                          seconds=time.perf_counter() - t0)
-
-
-def _make_marker(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, marker_base: dict[str, Any],
-                 installed: list, locked: list) -> PrefixMarker:
-    """A new marker: the lock's packages, the spec's fields (``marker_base``), the interpreter installed."""
-    packages = [{"name": p.name, "version": p.version, "build": p.build, "sha256": p.sha256 or "", "url": redact(p.url)}
-                for p in sorted(locked, key=lambda p: p.name)]
-    python = dict(marker_base.get("python") or {})
-    if python.get("provider") == "conda" or (not python and any(x.name.normalized == "python" for x in installed)):
-        # The interpreter is the env's own: record the exact version the lock installed. "version"
-        # is major.minor (what activate/run read: lib/python3.X/site-packages).
-        full = next((str(x.version) for x in installed if x.name.normalized == "python"), python.get("version") or "")
-        python = {"provider": "conda", "version": ".".join(full.split(".")[:2]), "full_version": full,
-                  "executable": str(pfx / "bin" / "python")}
-    return PrefixMarker({
-        "format": PREFIX_MARKER.stamp,
-        "env": env,
-        **{k: v for k, v in marker_base.items() if k != "python"},
-        "platforms": list(marker_base.get("platforms") or []),
-        "python": python,
-        "subdir": subdir,
-        "spec_env": dict(marker_base.get("spec_env") or {}),
-        "lock": str(lock.resolve()),
-        "lock_sha256": lock_sha,
-        "installed_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
-        "packages": packages,
-    })
 
 
 @contextlib.contextmanager
