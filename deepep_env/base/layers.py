@@ -15,10 +15,10 @@ Three more rules, checked by the same test:
 - :data:`LAZY_REASON`: an import of a ``deepep_env`` module inside a function, outside ``cli/``,
   says why it is not at the module's top, in a comment on the import statement's lines that starts
   with ``# lazy:`` (``from deepep_env.launch.k8s import render_k8s  # lazy: yaml, for this target
-  only``). The reasons are import cost on a path that must stay fast (the activate fast path,
-  ``--help``), a cycle, or a module the child interpreter of ``publish.isolated`` must not load.
-  Anything else goes to the top. ``cli/`` is exempt: every command module is imported on every run
-  (``main.build_app``), so its library imports are local by rule (docs/architecture.md §2).
+  only``). The reasons are a cycle, or import cost on a path that otherwise loads less (the
+  activate path, a target of ``launch``). Anything else goes to the top. ``cli/`` is exempt:
+  every command module is imported on every run (``main.build_app``), so its library imports are
+  local by rule (docs/architecture.md §2).
 
 The order is the data flow: a spec is resolved and built; the packages published to a channel
 and locked; the lock is installed into a prefix; the host is read and the overlay computed from

@@ -28,6 +28,7 @@ from typing import Iterable
 from deepep_env.base.channels.auth import check_url_has_no_secret, credentials_for, redact
 from deepep_env.base.errors import UserError
 from deepep_env.base.project import find_project
+from deepep_env.envspec.load import load_spec_file
 from deepep_env.publish.common import ConflictError
 from deepep_env.publish.http import PublishError
 from deepep_env.publish.inputs import collect, inspect_package, read_manifest
@@ -93,8 +94,6 @@ def default_target(env: str | None, project: str | Path | None = None) -> str:
     """The spec's ``publish_url``: where ``deepep-env publish ENV`` goes without ``--to``."""
     if not env:
         raise UserError("no target channel", field="--to", accepted="a channel URL or directory")
-    from deepep_env.envspec.load import load_spec_file  # lazy: pydantic; publish.isolated's child loads this package
-
     proj = find_project(project)
     spec = load_spec_file(proj.spec_path(env))
     if not spec.publish_url:
