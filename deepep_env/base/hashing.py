@@ -17,6 +17,8 @@ import stat
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from deepep_env.base.readfile import open_regular  # never blocks on a FIFO, never reads /dev/zero
+
 ALGO = "sha256"
 BUILD_ID_SCHEME = "deepep-env/build-id/v1"
 TREE_SCHEME = "deepep-env/tree/v1"
@@ -44,8 +46,6 @@ def canonical_json(obj: Any) -> bytes:
 
 def file_sha256(path: str | Path) -> str:
     h = hashlib.sha256()
-    from deepep_env.base.readfile import open_regular  # never blocks on a FIFO, never reads /dev/zero
-
     with os.fdopen(open_regular(path), "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)

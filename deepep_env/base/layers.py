@@ -1,16 +1,32 @@
-"""The layers of ``deepep_env``, lowest first: the one place they are written down (issue 29.1).
+"""The layers of ``deepep_env``, lowest first, and the rules on imports between them: the one place
+they are written down (issue 29.1, issue 41).
 
 A module may import from its own layer and from the layers below it, never from one above;
-tests/base/test_layers.py reads every import of the package (module-level and inside functions) with
-``ast`` and fails on an upward import or on an import cycle between top-level modules/packages.
-There are no exceptions: an upward import is fixed by moving code to the layer it belongs in.
+tests/base/test_layers.py reads every import of the package (module-level, inside functions, under
+``TYPE_CHECKING``) with ``ast`` and fails on an upward import or on an import cycle between
+top-level modules/packages. There are no exceptions: an upward import is fixed by moving code to
+the layer it belongs in.
 
-The order is the data flow: a spec is resolved, built, published and locked; the lock is
-installed into a prefix; the host is read and the overlay computed from host and prefix (the
-overlay's rules sit below ``host/``, whose context applies them); doctor, launch and the
-command-level views sit on top; the CLI above all. ``platform`` (profiles and
-probes, stdlib-only, depending on nothing but the base) sits low because specs name its profiles;
-its facts enter the flow at the host context (``host/``). docs/architecture.md draws it.
+Three more rules, checked by the same test:
+
+- :data:`FORBIDDEN`: imports that "below" does not rule out but the design does (``overlay`` and
+  ``platform`` read the host and the prefix; they never reach for the build, the sources, the
+  lock, the installer or the spec). A violation is fixed in the code, never by editing the set.
+- :data:`LAZY_REASON`: an import of a ``deepep_env`` module inside a function, outside ``cli/``,
+  says why it is not at the module's top, in a comment on the import statement's lines that starts
+  with ``# lazy:`` (``from deepep_env.launch.k8s import render_k8s  # lazy: yaml, for this target
+  only``). The reasons are a cycle, or import cost on a path that otherwise loads less (the
+  activate path, a target of ``launch``). Anything else goes to the top. ``cli/`` is exempt:
+  every command module is imported on every run (``main.build_app``), so its library imports are
+  local by rule (docs/architecture.md §2).
+
+The order is the data flow: a spec is resolved and built; the packages published to a channel
+and locked; the lock is installed into a prefix; the host is read and the overlay computed from
+host and prefix (the overlay's rules sit below ``host/``, whose context applies them); records
+of tests verify a lock on a host; doctor, launch and the command-level views sit on top; the CLI
+above all. ``platform`` (profiles and probes, stdlib-only, depending on nothing but the base) sits
+low because specs name its profiles; its facts enter the flow at the host context (``host/``).
+docs/architecture.md draws it.
 
 Entries are top-level names under ``deepep_env`` (``""`` is the package's own ``__init__``).
 A name that does not exist yet is allowed (modules on open branches); a module that exists and
@@ -29,16 +45,32 @@ LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("sources", ("sources",), "source cache, host fingerprints"),
     ("builder", ("builder",),
      "recipe graph, the tool as a package, the build plan (build ids), rattler-build, the store, the build channel"),
+    ("publish", ("publish",), "built packages to a team's channel, left indexed"),
     ("lock", ("lock",), "pixi.lock: solve, check, diff, export; pixi.toml"),
     ("install", ("install",), "a lock environment installed into a prefix, with its marker"),
     ("overlay", ("overlay",), "host overlay rules and prefix activation"),
     ("host", ("host",), "one host read and one prefix per command: the host context"),
-    ("verify", ("verify",), "test records bound to a lock digest, the host fingerprint they name"),
+    ("verify", ("verify",),
+     "test records bound to a lock digest, the host fingerprint they name; records shipped to a channel"),
     ("doctor", ("doctor", "launch"), "doctor checks over a context; launch scripts"),
-    ("views", ("views", "publish", "fleet"),
-     "command-level views: plan, tasks, the host view; publishing packages and records; the fleet report"),
+    ("views", ("views", "fleet"),
+     "command-level views: plan, tasks, the host view, publish (packages and records); the fleet report"),
     ("cli", ("cli",), "the typer commands"),
 )
+
+# Imports ruled out although the layer order allows them: {importer: the top-level names it never
+# imports}. Data only. The host side of the flow (platform, overlay, host) reads the machine and a
+# prefix; building, fetching, locking, installing and spec resolution happen before it or above it.
+FORBIDDEN: dict[str, frozenset[str]] = {
+    "platform": frozenset({"builder", "sources", "lock", "install", "envspec"}),
+    "overlay": frozenset({"builder", "sources", "lock", "install", "envspec"}),
+    "host": frozenset({"builder", "sources"}),
+}
+
+# The comment a function-level ``deepep_env`` import outside ``cli/`` carries, with its reason
+# after it (see the module docstring); and the top-level packages exempt from that rule.
+LAZY_REASON = "# lazy:"
+LAZY_EXEMPT: frozenset[str] = frozenset({"cli"})
 
 
 def layer_of(top: str) -> "tuple[int, str] | None":

@@ -139,6 +139,51 @@ def read_text(path: PathLike, *, what: str = "file", accepted: Optional[str] = N
     return decode(raw, path, what=what, accepted=accepted)
 
 
+
+def _refusal(exc: OSError, path: PathLike, what: str, accepted: Optional[str]) -> UserError:
+    """The one line of :func:`read_bounded` and :func:`read_tail` (records, node reports, test logs)."""
+    head = f"{what} " if what else ""
+    if isinstance(exc, NotRegular):
+        return UserError("not a regular file", file=os.fspath(path), accepted=accepted)
+    if isinstance(exc, TooLarge):
+        return UserError(f"{head}larger than {exc.limit} bytes", file=os.fspath(path),
+                         accepted=f"a file up to {exc.limit} bytes")
+    return UserError(f"cannot read{' ' + what if what else ''}: {exc.strerror or exc}", file=os.fspath(path),
+                     accepted=accepted)
+
+
+def read_bounded(path: PathLike, limit: int, *, what: str = "", accepted: Optional[str] = None) -> bytes:
+    """A regular file's bytes, at most ``limit``, the file itself (a symlink is not followed:
+    ``O_NOFOLLOW``); a FIFO, device, directory, link or larger file is one-line :class:`UserError`
+    ("not a regular file", "larger than N bytes"). For files others hand in: test records, node reports."""
+    try:
+        return read_regular(path, limit, getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise _refusal(exc, path, what, accepted) from None
+
+
+def read_tail(path: PathLike, limit: int, *, what: str = "", accepted: Optional[str] = None) -> bytes:
+    """The last ``limit`` bytes of a regular file of any size (a test's log); anything that is not
+    a regular file is one-line :class:`UserError`."""
+    try:
+        fd = open_regular(path)
+    except OSError as exc:
+        raise _refusal(exc, path, what, accepted) from None
+    try:
+        os.lseek(fd, max(0, os.fstat(fd).st_size - limit), os.SEEK_SET)
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 MAX_JSON_DEPTH = 64           # the deepest nesting any file the tool reads needs is under 10
 
 
@@ -221,4 +266,5 @@ def read_toml(path: PathLike, *, what: str = "file", accepted: Optional[str] = N
 
 
 __all__ = ["MAX_BYTES", "MAX_CONFIG_BYTES", "MAX_JSON_DEPTH", "MAX_REPODATA_BYTES", "NotRegular", "TooLarge", "as_user_error", "decode",
-           "json_depth", "kind_of", "open_regular", "parse_json", "parse_toml", "present", "read_bytes", "read_fd", "read_json", "read_regular", "read_text", "read_toml"]
+           "json_depth", "kind_of", "open_regular", "parse_json", "parse_toml", "present", "read_bounded", "read_bytes", "read_fd", "read_json", "read_regular",
+           "read_tail", "read_text", "read_toml"]

@@ -20,6 +20,7 @@ from typing import NamedTuple, Optional
 
 from deepep_env.base.errors import UserError
 from deepep_env.base.readfile import open_regular
+from deepep_env.builder.store import Store
 
 
 class Digests(NamedTuple):
@@ -57,9 +58,6 @@ def check_copy(path: Path, expected: list[tuple[str, Optional[str]]], *, fix: st
 def store_sha(store: Path, build_id: str, rel: str) -> Optional[str]:
     """The sha256 the verified store entry of ``build_id`` records for its output ``rel``
     ("linux-64/x.conda"); None when the store has no such entry (or it was found corrupt)."""
-    # local: the builder package imports the spec and source modules, which publish does not need
-    from deepep_env.builder.store import Store
-
     entry = Store(store).find(build_id)
     if entry is None:
         return None

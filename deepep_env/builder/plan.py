@@ -29,6 +29,7 @@ from deepep_env.builder import buildroot, tools
 from deepep_env.builder.recipegraph import build_order, check_recipe_links, read_recipe, recipe_edges
 from deepep_env.envspec.catalog import SourcePin
 from deepep_env.envspec.resolved import RPatch, ResolvedSpec
+from deepep_env.envspec.wheels import require_wheel
 from deepep_env.builder.toolpkg import TOOL, VERSION, tool_source
 
 
@@ -276,8 +277,6 @@ def _nvshmem_wheel_node(r: ResolvedSpec, project: Project) -> BuildNode:
     """NVIDIA's NVSHMEM wheel (pinned by sha256, recipes/nvshmem-wheel/sources.toml) repacked into the
     package DeepEP's recipes build against (deepep-nvshmem): a binary repack, so no CUDA or compilers
     enter; the source is a tree holding the one wheel file (spec/wheels.py wheel_source)."""
-    from deepep_env.envspec.wheels import require_wheel
-
     assert r.nvshmem.source is not None
     subdir = r.subdirs[0] if r.subdirs else "linux-64"
     pin = require_wheel(project.recipes, r.nvshmem.version, r.cuda.version, subdir)

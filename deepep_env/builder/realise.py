@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from deepep_env.builder import buildroot, tools
+from deepep_env.builder.build import build_graph, spec_channels_for_build, write_manifest
 from deepep_env.builder.channel import Channel, index
 from deepep_env.builder.store import Store
 from deepep_env.builder.plan import BuildNode, BuildPlan, live_host, plan as build_plan
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256
+from deepep_env.formats.build_inputs import resolutions_from_builds
 from deepep_env.formats.lockfile import build_id_of, read_lock
 from deepep_env.sources import SourceCache, require_present, wants_for_nodes
 from deepep_env.builder.resolution import differences as differences_of_resolutions
@@ -114,7 +116,6 @@ class Realiser:
                 f"records the sha256 of what it was built against, so look at the first")
 
     def _resolution_moved(self, node: BuildNode) -> list[str]:
-        from deepep_env.formats.build_inputs import resolutions_from_builds
 
         here = resolutions_from_builds(self.project, self.env)(self.env, node.package)
         return differences_of_resolutions(node.resolved, here)
@@ -146,9 +147,6 @@ class Realiser:
                                   f"deepep-env lock {self.env}`")
 
     def _build(self, live: BuildPlan, nodes: list[BuildNode]) -> None:
-        # local: the builder imports this module's siblings; realising is its last step
-        from deepep_env.builder.build import build_graph, spec_channels_for_build, write_manifest
-
         cache = SourceCache(Path(self.project.source_cache).resolve())
         store = Store(Path(self.project.store).resolve())
         todo = [n for n in nodes if n.id and store.lookup(n.id, n.package) is None]

@@ -27,11 +27,11 @@ def register(app: typer.Typer) -> None:
         DEEPEP_ENV_CHANNEL_USER/_PASSWORD, RATTLER_AUTH_FILE, keyring; S3: AWS_* variables."""
         # library imports stay local: main.build_app imports every command module on every run
         from deepep_env.base.channels.auth import install_log_redaction, redact
-        from deepep_env.publish import publish
+        from deepep_env.views.publishing import publish_env
 
         install_log_redaction()
         try:
-            report = publish(env, to, packages=package or (), state=state, project=project_dir)
+            report = publish_env(env, to, packages=package or (), state=state, project=project_dir)
         except UserError as err:
             # Re-raised with the message scrubbed: main.py prints str(err) as the one error line.
             err.args = (redact(str(err)),)

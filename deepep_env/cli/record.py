@@ -27,12 +27,13 @@ def register(app: typer.Typer) -> None:
 
         from pathlib import Path
 
-        from deepep_env.verify.records import (OUTPUT_TAIL_BYTES, build_record, check_inputs, host_root, read_tail,
-                                               short_test, write_record)
+        from deepep_env.base.readfile import read_tail
+        from deepep_env.verify.records import (OUTPUT_TAIL_BYTES, build_record, check_inputs, host_root, short_test,
+                                               write_record)
 
         proj = project(project_dir)
         check_inputs(proj, env, short_test(test), exit_code)   # before the log is read
-        output = read_tail(Path(log), OUTPUT_TAIL_BYTES).decode("utf-8", "replace") if log else ""
+        output = read_tail(Path(log), OUTPUT_TAIL_BYTES, accepted="a test's output log").decode("utf-8", "replace") if log else ""
         rec = build_record(proj, env, test, args or (), exit_code, output, root=root or host_root(),
                            platform=platform or os.environ.get("DEEPEP_ENV_PLATFORM") or None)
         path = write_record(proj, rec)

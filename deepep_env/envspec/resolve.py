@@ -19,6 +19,7 @@ from deepep_env.envspec.resolved import (
     RCuda, RDeepEP, RGdrcopy, RNccl, RNvshmem, RPatch, RPytorch, RPython, ResolvedSpec,
 )
 from deepep_env.envspec.rules import Rule, violations
+from deepep_env.envspec.wheels import require_wheel, wheel_source
 from deepep_env.base.versions import exact_value, is_exact, version_cmp, version_matches
 
 
@@ -113,7 +114,6 @@ def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> Resolv
              for v in _source_candidates(spec.nccl.version, spec.nccl.provider, nccl_cat, "nccl.version", "NCCL", file)]
     wheel = None
     if spec.nvshmem.provider == "wheel":
-        from deepep_env.envspec.wheels import require_wheel, wheel_source
         wheel = wheel_source(require_wheel(recipes, _exact(spec.nvshmem.version, "nvshmem.version", file),
                                            spec.cuda.version, spec.subdirs[0], file))
         if spec.nvshmem.patches:

@@ -2,7 +2,7 @@
 pinned to a catalog entry. Produced only by :func:`deepep_env.envspec.resolve.resolve`."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import Field
 
@@ -110,3 +110,16 @@ class ResolvedSpec(Strict):
     verify: VerifySpec = Field(default_factory=VerifySpec)
     env: dict[str, str] = Field(default_factory=dict)
     decisions: list[str] = Field(default_factory=list, description="what resolve decided and why")
+
+
+def spec_marker(r: ResolvedSpec) -> dict[str, Any]:
+    """The fields of the install marker that come from the spec (the rest come from the lock and
+    the prefix: :func:`deepep_env.formats.installed.new_marker`)."""
+    return {
+        "spec_version": r.version,
+        "platforms": list(r.platforms),
+        "python": {"provider": r.python.provider, "version": r.python.version,
+                   "executable": r.python.executable or f"python{r.python.version}"},
+        "cuda": {"provider": r.cuda.provider, "version": r.cuda.version, "prefix": r.cuda.prefix},
+        "spec_env": dict(r.env),
+    }

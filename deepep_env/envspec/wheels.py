@@ -26,6 +26,7 @@ from deepep_env.envspec.catalog import CATALOG_FORMAT, SourcePin, load_catalog
 from deepep_env.envspec.load import read_spec_bytes, show
 from deepep_env.envspec.model import Strict
 from deepep_env.envspec.resolved import ResolvedSpec
+from deepep_env.envspec.rules import violations
 from deepep_env.base.versions import version_cmp, version_lt
 
 PACKAGE = "nvshmem-wheel"
@@ -112,8 +113,6 @@ def layout_class(version: str) -> str:
 def nvshmem_options(r: ResolvedSpec, project: Any) -> list[dict[str, Any]]:
     """Every catalogued NVSHMEM version for this spec: its source and wheel pins, layout class, and the
     first rule that refuses it for this spec (None: allowed)."""
-    from deepep_env.envspec.rules import violations  # rules import resolved; keep this module light
-
     recipes = Path(project.recipes)
     wheels = load_wheels(recipes)
     try:

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from deepep_env.base.errors import UserError
-from deepep_env.base.readfile import decode, parse_json
+from deepep_env.base.readfile import decode, parse_json, read_bounded
 from deepep_env.base.safetext import terminal
 from deepep_env.formats.stamps import DOCTOR_REPORT, FLEET_REPORT
 
@@ -79,28 +78,11 @@ def node_facts(doc: dict[str, Any]) -> tuple[Optional[str], dict[str, Any]]:
     return (host.get("node") if isinstance(host.get("node"), str) else None), facts
 
 
-def _read(path: Path) -> bytes:
-    """A regular file's bytes up to the bound, or the one-line refusal (opened non-blocking, not followed)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as exc:
-        raise UserError(f"cannot read a node report: {exc.strerror or exc}", file=path,
-                        accepted="regular files written by `deepep-env doctor ENV --json`") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UserError("not a regular file", file=path, accepted="regular files written by `deepep-env doctor ENV --json`")
-        data = os.read(fd, MAX_NODE_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_NODE_BYTES:
-        raise UserError(f"node report larger than {MAX_NODE_BYTES} bytes", file=path, accepted="a doctor --json report")
-    return data
-
-
 def read_node(path: Path) -> Node:
     accepted = "`deepep-env doctor ENV --json` output"
-    doc = parse_json(decode(_read(path), path, what="node report", accepted=accepted), path, accepted=accepted)
+    raw = read_bounded(path, MAX_NODE_BYTES, what="node report",
+                       accepted="regular files written by `deepep-env doctor ENV --json`")
+    doc = parse_json(decode(raw, path, what="node report", accepted=accepted), path, accepted=accepted)
     DOCTOR_REPORT.check(doc, file=path, field="_meta")
     host, facts = node_facts(doc)
     findings = doc.get("findings") if isinstance(doc.get("findings"), list) else []

@@ -19,7 +19,7 @@ from deepep_env.base.errors import UserError
 from deepep_env.overlay.activation import prefix_changes
 from deepep_env.overlay.changes import Overlay
 from deepep_env.formats.prefix import PrefixMeta, find_prefix, has_marker, is_conda_prefix, read_prefix_meta
-from deepep_env.base.project import nearest_root
+from deepep_env.base.project import Project, nearest_root
 from deepep_env.overlay.rules import build_overlay
 from deepep_env.platform import Detection, detect
 from deepep_env.platform.facts import HostFacts
@@ -128,10 +128,12 @@ def prefix_meta(env: str, pfx: "str | os.PathLike[str]", cwd: Optional[str] = No
     root = nearest_root(Path(cwd or os.getcwd()), environ)
     if root is None or not (root / "env_specs" / f"{env}.toml").is_file():
         return read_prefix_meta(pfx, env)      # the one-line "not installed" refusal
-    from deepep_env.install.installer import unmarked_prefix_meta   # local: the spec (pydantic), off the marked fast path
-    from deepep_env.base.project import Project
+    from deepep_env.envspec.resolved import spec_marker   # lazy: pydantic, off the marked fast path
+    from deepep_env.formats.installed import unmarked_prefix_meta  # lazy: rattler, auth; off the marked fast path
+    from deepep_env.lock.workspace import workspace       # lazy: the spec (pydantic), off the marked fast path
 
-    return unmarked_prefix_meta(env, Path(pfx), Project(root), ws)
+    r = workspace(Project(root), ws).resolved(env)
+    return unmarked_prefix_meta(env, r.name, Path(pfx), spec_marker(r))
 
 
 def activation_context(env: str, *, root: "str | os.PathLike[str]" = "/",

@@ -2,7 +2,7 @@
 
 Exactly the locked packages are installed, and every archive is checked against the lock's
 sha256 *by us*, before rattler sees it: local files in place, remote ones after download into a
-content-addressed folder. A corrupt package in a channel or a lock edited by hand is refused with
+content-addressed folder (:mod:`deepep_env.install.fetch`). A corrupt package in a channel or a lock edited by hand is refused with
 one line naming the package (rattler alone only notices damage that breaks decompression, and a
 failed install in py-rattler 0.28 can crash the interpreter on exit — seen here).
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as _dt
 import hashlib
 import os
 import shutil
@@ -34,16 +33,17 @@ from deepep_env.base.atomic import try_create_in
 from deepep_env.base.channels.auth import redact
 from deepep_env.base.errors import UserError
 from deepep_env.base.readfile import read_bytes
-from deepep_env.formats.stamps import PREFIX_MARKER
-from deepep_env.base.hashing import file_sha256
-from deepep_env.base.channels.urls import channel_mirrors, mirror_dir, package_path, url_to_path
+from deepep_env.base.channels.urls import channel_mirrors, package_path
 from deepep_env.base.channels.urls import client as make_client
 from deepep_env.lock.check import check_lock
 from deepep_env.formats.lockfile import read_lock
 from deepep_env.lock.solve import default_lock_path
 from deepep_env.lock.workspace import Workspace, workspace
+from deepep_env.envspec.resolved import spec_marker
 from deepep_env.builder.realise import Realiser
-from deepep_env.formats.prefix import (LEGACY_RELPATH, PrefixMarker, PrefixMeta, existing_marker, has_marker, marker_path, owner_pid,
+from deepep_env.install.fetch import cache_root, fetch_verified, parse_mirrors
+from deepep_env.formats.installed import current_subdir, installed_records, new_marker
+from deepep_env.formats.prefix import (LEGACY_RELPATH, PrefixMarker, existing_marker, has_marker, marker_path, owner_pid,
                                        pid_alive, recover_swap)
 from deepep_env.base.rattler_errors import rattler_errors
 
@@ -53,7 +53,6 @@ if TYPE_CHECKING:  # annotations only: no import at run time
 
     from deepep_env.builder.build import Progress
     from deepep_env.base.project import Project
-    from deepep_env.envspec.resolved import ResolvedSpec
 
 
 def read_marker(prefix: str | Path) -> Optional[dict[str, Any]]:
@@ -85,33 +84,6 @@ class InstallResult:
                 "warnings": [redact(w) for w in self.warnings], "notes": self.notes}
 
 
-def parse_mirrors(items: Iterable[str]) -> dict[str, Path]:
-    """``URL=DIR`` → {"URL/": DIR}: packages the lock names under URL are taken from DIR when there."""
-    out: dict[str, Path] = {}
-    for item in items:
-        url, sep, d = item.partition("=")
-        if not sep or "://" not in url or not d:
-            raise UserError(f"not a mirror: {item!r}", field="--mirror", accepted="URL=DIR, e.g. https://conda.example/h200=/srv/channel")
-        out[url if url.endswith("/") else url + "/"] = mirror_dir(Path(d).expanduser(), field="--mirror", item=item)
-    return out
-
-
-def current_subdir() -> str:
-    from rattler import Subdir
-
-    return str(Subdir.current())
-
-
-def _cache_root() -> Path:
-    v = os.environ.get("DEEPEP_ENV_CACHE_DIR")
-    if v:
-        return Path(v)
-    v = os.environ.get("RATTLER_CACHE_DIR")
-    if v:
-        return Path(v)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rattler" / "cache"
-
-
 @contextlib.contextmanager
 def _prefix_lock(prefix: Path) -> Iterator[None]:
     """One installer per prefix at a time (a second waits). The lock file lives in the user's cache,
@@ -120,7 +92,7 @@ def _prefix_lock(prefix: Path) -> Iterator[None]:
     import fcntl
     import hashlib
 
-    lock = _cache_root() / "deepep-env-locks" / f"{hashlib.sha256(str(prefix).encode()).hexdigest()[:20]}.lock"
+    lock = cache_root() / "deepep-env-locks" / f"{hashlib.sha256(str(prefix).encode()).hexdigest()[:20]}.lock"
     try:
         # the prefix's folder is made only once there is something to put in it (_staging): a refused
         # install leaves no empty .pixi/envs behind; whether it could be made is known now
@@ -137,22 +109,6 @@ def _prefix_lock(prefix: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _installed_records(prefix: Path) -> list:
-    from rattler import PrefixRecord
-
-    meta = prefix / "conda-meta"
-    out = []
-    if meta.is_dir():
-        for p in sorted(meta.glob("*.json")):
-            if p.name == Path(LEGACY_RELPATH).name:   # the marker deepep-env < 0.3 wrote
-                continue
-            try:
-                out.append(PrefixRecord.from_path(p))
-            except Exception:  # noqa: BLE001 - a foreign or half-written record: let rattler replace it
-                continue
-    return out
 
 
 def _fast_up_to_date(prefix: Path, env: str, lock_sha: str, subdir: str) -> Optional[dict[str, Any]]:
@@ -185,127 +141,6 @@ def _refresh_spec_fields(pfx: Path, m: dict[str, Any], base: dict[str, Any]) -> 
 def write_marker(pfx: Path, marker: "dict[str, Any] | PrefixMarker") -> None:
     """The prefix's marker written by its one writer, :meth:`PrefixMarker.write`."""
     (marker if isinstance(marker, PrefixMarker) else PrefixMarker(marker)).write(pfx)
-
-
-def _mismatch(pkg: str, where: str, actual: str, expected: str, lock_path: Path) -> UserError:
-    return UserError(
-        f"sha256 of {where} is {actual.split(':', 1)[-1][:16]}…, the lock says {expected[:16]}…: the package "
-        "is corrupt or the lock was altered; refusing to install", file=lock_path, field=pkg,
-        accepted="a lock written by `deepep-env lock` and the channel it names, unmodified")
-
-
-def _local_file(rec: RepoDataRecord, label: str, mirrors: list[tuple[str, Path]], lock_path: Path,
-                realise: Optional[Realiser]) -> Optional[Path]:
-    """The record's file on this machine: its file:// URL, a mirror's copy, or the store's (our builds)."""
-    url = rec.url
-    if url.startswith("file://"):
-        path = url_to_path(url)
-        if path.is_file():
-            return path
-        if realise is None or not realise.ours(str(rec.build)):
-            raise UserError(f"{label}: package file {path} does not exist", file=lock_path,
-                            field=rec.name.normalized, accepted="the channel the lock was made from, or --mirror URL=DIR")
-    for prefix, d in mirrors:
-        if url.startswith(prefix):
-            cand = d / url[len(prefix):]
-            if cand.is_file():
-                return cand
-            break
-    if realise is not None and realise.ours(str(rec.build)):
-        assert rec.sha256 is not None  # _fetch_verified refuses a record without one before asking
-        return realise.from_store(str(rec.build), rec.file_name, rec.sha256.hex())
-    return None
-
-
-class Unavailable(UserError):
-    """The package could not be fetched from where the lock says (not: it was fetched and is corrupt)."""
-
-
-def _download(rec: RepoDataRecord, label: str, expected: str, lock_path: Path, client_obj: Client) -> Path:
-    """The record from its channel URL into the verified download cache."""
-    from rattler.package_streaming import download_to_path
-
-    url = rec.url
-    downloads = _cache_root() / "deepep-env-verified"
-    path = downloads / f"{expected}-{rec.file_name}"
-    if path.is_file() and file_sha256(path) == f"sha256:{expected}":
-        return path
-    downloads.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-
-    def drop_part(t: Path = tmp) -> None:
-        with contextlib.suppress(OSError):
-            t.unlink()
-
-    if url.startswith("file://"):
-        raise Unavailable(f"{label}: package file {url_to_path(url)} does not exist", file=lock_path,
-                          field=rec.name.normalized)
-    try:
-        with rattler_errors(f"{label}: cannot download {redact(url)}: {{error}}", file=lock_path,
-                            field=rec.name.normalized, first_line=True, cleanup=drop_part):
-            asyncio.run(download_to_path(client_obj, url, tmp))
-    except UserError as exc:
-        raise Unavailable(exc.message, file=lock_path, field=rec.name.normalized) from None
-    actual = file_sha256(tmp)
-    if actual != f"sha256:{expected}":
-        tmp.unlink()
-        raise _mismatch(label, redact(url), actual, expected, lock_path)
-    os.replace(tmp, path)
-    return path
-
-
-def _fetch_verified(recs: list[RepoDataRecord], *, lock_path: Path, mirrors: dict[str, Path], client_obj: Client,
-                    realise: Optional[Realiser] = None) -> tuple[int, int]:
-    """Point every record at a local file whose sha256 is the lock's; returns (verified, downloaded).
-
-    Substitute, else build (``realise``, our builds only): the lock's URL, a mirror, the store, the
-    channel URL; a package none of them has is rebuilt from its recipe and must match the lock."""
-    verified = downloaded = 0
-    ordered_mirrors = sorted(mirrors.items(), key=lambda kv: len(kv[0]), reverse=True)
-    for rec in recs:
-        label = f"{rec.name.normalized} {rec.version} {rec.build}"
-        expected = rec.sha256.hex() if rec.sha256 else None
-        if not expected:
-            raise UserError(f"{label}: the lock has no sha256 for it, so it cannot be verified; refusing to install",
-                            file=lock_path, field=rec.name.normalized)
-        path = _local_file(rec, label, ordered_mirrors, lock_path, realise)
-        if path is not None:
-            actual = file_sha256(path)
-            if actual != f"sha256:{expected}":
-                raise _mismatch(label, str(path), actual, expected, lock_path)
-        else:
-            try:
-                path = _download(rec, label, expected, lock_path, client_obj)
-                downloaded += 1
-            except Unavailable as exc:
-                if realise is None or not realise.ours(str(rec.build)):
-                    raise
-                path = realise.rebuilt(rec.name.normalized, str(rec.version), str(rec.build), rec.file_name, expected,
-                                       why=exc.message)
-        rec.url = path.resolve().as_uri()
-        verified += 1
-    return verified, downloaded
-
-
-def spec_marker(r: ResolvedSpec) -> dict[str, Any]:
-    """The fields of the completion marker that come from the spec (the rest come from the lock)."""
-    return {
-        "spec_version": r.version,
-        "platforms": list(r.platforms),
-        "python": {"provider": r.python.provider, "version": r.python.version,
-                   "executable": r.python.executable or f"python{r.python.version}"},
-        "cuda": {"provider": r.cuda.provider, "version": r.cuda.version, "prefix": r.cuda.prefix},
-        "spec_env": dict(r.env),
-    }
-
-
-def unmarked_prefix_meta(env: str, pfx: str | Path, project: Project, ws: Optional[Workspace] = None) -> PrefixMeta:
-    """What the marker would say of a prefix pixi (or rattler) installed, which has none of ours:
-    the spec's fields, and the interpreter the prefix holds. Read-only (``install`` adopts it)."""
-    pfx = Path(pfx)
-    r = workspace(project, ws).resolved(env)
-    m = _make_marker(r.name, pfx, Path(""), "", current_subdir(), spec_marker(r), _installed_records(pfx), [])
-    return PrefixMarker(m.fields, str(pfx / "conda-meta")).meta(str(pfx), env)
 
 
 def install_env(env: str, project: Project, *, prefix: Optional[str | Path] = None, lock_path: Optional[str | Path] = None,
@@ -417,12 +252,12 @@ def _adopt(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str,
     plat = next((n for n, info in data.platforms.items() if info["subdir"] == subdir and le and n in le.packages), None)
     if le is None or plat is None:
         return None
-    installed = _installed_records(pfx)
+    installed = installed_records(pfx)
     want = {(p.name, p.version, p.build, p.sha256) for p in le.packages[plat]}
     have = {(x.name.normalized, str(x.version), str(x.build), x.sha256.hex() if x.sha256 else None) for x in installed}
     if want != have:
         return None
-    marker = _make_marker(env, pfx, lock, lock_sha, subdir, marker_base, installed, le.packages[plat])
+    marker = new_marker(env, pfx, lock, lock_sha, subdir, marker_base, installed, le.packages[plat])
     marker.write(pfx)
     return marker
 
@@ -463,45 +298,18 @@ def _install(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, mirror
     # the final path), checked against the lock, and only then renamed into place. A refusal at any
     # step leaves the previous prefix exactly as it was, marker included.
     cl = make_client([u for u in le.channels if u.startswith(("http://", "https://", "s3://"))])
-    verified, downloaded = _fetch_verified(recs, lock_path=lock, mirrors=mirror_map, client_obj=cl, realise=realise)
+    verified, downloaded = fetch_verified(recs, lock_path=lock, mirrors=mirror_map, client_obj=cl, realise=realise)
     with _staging(pfx) as (stage, pkgs_cache):
         _link(recs, stage, pfx, pkgs_cache, cl, lock)
-        installed = _installed_records(stage)
+        installed = installed_records(stage)
         _check_installed(installed, le.packages[plat], stage, pfx, lock)
-        marker = _make_marker(env, pfx, lock, lock_sha, subdir, marker_base, installed, le.packages[plat])
+        marker = new_marker(env, pfx, lock, lock_sha, subdir, marker_base, installed, le.packages[plat])
         packages = marker["packages"]
         marker.write(stage)
         _swap(stage, pfx)
     return InstallResult(env=env, prefix=pfx, status="installed", lock=lock, lock_sha256=lock_sha, subdir=subdir,
                          packages=packages, verified=verified, downloaded=downloaded,
                          seconds=time.perf_counter() - t0)
-
-
-def _make_marker(env: str, pfx: Path, lock: Path, lock_sha: str, subdir: str, marker_base: dict[str, Any],
-                 installed: list, locked: list) -> PrefixMarker:
-    """A new marker: the lock's packages, the spec's fields (``marker_base``), the interpreter installed."""
-    packages = [{"name": p.name, "version": p.version, "build": p.build, "sha256": p.sha256 or "", "url": redact(p.url)}
-                for p in sorted(locked, key=lambda p: p.name)]
-    python = dict(marker_base.get("python") or {})
-    if python.get("provider") == "conda" or (not python and any(x.name.normalized == "python" for x in installed)):
-        # The interpreter is the env's own: record the exact version the lock installed. "version"
-        # is major.minor (what activate/run read: lib/python3.X/site-packages).
-        full = next((str(x.version) for x in installed if x.name.normalized == "python"), python.get("version") or "")
-        python = {"provider": "conda", "version": ".".join(full.split(".")[:2]), "full_version": full,
-                  "executable": str(pfx / "bin" / "python")}
-    return PrefixMarker({
-        "format": PREFIX_MARKER.stamp,
-        "env": env,
-        **{k: v for k, v in marker_base.items() if k != "python"},
-        "platforms": list(marker_base.get("platforms") or []),
-        "python": python,
-        "subdir": subdir,
-        "spec_env": dict(marker_base.get("spec_env") or {}),
-        "lock": str(lock.resolve()),
-        "lock_sha256": lock_sha,
-        "installed_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
-        "packages": packages,
-    })
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # annotations only: no import at run time
 def render(plan: LaunchPlan) -> Rendering:
     """Render ``plan`` for its target (pure: same plan, same bytes)."""
     if plan.target == "k8s":
-        from deepep_env.launch.k8s import render_k8s   # local: yaml, for this target only
+        from deepep_env.launch.k8s import render_k8s   # lazy: yaml, for this target only
 
         return render_k8s(plan)
     if plan.target == "slurm":
@@ -32,7 +32,7 @@ def render(plan: LaunchPlan) -> Rendering:
 
 def launch(env: str, options: LaunchOptions, project: Optional[Project] = None) -> Rendering:
     """Resolve env spec ``env`` (name or path) and render the launch ``options`` describe."""
-    from deepep_env.envspec import load_resolved   # local: pydantic; the renderers are used without a spec
+    from deepep_env.envspec import load_resolved   # lazy: pydantic; the renderers are used without a spec
 
     spec = load_resolved(env, project)
     return render(plan_launch(EnvInfo.from_resolved(spec), options))

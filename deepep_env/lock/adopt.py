@@ -26,6 +26,7 @@ from deepep_env.base.errors import UserError
 from deepep_env.base.project import Project
 from deepep_env.formats.build_inputs import inputs_path, put_env_record, read_inputs_file
 from deepep_env.formats.lockfile import EnvSection, env_sections, write_env
+from deepep_env.lock.check import check_lock
 from deepep_env.lock.tool import TOOL
 
 
@@ -83,8 +84,6 @@ def _other_bytes(theirs: EnvSection, ours: dict[str, EnvSection]) -> list[str]:
 
 def adopt_env(project: Project, env: str, source: Path, *, platforms: list) -> Adopted:
     """ENV from ``source`` into ``project``'s pixi.lock and build-inputs record, checked (module doc)."""
-    from deepep_env.lock.check import check_lock
-
     lock, inputs = _source_files(source)
     theirs = env_sections(lock)
     if env not in theirs:

@@ -23,6 +23,8 @@ from deepep_env.base.errors import UserError
 from deepep_env.formats.stamps import LOCK_DIFF
 from deepep_env.formats.lockfile import LockData, LockedEnv, LockedPackage, read_lock
 from deepep_env.base.readfile import present
+from deepep_env.lock.digest import all_digests
+from deepep_env.lock.pixi_model import load_manifest
 
 if TYPE_CHECKING:  # annotations only: rattler loads on first use
     from rattler import Version
@@ -211,8 +213,6 @@ def pixi_update_json(d: LockDiff, explicit: Optional[Callable[[str], tuple[set[s
 
 def manifest_explicit(path: Path) -> Callable[[str], tuple[set[str], set[str]]]:
     """``explicit`` for :func:`pixi_update_json` from the pixi.toml at ``path``."""
-    from deepep_env.lock.pixi_model import load_manifest
-
     m = load_manifest(path)
 
     def names(env: str) -> tuple[set[str], set[str]]:
@@ -430,8 +430,6 @@ def diff_locks(old: str, new: str, *, cwd: Optional[Path] = None, envs: Optional
             raise UserError(f"no environment {', '.join(map(repr, unknown))} in either lock", field="--env",
                             accepted=", ".join(sorted(set(o.envs) | set(n.envs))) or "none")
         o, n = only_envs(o, envs), only_envs(n, envs)
-    from deepep_env.lock.digest import all_digests
-
     d = diff_data(o, n, old_label=ol, new_label=nl)
     d.digests_old, d.digests_new = all_digests(o), all_digests(n)
     return d

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Optional
 
 from deepep_env.base.errors import UserError
 from deepep_env.base.channels.urls import ChannelRef, read_index, resolve_channels
+from deepep_env.builder.plan import live_host, plan as build_plan
+from deepep_env.formats.build_inputs import resolutions_from_builds
 from deepep_env.formats.lock_platforms import LockPlatformDef, VirtualPkg, platform_for
 from deepep_env.lock.workspace import Workspace, workspace
 
@@ -188,10 +190,6 @@ def workspace_platforms(project: Project, ws: Optional[Workspace] = None) -> lis
 def request_for_env(r: ResolvedSpec, project: Project, *, channel_dir: Optional[Path] = None, for_check: bool = False,
                     client_obj: Optional[Client] = None, ws: Optional[Workspace] = None) -> LockRequest:
     """The lock request a resolved spec implies (build plan included)."""
-    # local: the planner brings pydantic and yaml, which reading a lock does not need
-    from deepep_env.builder.plan import live_host, plan as build_plan
-    from deepep_env.formats.build_inputs import resolutions_from_builds
-
     refs = resolve_channels(list(r.channels), publish_url=r.publish_url,
                             local_dir=Path(channel_dir) if channel_dir else project.channel,
                             explicit_dir=channel_dir is not None, for_check=for_check)

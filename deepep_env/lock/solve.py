@@ -21,6 +21,7 @@ from deepep_env.base.channels.urls import client as make_client
 from deepep_env.base.channels.urls import probe, url_to_path
 from deepep_env.formats.build_inputs import write_env_inputs
 from deepep_env.formats.lockfile import EnvSection, write_env
+from deepep_env.envspec.resolve import load_resolved
 from deepep_env.lock.request import LockRequest, request_for_env
 from deepep_env.base.rattler_errors import rattler_errors
 
@@ -164,9 +165,6 @@ def lock_env(env: str, project: Project, *, channel: Optional[str | Path] = None
              output: Optional[str | Path] = None) -> LockResult:
     """``deepep-env lock ENV``: solve the spec's packages into the project's ``pixi.lock`` (ENV's
     environment replaced, every other kept)."""
-    # local: pydantic, which diff, verdict and install (no spec) do not need
-    from deepep_env.envspec.resolve import load_resolved
-
     r = load_resolved(env, project)
     cl = make_client([c for c in r.channels if "://" in c] + ([r.publish_url] if r.publish_url else []))
     req = request_for_env(r, project, channel_dir=Path(channel) if channel else None, client_obj=cl)

@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from deepep_env.base.errors import UserError
+from deepep_env.builder.build import build_graph
+from deepep_env.builder.plan import finish_nodes, tool_node
+from deepep_env.formats.build_inputs import swap_tool_inputs
 from deepep_env.formats.lockfile import EnvSection, env_sections, write_envs
+from deepep_env.lock.request import workspace_platforms
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from rattler import RepoDataRecord
@@ -36,8 +40,6 @@ class ToolRelock:
 
 def this_checkout_tool(project: Project) -> Optional[BuildNode]:
     """The tool's build node for this checkout (None when the project has no recipes/deepep-env)."""
-    from deepep_env.builder.plan import finish_nodes, tool_node
-
     node = tool_node(project)
     return finish_nodes([node])[0] if node is not None else None
 
@@ -52,8 +54,6 @@ def tool_status(project: Project, lock: Path) -> dict[str, str]:
 def _built_record(project: Project, node: BuildNode) -> RepoDataRecord:
     """The RepoDataRecord of the tool package as built here (the builder's channel, indexed)."""
     from rattler import Channel, RepoData
-
-    from deepep_env.builder.build import build_graph
 
     report = build_graph([node], store=project.store, channel=project.channel, source_cache=project.source_cache,
                          state=project.state, offline=True, name=TOOL)
@@ -70,9 +70,6 @@ def _built_record(project: Project, node: BuildNode) -> RepoDataRecord:
 def relock_tool(project: Project, envs: Optional[list[str]] = None, *, lock: Optional[Path] = None) -> ToolRelock:
     """Build this checkout's tool package and swap it into ``envs`` (default: every environment that
     locks it); nothing else in the lock changes."""
-    from deepep_env.formats.build_inputs import swap_tool_inputs
-    from deepep_env.lock.request import workspace_platforms
-
     path = lock or Path(project.pixi_lock)
     node = this_checkout_tool(project)
     if node is None:

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from deepep_env.base.errors import UserError
+from deepep_env.builder.plan import plan as build_plan
+from deepep_env.envspec.resolve import load_resolved
+from deepep_env.formats.lockfile import read_lock
 
 if TYPE_CHECKING:  # annotations only
     from deepep_env.builder.plan import BuildPlan, HostInputs, Resolutions
@@ -34,9 +37,6 @@ class Workspace:
         """``load_resolved(name, project)``, once: a spec that does not resolve raises its error each time."""
         got = self._resolved.get(name)
         if got is None:
-            # local: pydantic, which diff, verdict and install (no spec) do not need
-            from deepep_env.envspec.resolve import load_resolved
-
             try:
                 got = load_resolved(name, self.project)
             except UserError as err:
@@ -50,8 +50,6 @@ class Workspace:
              resolved: "Optional[Resolutions]" = None) -> "BuildPlan":
         """``builder.plan.plan(resolved(name), project, host, resolved)``, once per providers: plans with
         other host or resolution providers are other values. Unhashable providers are not memoized."""
-        from deepep_env.builder.plan import plan as build_plan   # local: see lock/request.py
-
         key = (name, host, resolved)
         try:
             hash(key)
@@ -66,14 +64,10 @@ class Workspace:
         """The plan of ``r``: memoized when ``r`` is this workspace's resolution of its spec."""
         if self._resolved.get(r.name) is r:
             return self.plan(r.name, host, resolved)
-        from deepep_env.builder.plan import plan as build_plan
-
         return build_plan(r, self.project, host, resolved)
 
     def lock(self, path: Optional[Path] = None) -> "LockData":
         """The lock at ``path`` (default the project's ``pixi.lock``), read once."""
-        from deepep_env.formats.lockfile import read_lock
-
         p = (Path(path) if path is not None else self.project.pixi_lock).absolute()
         if p not in self._locks:
             self._locks[p] = read_lock(p)

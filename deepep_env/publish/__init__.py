@@ -28,11 +28,11 @@ from typing import Iterable
 from deepep_env.base.channels.auth import check_url_has_no_secret, credentials_for, redact
 from deepep_env.base.errors import UserError
 from deepep_env.base.project import find_project
+from deepep_env.envspec.load import load_spec_file
 from deepep_env.publish.common import ConflictError
 from deepep_env.publish.http import PublishError
 from deepep_env.publish.inputs import collect, inspect_package, read_manifest
 from deepep_env.publish.local import channel_path, publish_dir
-from deepep_env.publish.records import ship_records
 from deepep_env.publish.model import ALREADY_PRESENT, UPLOADED, LocalPackage, PackageOutcome, PublishReport
 from deepep_env.publish.s3 import publish_s3
 from deepep_env.publish.servers import parse_server_url, publish_server
@@ -46,6 +46,9 @@ __all__ = [
     "PackageOutcome",
     "PublishError",
     "PublishReport",
+    "channel_path",
+    "consumer_url",
+    "default_target",
     "inspect_package",
     "publish",
     "read_manifest",
@@ -91,9 +94,6 @@ def default_target(env: str | None, project: str | Path | None = None) -> str:
     """The spec's ``publish_url``: where ``deepep-env publish ENV`` goes without ``--to``."""
     if not env:
         raise UserError("no target channel", field="--to", accepted="a channel URL or directory")
-    # local: pydantic, and this package is also imported by the child interpreter of publish.isolated
-    from deepep_env.envspec.load import load_spec_file
-
     proj = find_project(project)
     spec = load_spec_file(proj.spec_path(env))
     if not spec.publish_url:
@@ -129,5 +129,4 @@ def publish(
         report = publish_s3(to, pkgs, report)
     else:
         report = publish_server(to, pkgs, report)
-    # the env's test records go with its packages (verified/ENV/ in the channel)
-    return ship_records(kind, channel_path(to) if kind == "file" else None, env, project, report)
+    return report   # the env's test records follow in deepep_env.views.publishing (verify/ owns them)

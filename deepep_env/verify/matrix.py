@@ -11,7 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from deepep_env.verify.records import Record, load_records
+from deepep_env.base.errors import UserError
+from deepep_env.envspec.load import load_spec_file
+from deepep_env.formats.lockfile import read_lock
+from deepep_env.lock.digest import all_digests
+from deepep_env.verify.records import Record, load_records, lock_identity
 from deepep_env.verify.verdict import counts_as_pass
 
 if TYPE_CHECKING:  # annotations only
@@ -23,10 +27,6 @@ if TYPE_CHECKING:  # annotations only
 
 def current_digests(project: Project) -> tuple[dict[tuple[str, str], str], Optional[str]]:
     """(lock env, platform) → digest of the project's pixi.lock, and why there are none (no lock)."""
-    from deepep_env.base.errors import UserError
-    from deepep_env.formats.lockfile import read_lock
-    from deepep_env.lock.digest import all_digests
-
     try:
         return all_digests(read_lock(project.pixi_lock)), None
     except UserError as err:
@@ -35,9 +35,6 @@ def current_digests(project: Project) -> tuple[dict[tuple[str, str], str], Optio
 
 def spec_ranks(project: Project, env: str) -> Optional[int]:
     """The ranks the env's spec asks a verifying record to have used (``[verify] ranks``), if any."""
-    from deepep_env.base.errors import UserError
-    from deepep_env.envspec.load import load_spec_file
-
     path = project.spec_path(env)
     if env not in project.spec_names():
         return None
@@ -115,8 +112,6 @@ def build_matrix(project: Project, env: Optional[str] = None, base: Optional[Pat
 
 def plan_verification(project: Project, env: str, ws: Optional[Workspace] = None) -> dict[str, Any]:
     """``plan``: whether ``env`` has a passing record for its current digest."""
-    from deepep_env.verify.records import lock_identity
-
     ident = lock_identity(project, env, ws=ws)
     records, _ = load_records(project, env)
     need = spec_ranks(project, env)

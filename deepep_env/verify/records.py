@@ -18,15 +18,25 @@ import json
 import os
 import platform as _platform
 import re
-import stat
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
+from deepep_env import __version__
 from deepep_env.base.atomic import write_text
+from deepep_env.base.channels.auth import redact
 from deepep_env.base.errors import UserError
+from deepep_env.base.project import pixi_env_name
+from deepep_env.base.readfile import decode, parse_json, read_bounded
+from deepep_env.formats.lockfile import read_lock
 from deepep_env.formats.stamps import TEST_RECORD
+from deepep_env.host.context import read_host
+from deepep_env.lock.digest import env_digests
+from deepep_env.verify.figures import parse_figures
+from deepep_env.verify.fingerprint import host_fingerprint
+from deepep_env.verify.schema import EXIT_CODES, check_record
+from deepep_env.verify.verdict import judge, ranks_of
 
 if TYPE_CHECKING:  # annotations only
     from deepep_env.lock.workspace import Workspace
@@ -60,10 +70,6 @@ def lock_identity(project: Project, env: str, lock_platform: Optional[str] = Non
     """``{lock_env, lock_platform, digest}`` of ``env`` from the project's pixi.lock; ``digest`` is
     None (with ``why``) when the env is not locked: such a record proves nothing about a lock.
     ``ws``: the command's workspace (the lock read once)."""
-    from deepep_env.formats.lockfile import read_lock
-    from deepep_env.base.project import pixi_env_name
-    from deepep_env.lock.digest import env_digests
-
     lock_env = pixi_env_name(env)
     try:
         lock = ws.lock(project.pixi_lock) if ws is not None else read_lock(project.pixi_lock)
@@ -92,8 +98,6 @@ def check_inputs(project: Project, env: str, test: str, exit_code: int) -> None:
     """What a record is about, refused in one line before anything is read or written: an env this
     project has a spec for (a path or an unknown name is not one), a test name that is a file-name
     word, an exit status a process can have."""
-    from deepep_env.verify.schema import EXIT_CODES
-
     if env not in project.spec_names():
         raise UserError(f"unknown env {env!r}", field="ENV", accepted=", ".join(project.spec_names()) or "no specs in env_specs/")
     if not TEST_NAME.match(test):
@@ -106,9 +110,6 @@ def check_inputs(project: Project, env: str, test: str, exit_code: int) -> None:
 
 def _result(test: str, args: Sequence[str], exit_code: int, output: str, gpu_count: int) -> dict[str, Any]:
     """The run's verdict from its own output, its figures, and the ranks and GPUs it used."""
-    from deepep_env.verify.figures import parse_figures
-    from deepep_env.verify.verdict import judge, ranks_of
-
     figures = parse_figures(output)
     verdict = judge(test, exit_code, output, figures)
     ranks = ranks_of(test, args, output)
@@ -119,11 +120,6 @@ def _result(test: str, args: Sequence[str], exit_code: int, output: str, gpu_cou
 def build_record(project: Project, env: str, test: str, args: Sequence[str], exit_code: int, output: str, *,
                  root: str = "/", platform: Optional[str] = None, lock_platform: Optional[str] = None,
                  now: Optional[datetime] = None) -> dict[str, Any]:
-    from deepep_env import __version__
-    from deepep_env.base.channels.auth import redact
-    from deepep_env.host.context import read_host
-    from deepep_env.verify.fingerprint import host_fingerprint
-
     name = short_test(test)
     check_inputs(project, env, name, exit_code)
     host = host_fingerprint(read_host(root, platform, {}))
@@ -162,50 +158,6 @@ def record_test(project: Project, env: str, test: str, args: Sequence[str], exit
     return write_record(project, build_record(project, env, test, args, exit_code, output, **kw))
 
 
-def read_bounded(path: Path, limit: int) -> bytes:
-    """A regular file's bytes, at most ``limit``: a FIFO, device, directory or larger file is refused
-    in one line (opened without following a FIFO's block: O_NONBLOCK)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as exc:
-        raise UserError(f"cannot read: {exc.strerror or exc}", file=path) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UserError("not a regular file", file=path, accepted="a JSON file")
-        if st.st_size > limit:
-            raise UserError(f"larger than {limit} bytes", file=path, accepted=f"a file up to {limit} bytes")
-        data = os.read(fd, limit + 1)
-        if len(data) > limit:
-            raise UserError(f"larger than {limit} bytes", file=path, accepted=f"a file up to {limit} bytes")
-        return data
-    finally:
-        os.close(fd)
-
-
-def read_tail(path: Path, limit: int) -> bytes:
-    """The last ``limit`` bytes of a regular file (a test's log; FIFOs and devices refused)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        raise UserError(f"cannot read: {exc.strerror or exc}", file=path) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UserError("not a regular file", file=path, accepted="a test's output log")
-        os.lseek(fd, max(0, st.st_size - limit), os.SEEK_SET)
-        chunks, left = [], limit
-        while left > 0:
-            b = os.read(fd, min(left, 1 << 20))
-            if not b:
-                break
-            chunks.append(b)
-            left -= len(b)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 @dataclass(frozen=True)
 class Record:
     path: Path
@@ -219,10 +171,7 @@ class Record:
 
 def read_record(path: Path) -> Record:
     """One record file, bounded (size, nesting) and checked field by field."""
-    from deepep_env.base.readfile import decode, parse_json
-    from deepep_env.verify.schema import check_record
-
-    text = decode(read_bounded(path, MAX_RECORD_BYTES), path, what="test record")
+    text = decode(read_bounded(path, MAX_RECORD_BYTES, accepted="a JSON test record"), path, what="test record")
     return Record(path, check_record(parse_json(text, path, accepted="a test record (JSON)"), path))
 
 

@@ -23,6 +23,7 @@ from deepep_env.base.project import Project
 from deepep_env.sources import hostprint
 from deepep_env.envspec.resolved import ResolvedSpec
 from deepep_env.envspec.wheels import nvshmem_options, wheel_suggestion
+from deepep_env.verify.matrix import plan_verification
 
 
 def _pins(r: ResolvedSpec) -> dict[str, Any]:
@@ -118,8 +119,6 @@ def _lock_status(name: str, project: Project, ws: Optional[Workspace] = None) ->
 
 def _verified(name: str, project: Project, ws: Optional[Workspace] = None) -> dict[str, Any]:
     """Whether a passing test record (verified/) is bound to the env's current lock digest."""
-    from deepep_env.verify.matrix import plan_verification
-
     try:
         return plan_verification(project, name, ws)
     except UserError as err:

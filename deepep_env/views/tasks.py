@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence, TextIO
 
+from deepep_env.base.channels.auth import redact
 from deepep_env.base.errors import UserError
 from deepep_env.install.installer import install_env
 from deepep_env.lock.workspace import Workspace, workspace
@@ -34,6 +35,7 @@ from deepep_env.overlay.activation import source_activation_scripts, spec_python
 from deepep_env.formats.prefix import has_marker, read_prefix_meta
 from deepep_env.lock.pixi_model import DependsOn, PixiManifest, Task, TaskArg, load_manifest
 from deepep_env.base.project import pixi_env_name
+from deepep_env.verify.records import build_record, host_root, write_record
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from deepep_env.base.project import Project
@@ -326,9 +328,6 @@ def run_teed(argv: list[str], *, cwd: str, env: dict[str, str], limit: int = 8 <
 
 def write_task_record(project: Project, plan: TaskPlan, rc: int, output: str, env: dict[str, str]) -> None:
     """The test record of a finished ``deepep-test-*`` task; one that cannot be written is a warning."""
-    from deepep_env.base.channels.auth import redact
-    from deepep_env.verify.records import build_record, host_root, write_record
-
     try:
         rec = build_record(project, plan.spec, plan.task, plan.args, rc, output, root=host_root(env),
                            platform=env.get("DEEPEP_ENV_PLATFORM") or None)

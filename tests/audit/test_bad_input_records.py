@@ -104,7 +104,7 @@ def test_a_malformed_record_is_skipped_with_a_line_naming_it(case, proj, good, h
 
 def test_publish_ships_only_what_reads_as_a_record(proj, good, tmp_path):
     from deepep_env.publish.model import PublishReport
-    from deepep_env.publish.records import ship_records
+    from deepep_env.verify.shipping import ship_records
 
     _plant(proj, _with(good, ("figures",), {"dispatch_fp8_gbps": "abc"}))
     (proj.root / "verified" / "h200-nvlink" / "ok.json").write_text(json.dumps(good))

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from deepep_env.base.errors import UserError
-from deepep_env.base.readfile import (NotRegular, TooLarge, present, read_json, read_regular, read_text, read_toml)
+from deepep_env.base.readfile import (NotRegular, TooLarge, present, read_bounded, read_json, read_regular, read_tail,
+                                      read_text, read_toml)
 
 
 def _special(tmp_path, kind):
@@ -136,3 +137,31 @@ def test_terminal_and_xml_text_show_data_as_data():
     assert dom.documentElement.getAttribute("t") == dom.documentElement.firstChild.data == \
         'GPU \\x01 <b> & "q" \\ufffe \\x85'
     xml_parser.parseString(f'<a t="{xml(forged)}">{xml(forged)}</a>')            # well-formed (a newline is XML)
+
+
+@pytest.mark.parametrize("kind, words", [("fifo", "not a regular file"), ("zero", "cannot read record: Too many levels"),
+                                         ("dir", "not a regular file"), ("big", "record larger than 1048576 bytes")])
+def test_read_bounded_refuses_in_the_words_records_and_node_reports_use(tmp_path, kind, words):
+    """read_bounded (test records, fleet node reports; issue 41 folded their copies into this one):
+    the file itself, never a link (O_NOFOLLOW: the /dev/zero link is refused before it is followed)."""
+    p = _special(tmp_path, kind)
+    t0 = time.monotonic()
+    with pytest.raises(UserError) as e:
+        read_bounded(p, 1 << 20, what="record", accepted="a JSON file")
+    assert time.monotonic() - t0 < 5
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(str(p)) and words in line, line
+    ok = tmp_path / "ok.json"
+    ok.write_bytes(b"{}")
+    assert read_bounded(ok, 2) == b"{}"
+    with pytest.raises(UserError, match="larger than 1 bytes"):
+        read_bounded(ok, 1)
+
+
+def test_read_tail_keeps_the_last_bytes_of_any_size_and_refuses_a_fifo(tmp_path):
+    log = tmp_path / "out.log"
+    log.write_bytes(b"a" * 100 + b"the end")
+    assert read_tail(log, 7) == b"the end"
+    assert read_tail(log, 1 << 20) == b"a" * 100 + b"the end"
+    with pytest.raises(UserError, match="not a regular file"):
+        read_tail(_special(tmp_path, "fifo"), 10, accepted="a test's output log")

@@ -13,7 +13,7 @@ import pytest
 from cli_runner import cli_subprocess
 from deepep_env.platform import probe_host
 from deepep_env.platform.hosttree import build_host_tree
-from deepep_env.platform.probes import chain_from_path
+from deepep_env.platform.probing import chain_from_path
 from deepep_env.platform.topology import mapping_string
 from platform_fixtures import REPO, no_traceback
 

@@ -9,7 +9,9 @@ import pytest
 from deepep_env.base.errors import UserError
 from deepep_env.platform import detect, probe_host
 from deepep_env.platform.hosttree import build_host_tree
-from deepep_env.platform.probes import chain_from_path, parse_gid, parse_registry_dwords
+from deepep_env.platform.probes_gpu import parse_registry_dwords
+from deepep_env.platform.probes_rdma import parse_gid
+from deepep_env.platform.probing import chain_from_path
 from deepep_env.platform.rootfs import RootFS
 from platform_fixtures import CAPTURE_ROOT, make_hosts
 

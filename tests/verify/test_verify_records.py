@@ -182,7 +182,7 @@ def test_task_run_writes_a_record(proj, host_tree, tmp_path, capsys):
 
 def test_publish_ships_the_records_with_the_packages(proj, host_tree, tmp_path, monkeypatch):
     from deepep_env.publish.model import PublishReport
-    from deepep_env.publish.records import ship_records
+    from deepep_env.verify.shipping import ship_records
 
     path = record_test(proj, "h200-nvlink", "intranode", [], 0, DEEPEP_OUTPUT, root=str(host_tree("gcp-b200")), now=NOW)
     chan = tmp_path / "chan"

@@ -5,30 +5,31 @@ the same files in a project). Only records that read as records (format checked,
 go out; a record already in the channel with the same bytes is left alone, one with other bytes
 under the same name is refused like a package would be. The file target only, for now: other
 targets say so in the report's notes.
+
+Here, in the layer that owns records, not in ``publish/``: publishing packages sits between the
+build and the lock and knows nothing of records; ``deepep-env publish`` ships both
+(:func:`deepep_env.views.publishing.publish_env`).
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from deepep_env.base import atomic
 from deepep_env.base.errors import UserError
+from deepep_env.base.project import Project, find_project
+from deepep_env.base.readfile import read_bounded
 from deepep_env.publish.model import PublishReport
-
-if TYPE_CHECKING:  # annotations only: no import at run time
-    from deepep_env.base.project import Project
+from deepep_env.verify.records import MAX_RECORD_BYTES, load_records, safe_name
 
 CHANNEL_DIR = "verified"
 
 
 def ship_records_dir(channel: Path, env: str, project: Project, report: PublishReport) -> PublishReport:
-    from deepep_env.verify.records import MAX_RECORD_BYTES, load_records, read_bounded, safe_name
-
     records, warnings = load_records(project, env)
     report.notes.extend(warnings)
     dest_dir = channel / CHANNEL_DIR / safe_name(env, 128)
     for r in records:
-        data = read_bounded(r.path, MAX_RECORD_BYTES)
+        data = read_bounded(r.path, MAX_RECORD_BYTES, accepted="a JSON test record")
         dest = dest_dir / r.path.name
         key = f"{CHANNEL_DIR}/{dest_dir.name}/{r.path.name}"
         if dest.is_file() and not dest.is_symlink():
@@ -47,14 +48,10 @@ def ship_records(kind: str, to_channel: "Path | None", env: "str | None", projec
     """The records of ``env`` to a ``file`` channel; a note for any other target."""
     if not env:
         return report
-    from deepep_env.base.project import find_project
-
     try:
         project = find_project(project_dir)
     except UserError:
         return report
-    from deepep_env.verify.records import load_records
-
     if not load_records(project, env)[0]:
         return report
     if kind != "file" or to_channel is None:
