@@ -7,20 +7,11 @@ from __future__ import annotations
 import re
 
 from deepep_env.platform.facts import Driver, Gpu
+from deepep_env.platform.gpus import pci_models
 from deepep_env.platform.probing import Probe, int_or_none, numa_of, pci_sort_key
 
 NVIDIA_VENDOR = "0x10de"
 
-# A few PCI device ids, used only when the driver's own `information` file is absent (no driver
-# loaded, or a container without /proc/driver/nvidia). Source: the PCI ID database.
-PCI_MODELS = {
-    "0x2330": "NVIDIA H100 80GB HBM3",
-    "0x2324": "NVIDIA H800",
-    "0x2329": "NVIDIA H20",
-    "0x2335": "NVIDIA H200",
-    "0x2901": "NVIDIA B200",
-    "0x2941": "NVIDIA GB200",
-}
 
 
 def _parse_information(text: str) -> dict[str, str]:
@@ -76,7 +67,9 @@ def probe_gpus(p: Probe) -> tuple[Gpu, ...]:
         model = info.get("Model")
         source = "driver" if model else None
         if not model and device_id:
-            model = PCI_MODELS.get(device_id.lower())
+            # The PCI id names the model only when the driver's own `information` file is absent (no
+            # driver loaded, or a container without /proc/driver/nvidia): platform/gpus.py holds the ids.
+            model = pci_models().get(device_id.lower())
             source = "pci-id" if model else None
         link = {}
         for attr in ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width"):
