@@ -200,5 +200,39 @@ def read_in_package(conda: Path, member: str) -> bytes:
         return (Path(d) / member).read_bytes()
 
 
+
+# --- conda-forge-shaped solves (tests/builder/test_conda_mode.py, tests/doctor/test_deepep_v2.py) -----
+
+FORGE = Path(__file__).resolve().parent / "fixtures" / "conda-forge"
+
+
+def solve_linux64(specs, channels, cuda="12.9"):
+    import asyncio
+
+    from rattler import MatchSpec, Subdir, solve
+
+    from deepep_env.formats.lock_platforms import platform_for
+
+    vps = [v.rattler() for v in platform_for("linux-64", cuda).virtual_packages]
+    recs = asyncio.run(solve(sources=channels, specs=[MatchSpec(s) for s in specs],
+                             platforms=[Subdir("linux-64"), Subdir("noarch")], virtual_packages=vps))
+    return {r.name.normalized: r for r in recs}
+
+
+def records_channel(tmp: Path, records: list[dict]) -> str:
+    """A records-only channel for our own packages, in the repodata shape the builder's indexer writes."""
+    import json
+
+    pkgs = {f"{r['name']}-{r['version']}-{r['build']}.conda": {**r, "subdir": "linux-64", "build_number": 0,
+                                                               "sha256": "0" * 64, "size": 1} for r in records}
+    (tmp / "linux-64").mkdir(parents=True)
+    (tmp / "linux-64" / "repodata.json").write_text(json.dumps({"info": {"subdir": "linux-64"}, "packages": {},
+                                                                 "packages.conda": pkgs}))
+    (tmp / "noarch").mkdir()
+    (tmp / "noarch" / "repodata.json").write_text(json.dumps({"info": {"subdir": "noarch"}, "packages": {}}))
+    return tmp.resolve().as_uri()
+
+
+
 __all__ = ["Sandbox", "sandbox", "tar_gz", "add_recipe", "fake_project", "FakeProject", "read_in_package",
-           "FIXTURES", "REPO"]
+           "FIXTURES", "REPO", "FORGE", "solve_linux64", "records_channel"]

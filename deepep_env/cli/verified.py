@@ -50,14 +50,14 @@ def render_table(m: dict[str, Any]) -> None:
 
     t = Table(title=f"verified ({m['records']} records; lock: {m['lock']})")
     for col in ("env", "platform", "test", "result", "ranks", "lock", "records", "newest", "figures"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")   # a long value wraps, never cut with an ellipsis: data shown whole
     for c in m["cells"]:
         lock = "matches" if c["matches_lock"] else "stale"
         if not c["matches_lock"] and c["verified"]:
             lock = "stale (an older record matches)"
         figs = ", ".join(f"{k}={v:g}" for k, v in sorted(c["figures"].items()) if k.endswith(("_gbps", "_us")))
         res = Text("pass", style="green") if c["status"] == "pass" else Text("fail", style="red")
-        ranks = str(c["ranks"] or "?") + (f" (needs {c['ranks_required']})" if c.get("ranks_required") else "")
+        ranks = str(c["ranks"] or "?") + (f"/{c['ranks_required']}" if c.get("ranks_required") else "")   # ran/needed
         data = [c["env"], c["platform"], c["test"]]
         t.add_row(*(Text(terminal(x)) for x in data), res, ranks, lock, f"{c['current_records']}/{c['records']}",
                   Text(terminal(f"{c['newest']['time']} {c['newest']['node']}")), Text(terminal(figs or "-")))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from deepep_env.base.errors import UserError
 from deepep_env.builder.plan import plan as build_plan
 from deepep_env.envspec.resolve import load_resolved
-from deepep_env.formats.lockfile import read_lock
+from deepep_env.formats import lockfile   # read through the module: one seam for a counting test (tests/views/test_workspace.py)
 
 if TYPE_CHECKING:  # annotations only
     from deepep_env.builder.plan import BuildPlan, HostInputs, Resolutions
@@ -70,7 +70,7 @@ class Workspace:
         """The lock at ``path`` (default the project's ``pixi.lock``), read once."""
         p = (Path(path) if path is not None else self.project.pixi_lock).absolute()
         if p not in self._locks:
-            self._locks[p] = read_lock(p)
+            self._locks[p] = lockfile.read_lock(p)
         return self._locks[p]
 
 

@@ -18,7 +18,7 @@ from deepep_env.base.errors import UserError
 from deepep_env.base.project import Project
 from deepep_env.envspec.resolve import load_resolved
 
-FORGE = Path(__file__).resolve().parents[1] / "fixtures" / "conda-forge"
+from build_fixtures import FORGE, records_channel as _channel, solve_linux64 as _solve  # noqa: E402,F401
 
 
 @pytest.fixture(scope="module")
@@ -59,29 +59,6 @@ def test_plan_json_lists_requirements_and_what_to_pin(repo, capsys):
     assert "pytorch ==2.10.0 cuda129*" in builds["deep-ep"]["requirements"]["deep-ep"]["host"]
     pin = builds["nvshmem"]["to_pin"][0]
     assert pin["what"] == "source nvshmem" and pin["urls"][0].startswith("https://github.com/NVIDIA/nvshmem/")
-
-
-def _solve(specs, channels, cuda="12.9"):
-    from rattler import MatchSpec, Subdir, solve
-
-    from deepep_env.formats.lock_platforms import platform_for
-
-    vps = [v.rattler() for v in platform_for("linux-64", cuda).virtual_packages]
-    recs = asyncio.run(solve(sources=channels, specs=[MatchSpec(s) for s in specs],
-                             platforms=[Subdir("linux-64"), Subdir("noarch")], virtual_packages=vps))
-    return {r.name.normalized: r for r in recs}
-
-
-def _channel(tmp: Path, records: list[dict]) -> str:
-    """A records-only channel for our own packages, in the repodata shape the builder's indexer writes."""
-    pkgs = {f"{r['name']}-{r['version']}-{r['build']}.conda": {**r, "subdir": "linux-64", "build_number": 0,
-                                                               "sha256": "0" * 64, "size": 1} for r in records}
-    (tmp / "linux-64").mkdir(parents=True)
-    (tmp / "linux-64" / "repodata.json").write_text(json.dumps({"info": {"subdir": "linux-64"}, "packages": {},
-                                                                 "packages.conda": pkgs}))
-    (tmp / "noarch").mkdir()
-    (tmp / "noarch" / "repodata.json").write_text(json.dumps({"info": {"subdir": "noarch"}, "packages": {}}))
-    return tmp.resolve().as_uri()
 
 
 def _strip(spec: str) -> str:

@@ -468,7 +468,7 @@ def test_conda_forge_pytorch_takes_our_nccl(repo, tmp_path):
     """'Packaged like conda-forge's nccl so either can satisfy the same requirement': conda-forge's
     libtorch 2.10 asks for nccl >=2.28.9.1,<3.0a0 (tests/fixtures/conda-forge); the env of gcp-b200-v2
     solves with our nccl 2.30.7.1 — the one deep-ep pins — in its place, so torch and DeepEP load one NCCL."""
-    from test_conda_mode import FORGE, _channel, _solve
+    from build_fixtures import FORGE, records_channel as _channel, solve_linux64 as _solve
 
     bp = plan(load_resolved("gcp-b200-v2", repo), repo)
     nccl, nvshmem = bp.node("nccl"), bp.node("nvshmem")

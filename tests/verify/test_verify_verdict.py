@@ -101,9 +101,10 @@ def test_a_real_multi_rank_log_passes_with_its_ranks(proj, host_tree, capsys):
     assert rec["evidence"] == "1 EPv2 case(s) ran to the end" and rec["figures"]["ep_dispatch_su_gbps"] == 289
     rc, out, err = cli_in_process(capsys, "verified", "--json", "--project", proj.root)
     (cell,) = json.loads(out)["cells"]
-    assert rc == 0 and cell["ranks"] == 4 and cell["status"] == "pass" and cell["ranks_required"] is None
+    # the committed GPU specs ask for 2 ranks at least ([verify] ranks: a one-rank pass proves nothing)
+    assert rc == 0 and cell["ranks"] == 4 and cell["status"] == "pass" and cell["ranks_required"] == 2 and cell["verified"]
     rc, out, _ = cli_in_process(capsys, "verified", "--project", proj.root)
-    assert "ranks" in out and " 4 " in out
+    assert "ranks" in out and " 4/2 " in out                      # ran / the spec needs
 
 
 def test_records_that_must_not_pass_do_not(proj, host_tree, capsys, tmp_path):
@@ -134,15 +135,17 @@ def test_a_one_rank_pass_does_not_verify_a_multi_gpu_claim(proj, host_tree, caps
                 root=root, now=NOW)
     rc, out, _ = cli_in_process(capsys, "verified", "--json", "--project", proj.root)
     (cell,) = json.loads(out)["cells"]
-    assert cell["ranks"] == 1 and cell["verified"]
+    # the committed spec asks for 2 ranks ([verify] ranks = 2): one rank is a pass that verifies nothing
+    assert cell["ranks"] == 1 and cell["status"] == "pass" and cell["ranks_required"] == 2 and not cell["verified"]
     rc, out, _ = cli_in_process(capsys, "verified", "--json", "--ranks", "8", "--project", proj.root)
     (cell,) = json.loads(out)["cells"]
     assert cell["status"] == "pass" and cell["ranks_required"] == 8 and not cell["verified"]
     from deepep_env.verify.matrix import plan_verification
 
-    assert plan_verification(proj, "h200-nvlink")["status"] == "verified"
+    assert plan_verification(proj, "h200-nvlink")["status"] == "too few ranks"
     spec = proj.spec_path("h200-nvlink")
-    spec.write_text(spec.read_text() + "\n[verify]\nranks = 8\n")            # the spec asks for a whole node
+    assert "ranks = 2" in spec.read_text()
+    spec.write_text(spec.read_text().replace("ranks = 2", "ranks = 8"))   # the spec asks for a whole node
     v = plan_verification(proj, "h200-nvlink")
     assert v["status"] == "too few ranks" and v["short"][0]["ranks"] == 1 and v["ranks_required"] == 8
     rc, out, _ = cli_in_process(capsys, "verified", "--json", "--project", proj.root)
