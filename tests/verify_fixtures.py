@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import shutil
+from datetime import datetime, timezone
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DEEPEP_OUTPUT = """\
@@ -84,3 +87,17 @@ def rebuild_package(lock: Path, env: str, name: str) -> None:
     text = lock.read_text()
     assert text.count(old) == 1
     lock.write_text(text.replace(old, new))
+
+
+NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)   # the time the record tests write records at
+
+
+@pytest.fixture
+def proj(tmp_path, monkeypatch):
+    """A project made by :func:`make_project`, the working folder (import it into a test module to use it)."""
+    from deepep_env.base.project import Project
+
+    p = Project(make_project(tmp_path / "proj"))
+    monkeypatch.chdir(p.root)
+    monkeypatch.delenv("DEEPEP_ENV_PROJECT", raising=False)
+    return p

@@ -7,27 +7,17 @@ from __future__ import annotations
 import json
 import shutil
 import xml.dom.minidom
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from cli_runner import cli_in_process, cli_subprocess
 from platform_fixtures import no_traceback
-from verify_fixtures import DEEPEP_OUTPUT, make_project
+from verify_fixtures import NOW, DEEPEP_OUTPUT, proj  # noqa: F401 (proj: the fixture)
 
 from deepep_env.base.project import Project
 from deepep_env.verify.records import record_test
 
-NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def proj(tmp_path, monkeypatch) -> Project:
-    p = Project(make_project(tmp_path / "proj"))
-    monkeypatch.chdir(p.root)
-    monkeypatch.delenv("DEEPEP_ENV_PROJECT", raising=False)
-    return p
 
 
 @pytest.fixture

@@ -5,30 +5,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from cli_runner import cli_in_process
-from verify_fixtures import DEEPEP_OUTPUT, make_project, rebuild_package
+from verify_fixtures import NOW, DEEPEP_OUTPUT, rebuild_package, proj  # noqa: F401 (proj: the fixture)
 
 from deepep_env.base.errors import UserError
 from deepep_env.formats.lockfile import read_lock
-from deepep_env.base.project import Project
 from deepep_env.lock.digest import env_digest, env_digests, section_digest
 from deepep_env.verify.figures import parse_figures
 from deepep_env.verify.records import build_record, load_records, record_test, write_record
 
-NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def proj(tmp_path, monkeypatch) -> Project:
-    p = Project(make_project(tmp_path / "proj"))
-    monkeypatch.chdir(p.root)
-    monkeypatch.delenv("DEEPEP_ENV_PROJECT", raising=False)
-    return p
 
 
 def test_digest_is_the_sorted_sha_list_of_the_section(proj):

@@ -5,20 +5,18 @@ user asks for does not verify the env. Fixtures: hand-written outputs in DeepEP'
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 
 import pytest
 
 from cli_runner import cli_in_process
-from verify_fixtures import (ARGPARSE_ERROR_OUTPUT, DEEPEP_OUTPUT, ELASTIC_EP_OUTPUT, GIN_ASSERT_OUTPUT, HELP_OUTPUT,
-                             LOW_LATENCY_OUTPUT, make_project)
+from verify_fixtures import (NOW, proj,  # noqa: F401 (proj: the fixture)
+    ARGPARSE_ERROR_OUTPUT, DEEPEP_OUTPUT, ELASTIC_EP_OUTPUT, GIN_ASSERT_OUTPUT, HELP_OUTPUT,
+                             LOW_LATENCY_OUTPUT)
 
-from deepep_env.base.project import Project
 from deepep_env.verify.figures import parse_figures
 from deepep_env.verify.records import load_records, record_test
 from deepep_env.verify.verdict import counts_as_pass, judge, ranks_in_args, ranks_of
 
-NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
 AGRS_OUTPUT = """\
 Config:
  > Ranks: 8
@@ -82,14 +80,6 @@ def test_ranks_from_the_output_then_the_arguments_then_deepeps_default():
     assert ranks_in_args(["--num-processes=2", "--x", "--num-processes", "3"]) == 3
     for bad in (["--num-processes"], ["--num-processes", "x"], ["--num-processes", "0"], ["--num-processes=-1"]):
         assert ranks_in_args(bad) is None, bad
-
-
-@pytest.fixture
-def proj(tmp_path, monkeypatch) -> Project:
-    p = Project(make_project(tmp_path / "proj"))
-    monkeypatch.chdir(p.root)
-    monkeypatch.delenv("DEEPEP_ENV_PROJECT", raising=False)
-    return p
 
 
 def test_a_real_multi_rank_log_passes_with_its_ranks(proj, host_tree, capsys):
