@@ -102,12 +102,18 @@ def output_dir(raw: "str | Path", *, field: str) -> Path:
     return path
 
 
+def _nearest_existing(folder: Path) -> Path:
+    """``folder``, or the nearest folder above it that exists (a link counts as existing)."""
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
 def try_create_in(folder: Path) -> Path:
     """The folder a file would be created in — ``folder``, or the nearest one above it that exists (the
     writers make the rest) — after creating a file there and removing it at once: ``OSError`` when that
     fails (``os.access`` says yes to root under ``/proc``). Nothing is left behind either way."""
-    while not os.path.lexists(folder) and folder != folder.parent:
-        folder = folder.parent
+    folder = _nearest_existing(folder)
     fd, probe = tempfile.mkstemp(prefix=".deepep-env-probe.", dir=folder)
     os.close(fd)
     os.unlink(probe)
@@ -119,8 +125,7 @@ def _can_create_in(folder: Path, text: str, field: str, accepted: str) -> None:
     try:
         try_create_in(folder)
     except OSError as exc:
-        while not os.path.lexists(folder) and folder != folder.parent:
-            folder = folder.parent
+        folder = _nearest_existing(folder)
         why = "not a folder" if not folder.is_dir() else (exc.strerror or str(exc))
         raise UserError(f"cannot create {text}: {folder} takes no new file ({why})", field=field,
                         accepted=accepted) from None

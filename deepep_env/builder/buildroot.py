@@ -24,6 +24,7 @@ import stat
 from pathlib import Path
 from typing import NoReturn, Optional
 
+from deepep_env.base.atomic import try_create_in
 from deepep_env.base.errors import UserError
 
 DEFAULT_BUILD_ROOT = "/tmp/deepep-env-build"
@@ -67,9 +68,7 @@ def ensure() -> Path:
                     os.mkdir(folder, 0o755)     # not Path.mkdir(parents=True): its parents get the umask's mode
         _check_above(root)
         _check_root(root)
-        probe = root / f".write-test-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
+        try_create_in(root)
     except OSError as exc:
         raise UserError(f"build root {root} is not writable ({exc.strerror or exc})", field=ENV_VAR,
                         accepted=f"a writable absolute directory (set {ENV_VAR}; a moved root moves every build id)") \
