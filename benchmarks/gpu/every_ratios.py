@@ -9,19 +9,10 @@ from __future__ import annotations
 
 import sys
 
+from compare import read   # the figures file's one reader (benchmarks/gpu/compare.py, beside this script)
+
 V1 = ("dispatch_fp8_gbps", "dispatch_bf16_gbps", "combine_bf16_gbps")
 V2 = ("dispatch_su_gbps", "combine_su_gbps")
-
-
-def read(path: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for line in open(path, encoding="utf-8"):
-        name, sep, value = line.strip().partition("=")
-        try:
-            out[name] = float(value) if sep else out.get(name, 0.0)
-        except ValueError:
-            continue
-    return out
 
 
 def ratios(f: dict[str, float]) -> dict[str, float]:

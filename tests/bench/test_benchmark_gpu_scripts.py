@@ -300,7 +300,7 @@ exec python3 "$@"
 def _every(tmp_path, *envs: str):
     repo = tmp_path / "repo"
     (repo / "benchmarks" / "gpu").mkdir(parents=True)
-    for f in ("every_gpu.sh", "every_ratios.py", "parse_deepep.py"):
+    for f in ("every_gpu.sh", "every_ratios.py", "compare.py", "parse_deepep.py"):
         shutil.copy2(GPU / f, repo / "benchmarks" / "gpu" / f)
     shutil.copytree(REPO / "deepep_env", repo / "deepep_env")        # parse_deepep.py reads its parser
     (repo / "benchmarks" / "gpu" / "lock_enough.sh").write_text(EVERY_STUB_BUILD)
