@@ -14,8 +14,9 @@
 #   2. tests, one at a time, each on all the host's GPUs (--num-processes = the GPU count), through
 #      `deepep-env task` with no variable set by hand: intranode and low-latency for every env, and the
 #      elastic test_ep.py for a DeepEP 2.x env; then the hand-built DeepEPs' tests (V1 intranode; V2
-#      test_ep.py built against the env's NCCL, with EP_DISABLE_GIN=1 and that NCCL's lib/ set by hand as a user
-#      must); HAND=0 builds none, HAND=v2 only DeepEP 2.x;
+#      test_ep.py built against the env's NCCL, with EP_DISABLE_GIN=1 and that NCCL preloaded by hand as a user
+#      must), the V2 env's elastic test again right after it (the ratio's pair: same conditions, nothing
+#      building beside either); HAND=0 builds none, HAND=v2 only DeepEP 2.x; TESTS=0 runs no test at all;
 #   3. figures as name=value lines (the last: headline_every_gpu_ok), `deepep-env verified --json`.
 # Inputs: $GPU_DIR (default .gpu), the carry make_carry.sh makes and checks against its manifest.
 set -uo pipefail
@@ -133,19 +134,23 @@ hand_test() {  # hand_test NAME SITE TESTDIR SCRIPT [VAR=value...]: a hand build
   $PY benchmarks/gpu/parse_deepep.py "$EG/$name.log" "${name}_" | figs
 }
 
-[ "${HAND:-1}" = 1 ] || [ "${HAND:-}" = v2 ] && { hand_v2 & }
-for env in "${ENVS[@]}"; do
+[ "${TESTS:-1}" = 0 ] && ENVS_TESTED=() || ENVS_TESTED=("${ENVS[@]}")
+[ "${TESTS:-1}" != 0 ] && { [ "${HAND:-1}" = 1 ] || [ "${HAND:-}" = v2 ]; } && { hand_v2 & }
+for env in ${ENVS_TESTED[@]+"${ENVS_TESTED[@]}"}; do
   k=${env//-/_}
   run_task "$env" deepep-test-intranode "${k}_intranode"
   run_task "$env" deepep-test-low-latency "${k}_lowlatency"
   [ "${env%-v2}" != "$env" ] && run_task "$env" deepep-test-elastic-ep "${k}_elastic" --test-first-only
 done
 wait
-if [ "${HAND:-1}" = 1 ] || [ "${HAND:-}" = v2 ]; then
+if [ "${TESTS:-1}" != 0 ] && { [ "${HAND:-1}" = 1 ] || [ "${HAND:-}" = v2 ]; }; then
   [ "${HAND:-1}" = 1 ] && hand_test hand_intranode "$EG/hand-site" "$EG/hand/tests" test_intranode.py
-  # the NCCL it was built against must be the one loaded (else torch's pip NCCL: undefined ncclCommQueryProperties)
+  # the NCCL it was built against must be the one loaded: torch loads its pip NCCL 2.28.9 first through its
+  # RPATH (undefined ncclCommQueryProperties), so the user preloads the env's libnccl.so.2
+  v2lib=$EG/tree-h200-nvlink-v2/.pixi/envs/h200-nvlink-v2/lib
   HAND_ARGS=--test-first-only hand_test hand_v2_elastic "$EG/hand-v2-site" "$EG/hand-v2/tests" elastic/test_ep.py \
-    EP_DISABLE_GIN=1 LD_LIBRARY_PATH="$EG/tree-h200-nvlink-v2/.pixi/envs/h200-nvlink-v2/lib"
+    EP_DISABLE_GIN=1 LD_PRELOAD="$v2lib/libnccl.so.2" LD_LIBRARY_PATH="$v2lib"
+  [ -d "$EG/hand-v2-site/deep_ep" ] && run_task h200-nvlink-v2 deepep-test-elastic-ep h200_nvlink_v2_elasticpair --test-first-only
 fi
 for env in "${ENVS[@]}"; do
   (cd "$EG/tree-$env" && PYTHONPATH=/tmp/deepep-site:$EG/tree-$env $PY -m deepep_env.cli.main verified --json \

@@ -96,6 +96,17 @@ def test_compare_v2_builds(tmp_path):
     assert "cold_build_s" not in got
 
 
+def test_every_ratios_pairs_each_env_with_the_hand_build_of_its_kind():
+    import every_ratios
+    f = {"h200_nvlink_intranode_dispatch_fp8_gbps": 99.0, "hand_intranode_dispatch_fp8_gbps": 100.0,
+         "h200_nvlink_v2_elastic_dispatch_su_gbps": 360.0, "h200_nvlink_v2_elasticpair_dispatch_su_gbps": 364.0,
+         "hand_v2_elastic_dispatch_su_gbps": 364.0, "hand_intranode_combine_bf16_gbps": 300.0}
+    got = every_ratios.ratios(f)
+    assert got == {"h200_nvlink_intranode_dispatch_fp8_gbps_vs_hand": 0.99,
+                   "h200_nvlink_v2_elastic_dispatch_su_gbps_vs_hand": 0.989,
+                   "h200_nvlink_v2_elasticpair_dispatch_su_gbps_vs_hand": 1.0}
+
+
 def test_v2_script_parses():
     subprocess.run(["bash", "-n", str(GPU / "run_v2.sh")], check=True)
     subprocess.run(["bash", "-n", str(GPU / "common.sh")], check=True)
