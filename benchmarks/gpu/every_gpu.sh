@@ -16,7 +16,8 @@
 #      elastic test_ep.py for a DeepEP 2.x env; then the hand-built DeepEPs' tests (V1 intranode; V2
 #      test_ep.py built against the env's NCCL, with EP_DISABLE_GIN=1 and that NCCL preloaded by hand as a user
 #      must), the V2 env's elastic test again right after it (the ratio's pair: same conditions, nothing
-#      building beside either); HAND=0 builds none, HAND=v2 only DeepEP 2.x; TESTS=0 runs no test at all;
+#      building beside either); HAND=0 builds none, HAND=v2 only DeepEP 2.x; TESTS=0 runs no test at all, TESTS=pair only
+#      the V2 pair (hand, then env);
 #   3. figures as name=value lines (the last: headline_every_gpu_ok), `deepep-env verified --json`.
 # Inputs: $GPU_DIR (default .gpu), the carry make_carry.sh makes and checks against its manifest.
 set -uo pipefail
@@ -96,8 +97,13 @@ hand_v2() {  # DeepEP 2.1.0 by hand against the env's NCCL (the same NCCL build)
 
 step "builds: ${ENVS[*]} ($MODE), each in its own checkout copy"
 t=$(now)
-for env in "${ENVS[@]}"; do build_env "$env" & sleep 2; done
-[ "${HAND:-1}" = 1 ] && hand_v1 &
+want_v2() { [ "${TESTS:-1}" != 0 ] && { [ "${HAND:-1}" = 1 ] || [ "${HAND:-}" = v2 ]; }; }
+for env in "${ENVS[@]}"; do
+  # the hand-built DeepEP 2.x needs the V2 env's NCCL: it builds as soon as that env is installed
+  if [ "$env" = h200-nvlink-v2 ] && want_v2; then { build_env "$env"; hand_v2; } & else build_env "$env" & fi
+  sleep 2
+done
+[ "${HAND:-1}" = 1 ] && [ "${TESTS:-1}" != 0 ] && hand_v1 &
 wait
 fig builds_s "$(since "$t")"
 for env in "${ENVS[@]}"; do
@@ -134,8 +140,7 @@ hand_test() {  # hand_test NAME SITE TESTDIR SCRIPT [VAR=value...]: a hand build
   $PY benchmarks/gpu/parse_deepep.py "$EG/$name.log" "${name}_" | figs
 }
 
-[ "${TESTS:-1}" = 0 ] && ENVS_TESTED=() || ENVS_TESTED=("${ENVS[@]}")
-[ "${TESTS:-1}" != 0 ] && { [ "${HAND:-1}" = 1 ] || [ "${HAND:-}" = v2 ]; } && { hand_v2 & }
+case ${TESTS:-1} in 0|pair) ENVS_TESTED=() ;; *) ENVS_TESTED=("${ENVS[@]}") ;; esac
 for env in ${ENVS_TESTED[@]+"${ENVS_TESTED[@]}"}; do
   k=${env//-/_}
   run_task "$env" deepep-test-intranode "${k}_intranode"
@@ -143,13 +148,14 @@ for env in ${ENVS_TESTED[@]+"${ENVS_TESTED[@]}"}; do
   [ "${env%-v2}" != "$env" ] && run_task "$env" deepep-test-elastic-ep "${k}_elastic" --test-first-only
 done
 wait
-if [ "${TESTS:-1}" != 0 ] && { [ "${HAND:-1}" = 1 ] || [ "${HAND:-}" = v2 ]; }; then
+if want_v2; then
   [ "${HAND:-1}" = 1 ] && hand_test hand_intranode "$EG/hand-site" "$EG/hand/tests" test_intranode.py
-  # the NCCL it was built against must be the one loaded: torch loads its pip NCCL 2.28.9 first through its
-  # RPATH (undefined ncclCommQueryProperties), so the user preloads the env's libnccl.so.2
+  # the NCCL it was built against must win: torch maps its pip NCCL 2.28.9 by path (undefined
+  # ncclCommQueryProperties), so the user preloads the env's libnccl.so.2, and since torch's copy is still
+  # mapped beside it, DeepEP's own knob skips its one-NCCL check (2x H200, 2026-11-27: "Duplicate NCCL runtime")
   v2lib=$EG/tree-h200-nvlink-v2/.pixi/envs/h200-nvlink-v2/lib
   HAND_ARGS=--test-first-only hand_test hand_v2_elastic "$EG/hand-v2-site" "$EG/hand-v2/tests" elastic/test_ep.py \
-    EP_DISABLE_GIN=1 LD_PRELOAD="$v2lib/libnccl.so.2" LD_LIBRARY_PATH="$v2lib"
+    EP_DISABLE_GIN=1 EP_SUPPRESS_NCCL_CHECK=1 LD_PRELOAD="$v2lib/libnccl.so.2" LD_LIBRARY_PATH="$v2lib"
   [ -d "$EG/hand-v2-site/deep_ep" ] && run_task h200-nvlink-v2 deepep-test-elastic-ep h200_nvlink_v2_elasticpair --test-first-only
 fi
 for env in "${ENVS[@]}"; do
