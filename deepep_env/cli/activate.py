@@ -13,6 +13,7 @@ from typing import List, Optional
 import typer
 
 from deepep_env.base.project import DEFAULT_PREFIX
+from deepep_env.cli._common import DemoHostOpt
 
 
 def register(app: typer.Typer) -> None:
@@ -23,11 +24,12 @@ def register(app: typer.Typer) -> None:
         shell: Optional[str] = typer.Option(None, "--shell", help="bash, zsh, fish or json; default from $SHELL."),
         prefix: Optional[str] = typer.Option(None, "--prefix", help=f"The env's prefix; default $DEEPEP_ENV_PREFIX, else the project's {DEFAULT_PREFIX}."),
         platform: Optional[str] = typer.Option(None, "--platform", help="Platform profile; default: detected."),
+        demo_host: Optional[str] = DemoHostOpt,
     ) -> None:
         """Print a script for `eval`: the env's prefix activation plus the host overlay."""
         from deepep_env.cli.fast_activate import run_activate
 
-        code = run_activate(env, root=root, shell=shell, prefix=prefix, platform=platform)
+        code = run_activate(env, root=root, shell=shell, prefix=prefix, platform=platform, demo_host=demo_host)
         if code:
             raise typer.Exit(code)
 

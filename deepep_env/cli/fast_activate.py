@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Mapping, NoReturn, Optional
 if TYPE_CHECKING:  # annotations only: argparse loads in _parser
     import argparse
 
+    from deepep_env.host.context import EnvContext
+
 SHELL_CHOICES = ("bash", "zsh", "fish", "json")
 
 
@@ -29,6 +31,7 @@ def run_activate(
     shell: Optional[str] = None,
     prefix: Optional[str] = None,
     platform: Optional[str] = None,
+    demo_host: Optional[str] = None,
 ) -> int:
     from deepep_env.base.errors import UserError
 
@@ -36,9 +39,7 @@ def run_activate(
         if shell is not None and shell not in SHELL_CHOICES:
             raise UserError(f"unknown shell {shell!r}", field="--shell", accepted=", ".join(SHELL_CHOICES))
         shell = shell or default_shell()
-        from deepep_env.host.context import activation_context
-
-        act = activation_context(env, root=root, prefix=prefix, platform=platform)
+        act = _activation(env, root, prefix, platform, demo_host)
         if shell == "json":
             import json
 
@@ -61,6 +62,21 @@ def run_activate(
     sys.stdout.write(text)
     sys.stdout.flush()
     return 0
+
+
+def _activation(env: str, root: str, prefix: Optional[str], platform: Optional[str],
+                demo_host: Optional[str]) -> EnvContext:
+    """The activation of ``env``'s prefix on the host under ``root``, or on a bundled capture
+    (``--demo-host``, read from a temporary tree only while the overlay is computed: only the
+    demo path loads the capture's code)."""
+    from deepep_env.host.context import activation_context
+
+    if demo_host is None:
+        return activation_context(env, root=root, prefix=prefix, platform=platform)
+    from deepep_env.platform.demo import host_root
+
+    with host_root(root, demo_host) as host_dir:
+        return activation_context(env, root=host_dir, prefix=prefix, platform=platform)
 
 
 def hook_main(argv: list[str]) -> int:
@@ -102,8 +118,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--shell", choices=SHELL_CHOICES, default=None, help="default: from $SHELL, else bash")
     parser.add_argument("--prefix", default=None, help=f"the env's prefix (default $DEEPEP_ENV_PREFIX, else the project's {DEFAULT_PREFIX})")
     parser.add_argument("--platform", default=None, help="platform profile (default: detected)")
+    parser.add_argument("--demo-host", default=None, metavar="NAME",
+                        help="a bundled captured host (gcp-b200-demo, h200x8-nvlink) instead of this machine")
     args = parser.parse_args(argv)
-    return run_activate(args.env, root=args.root, shell=args.shell, prefix=args.prefix, platform=args.platform)
+    return run_activate(args.env, root=args.root, shell=args.shell, prefix=args.prefix, platform=args.platform,
+                        demo_host=args.demo_host)
 
 
 if __name__ == "__main__":

@@ -128,7 +128,8 @@ def render_plan(c: Console, d: dict[str, Any]) -> None:
 
         c.print(f"[bold]suggestion[/bold]: {escape(d['nvshmem_suggestion'])}")
     lock = d.get("lock", {})
-    c.print(f"[bold]lock[/bold] {lock.get('path')}: {lock.get('status')}" + (f" — {lock['hint']}" if lock.get("hint") else ""))
+    why = f"{lock['why']}; next: " if lock.get("why") else ""
+    c.print(f"[bold]lock[/bold] {lock.get('path')}: {lock.get('status')}" + (f" — {why}`{lock['hint']}`" if lock.get("hint") else ""))
     for reason in lock.get("reasons", []) or []:
         c.print(f"  - {reason}")
     ver = d.get("verified")

@@ -22,6 +22,7 @@ from deepep_env.formats.prefix import (META_RELPATH, PREFIX_ENV_VAR, PrefixMeta,
 from deepep_env.overlay.rules import default_site_dirs
 from deepep_env.base.project import Project
 from deepep_env.base.project import find_project as locate_project
+from deepep_env.lock.next_step import next_step
 from deepep_env.lock.workspace import Workspace, workspace
 
 # A system interpreter's root is the host's own /usr: reading it "on this machine" under --root
@@ -92,8 +93,7 @@ def read_marker(env: Optional[str], pfx: str, findings: list[Finding], ws: Optio
     if not has_marker(pfx):
         findings.append(setup_finding(
             "env.not-installed", "error", f"env {env or '?'} is not installed at {pfx} (no {META_RELPATH})",
-            [Evidence(value="absent", file=marker)],
-            f"`deepep-env install {env or 'ENV'}`, or pass --prefix where it is installed"))
+            [Evidence(value="absent", file=marker)], _install_fix(env, ws)))
         return None
     try:
         return read_prefix_meta(pfx, env)
@@ -102,6 +102,20 @@ def read_marker(env: Optional[str], pfx: str, findings: list[Finding], ws: Optio
             "env.not-installed", "error", f"the install marker is not usable: {err}",
             [Evidence(value=one_line(err.message), file=marker)], f"reinstall: `deepep-env install {env or 'ENV'}`"))
         return None
+
+
+def _install_fix(env: Optional[str], ws: Optional[Workspace]) -> str:
+    """How to get ``env`` installed from this checkout: install when it is locked, else the step before
+    (lock.next_step), so doctor never suggests an install the lock would refuse."""
+    where = ", or pass --prefix where it is installed"
+    if not env or ws is None:
+        return f"`deepep-env install {env or 'ENV'}`{where}"
+    step = next_step(ws.project, env, ws)
+    if step.state == "locked":
+        return f"`deepep-env install {env}`{where}"
+    detail = f" ({step.detail})" if step.detail else ""
+    after = f"`deepep-env build {env} && deepep-env lock {env}`, " if step.state == "unpinned" else ""
+    return f"{env} is {step.why}: `{step.command}`{detail}, then {after}`deepep-env install {env}`{where}"
 
 
 def mismatch_finding(host: HostContext, env_name: Optional[str], spec: Any, meta: Optional[PrefixMeta],

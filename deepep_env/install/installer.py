@@ -37,6 +37,7 @@ from deepep_env.base.channels.urls import channel_mirrors, package_path
 from deepep_env.base.channels.urls import client as make_client
 from deepep_env.lock.check import check_lock
 from deepep_env.formats.lockfile import read_lock
+from deepep_env.lock.next_step import next_step
 from deepep_env.lock.solve import default_lock_path
 from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.envspec.resolved import spec_marker
@@ -153,6 +154,11 @@ def install_env(env: str, project: Project, *, prefix: Optional[str | Path] = No
     ws = workspace(project, ws)
     r = ws.resolved(env)
     lock = Path(lock_path) if lock_path else default_lock_path(project, r.name)
+    if not lock_path and (step := next_step(project, r.name, ws)).state != "locked":
+        # not in the project's lock: name the step that gets it there (never one that would be refused)
+        what = f"the lock has no environment {r.name!r}" if lock.is_file() else "no lock to install from"
+        raise UserError(f"{what} ({step.why})", file=lock,
+                        accepted=f"`{step.command}` first" + (f"; {step.detail}" if step.detail else ""))
     pfx = Path(prefix).expanduser() if prefix else project.prefix_for(r.name)
     mirror_map = parse_mirrors(mirrors)
     for url, d in channel_mirrors().items():  # $DEEPEP_ENV_MIRRORS, after --mirror

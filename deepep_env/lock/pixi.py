@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from deepep_env.base.atomic import write_text
 from deepep_env.base.errors import StaleError, UserError
 from deepep_env.formats.stamps import PIXI_MANIFEST
+from deepep_env.lock.next_step import next_step
 from deepep_env.base.channels.urls import file_url
 from deepep_env.formats.lock_platforms import platform_for
 from deepep_env.lock.request import component_requirements, workspace_platforms
@@ -276,13 +277,8 @@ def _locked_envs(project: Project, ws: Optional[Workspace] = None) -> set[str]:
 
 
 def _not_locked_note(r: ResolvedSpec, project: Project, ws: Optional[Workspace] = None) -> str:
-    try:
-        unpinned = sorted({u for n in workspace(project, ws).plan_of(r).nodes for u in n.unpinned})
-    except UserError as exc:
-        return f"{r.name}: no build plan ({exc})"
-    if unpinned:
-        return f"{r.name}: {', '.join(unpinned)} not pinned by content yet (`deepep-env fetch {r.name}` with network)"
-    return f"{r.name}: not in pixi.lock (`deepep-env build {r.name} && deepep-env lock {r.name}`)"
+    step = next_step(project, r.name, ws)
+    return f"{r.name}: {step.why} (`{step.command}`)"
 
 
 def generate(project: Project, ws: Optional[Workspace] = None) -> tuple[str, list[str], list[str]]:

@@ -71,9 +71,13 @@ class Cell:
         return recs[-1] if recs else None
 
     def to_dict(self, digests: dict[tuple[str, str], str]) -> dict[str, Any]:
-        last = self.records[-1]
         cur = self.newest(True, digests)
-        with_figures = next((r for r in reversed(self.records) if r.data.get("figures")), None)
+        # the record that decides the cell: the newest one that speaks to the claim (matching the lock,
+        # with the ranks asked for), else the newest of all; a later one-rank run on a two-GPU claim
+        # neither verifies nor hides it
+        last = cur or self.records[-1]
+        with_figures = last if last.data.get("figures") else \
+            next((r for r in reversed(self.records) if r.data.get("figures")), None)
         return {
             "env": self.env, "platform": self.platform, "test": self.test,
             "status": "pass" if counts_as_pass(last.data) else "fail",

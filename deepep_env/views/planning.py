@@ -16,6 +16,7 @@ from deepep_env.base.hashing import short_id
 from deepep_env.views.hostview import host_view
 from deepep_env.lock import check_lock
 from deepep_env.formats.lockfile import read_lock
+from deepep_env.lock.next_step import next_step
 from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.formats.prefix import has_marker
 from deepep_env.platform.demo import demo_name, host_root
@@ -108,8 +109,9 @@ def _resolved_data(r: ResolvedSpec, project: Project, ws: Optional[Workspace] = 
 def _lock_status(name: str, project: Project, ws: Optional[Workspace] = None) -> dict[str, Any]:
     path = project.pixi_lock
     if not path.exists() or not _has_env(path, name, ws):
-        return {"path": str(path.relative_to(project.root)), "status": "missing",
-                "hint": f"deepep-env build {name} && deepep-env lock {name}"}
+        step = next_step(project, name, ws)
+        return {"path": str(path.relative_to(project.root)), "status": "missing", "hint": step.command,
+                "why": step.why + (f" ({step.detail})" if step.detail else "")}
     try:
         res = check_lock(name, project, ws=ws)
     except UserError as err:

@@ -226,3 +226,26 @@ def test_exports_of_a_removed_environment_go(repo_root, tmp_path, capsys):
     assert rc == 0 and f"removed {gone}" in out
     assert not gone.exists() and (folder / "README.md").exists()
     assert cli_in_process(capsys, "export", *args, "--check")[0] == 0
+
+
+def test_conda_lock_render_linux_64_works_on_every_committed_export(repo_root, tmp_path):
+    """pixi.lock names its CUDA platforms p1, p2 (pixi's format); the exports say linux-64, so
+    `conda-lock render -p linux-64` (its command line, not an internal name) writes each env's
+    explicit file with every locked package (issue 40.7)."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    exports = sorted((repo_root / "lockfiles").glob("*.conda-lock.yml"))
+    assert exports
+    for path in exports:
+        out = tmp_path / path.name
+        out.mkdir()
+        res = subprocess.run([sys.executable, "-m", "conda_lock", "render", "-p", "linux-64", "--kind", "explicit",
+                              str(path)], cwd=out, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        text = (out / "conda-linux-64.lock").read_text()
+        assert "# platform: linux-64" in text
+        urls = [p["url"] for p in yaml.safe_load(path.read_text())["package"]]
+        assert urls and all(u in text for u in urls)

@@ -59,7 +59,7 @@ def test_only_locked_specs_are_environments(lt_world, tmp_path, capsys, monkeypa
     text = p.pixi_toml.read_text()
     m = tomllib.loads(text)
     assert set(m["environments"]) == {"lt-conda"} and "lt-host" not in m["feature"]
-    assert "#   lt-host: not in pixi.lock (`deepep-env build lt-host && deepep-env lock lt-host`)" in text
+    assert "#   lt-host: not in pixi.lock yet (`deepep-env build lt-host && deepep-env lock lt-host`)" in text
     assert [x["name"] for x in m["workspace"]["platforms"]] == ["linux-64-cuda129"]
 
 

@@ -223,3 +223,21 @@ def test_failing_activation_script_is_a_user_error(host_tree, tmp_path):
     act = activation_context("gcp-b200", root=host_tree("gcp-b200"), prefix=prefix, environ={})
     with pytest.raises(UserError, match="activation script failed"):
         run_environment(act.overlay, {"PATH": os.environ["PATH"]})
+
+
+def test_activate_on_a_demo_host_prints_the_prefix_and_the_captured_hosts_overlay(tmp_path):
+    """`activate gcp-b200 --demo-host gcp-b200-demo` (issue 40.5): the prefix activation and the
+    overlay of the bundled capture, with nothing naming the temporary tree it was read from."""
+    prefix = fake_prefix(tmp_path / "env")
+    env = base_env(tmp_path, TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    res = cli_subprocess("activate", "gcp-b200", "--demo-host", "gcp-b200-demo", "--prefix", str(prefix),
+                         "--shell", "json", env=env, check=True)
+    doc = json.loads(res.stdout)
+    values = {c["name"]: c.get("value") for c in doc["changes"]} if "changes" in doc else doc
+    text = json.dumps(values)
+    assert str(prefix) in text and "DEEP_EP_DEVICE_TO_HCA_MAPPING" in text and "deepep-env-demo-host-" not in text
+    assert list((tmp_path / "tmp").iterdir()) == []      # the capture's tree is gone afterwards
+    bad = cli_subprocess("activate", "gcp-b200", "--demo-host", "nosuch", "--prefix", str(prefix), env=env)
+    assert bad.returncode != 0 and "--demo-host" in bad.stderr and "gcp-b200-demo" in bad.stderr
+    no_traceback(bad)

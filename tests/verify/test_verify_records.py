@@ -186,3 +186,20 @@ def test_publish_ships_the_records_with_the_packages(proj, host_tree, tmp_path, 
         ship_records("file", chan, "h200-nvlink", proj.root, PublishReport("h200-nvlink", str(chan), "file", chan.as_uri()))
     rep = ship_records("s3", None, "h200-nvlink", proj.root, PublishReport("h200-nvlink", "s3://b/p", "s3", "s3://b/p"))
     assert not rep.records and "file channels only" in rep.notes[0]
+
+
+def test_a_later_one_rank_run_neither_verifies_nor_hides_a_multi_rank_claim(tmp_path):
+    """verified: the spec asks 2 ranks; a 2-rank pass then a 1-rank pass → the cell shows the 2-rank
+    record (its ranks, its figures), verified; the 1-rank one counts as a record only."""
+    from deepep_env.verify.matrix import Cell
+
+    def rec(ranks, gbps, t):
+        data = {"ranks": ranks, "digest": "d", "lock_env": "e", "lock_platform": "p", "time": t, "exit_code": 0,
+                "passed": True, "test": "elastic-ep", "host": {"node": "n"},
+                "evidence": "1 EPv2 case(s) ran to the end", "figures": {"ep_cases_run": 1, "ep_dispatch_su_gbps": gbps}}
+        return type("R", (), {"data": data, "path": tmp_path / f"{t}.json"})()
+
+    cell = Cell("e", "nvlink", "elastic-ep", [rec(2, 578, "t1"), rec(1, 1127, "t2")], need=2)
+    d = cell.to_dict({("e", "p"): "d"})
+    assert d["ranks"] == 2 and d["figures"]["ep_dispatch_su_gbps"] == 578 and d["newest"]["time"] == "t1"
+    assert d["records"] == 2 and d["current_records"] == 2 and d["status"] == "pass" and d["verified"]

@@ -1,0 +1,52 @@
+"""The one next command for an environment that is not installed yet, and only one the tool will run.
+
+``plan``'s lock row, ``doctor``'s ``env.not-installed``, ``install``'s refusal and ``pixi.toml``'s
+comments all ask this module, so no suggestion names a step that the tool would then refuse (issue 40):
+
+- locked (``pixi.lock`` has the environment) → ``deepep-env install ENV``;
+- a source or patch not pinned by content → ``deepep-env fetch ENV --from DIR`` with what DIR must
+  hold (``build`` would refuse an unpinned node, so ``build && lock`` is never suggested then);
+- otherwise → ``deepep-env build ENV && deepep-env lock ENV``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+from deepep_env.base.errors import UserError
+from deepep_env.lock.workspace import Workspace, workspace
+
+if TYPE_CHECKING:  # annotations only
+    from deepep_env.base.project import Project
+
+
+@dataclass(frozen=True)
+class NextStep:
+    state: str        # "locked", "unpinned", "unlocked" or "unplannable"
+    command: str      # the command to run next (backquoted in messages)
+    why: str          # one clause, without the env's name: what stands between it and an install
+    detail: str = ""  # what the command's placeholders mean, if it has any
+
+    def text(self) -> str:
+        return f"{self.why}: `{self.command}`"
+
+
+def next_step(project: Project, env: str, ws: Optional[Workspace] = None) -> NextStep:
+    """What moves ``env`` (a spec name) toward an installed prefix from where this checkout is."""
+    ws = workspace(project, ws)
+    try:
+        locked = project.pixi_lock.is_file() and env in ws.lock(project.pixi_lock).envs
+    except UserError:
+        locked = False
+    if locked:
+        return NextStep("locked", f"deepep-env install {env}", "locked")
+    try:
+        unpinned = sorted({u for n in ws.plan_of(ws.resolved(env)).nodes for u in n.unpinned
+                           if not u.startswith("dependency ")})
+    except UserError as exc:
+        return NextStep("unplannable", f"deepep-env plan {env}", f"no build plan ({exc.message})")
+    if unpinned:
+        return NextStep("unpinned", f"deepep-env fetch {env} --from DIR",
+                        f"not buildable yet: {', '.join(unpinned)} not pinned by content",
+                        f"DIR: a folder holding the upstream archive; with network, `deepep-env fetch {env}`")
+    return NextStep("unlocked", f"deepep-env build {env} && deepep-env lock {env}", "not in pixi.lock yet")
