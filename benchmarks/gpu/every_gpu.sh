@@ -152,10 +152,13 @@ if want_v2; then
   [ "${HAND:-1}" = 1 ] && hand_test hand_intranode "$EG/hand-site" "$EG/hand/tests" test_intranode.py
   # the NCCL it was built against must win: torch maps its pip NCCL 2.28.9 by path (undefined
   # ncclCommQueryProperties), so the user preloads the env's libnccl.so.2, and since torch's copy is still
-  # mapped beside it, DeepEP's own knob skips its one-NCCL check (2x H200, 2026-11-27: "Duplicate NCCL runtime")
+  # mapped beside it, DeepEP's own knob skips its one-NCCL check (2x H200, 2026-11-27: "Duplicate NCCL runtime");
+  # and NVLink multicast off, as the lent machines require and the env's spec [env] sets (without it: SIGSEGV
+  # in the first case on an H100, 2026-11-27)
   v2lib=$EG/tree-h200-nvlink-v2/.pixi/envs/h200-nvlink-v2/lib
   HAND_ARGS=--test-first-only hand_test hand_v2_elastic "$EG/hand-v2-site" "$EG/hand-v2/tests" elastic/test_ep.py \
-    EP_DISABLE_GIN=1 EP_SUPPRESS_NCCL_CHECK=1 LD_PRELOAD="$v2lib/libnccl.so.2" LD_LIBRARY_PATH="$v2lib"
+    EP_DISABLE_GIN=1 EP_SUPPRESS_NCCL_CHECK=1 LD_PRELOAD="$v2lib/libnccl.so.2" LD_LIBRARY_PATH="$v2lib" \
+    NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1
   [ -d "$EG/hand-v2-site/deep_ep" ] && run_task h200-nvlink-v2 deepep-test-elastic-ep h200_nvlink_v2_elasticpair --test-first-only
 fi
 for env in "${ENVS[@]}"; do
