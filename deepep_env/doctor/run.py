@@ -16,6 +16,7 @@ from deepep_env.doctor.context import DoctorContext
 from deepep_env.doctor.model import SEVERITIES, DoctorReport, Evidence, Finding, TrafficResult, one_line
 from deepep_env.doctor.setup import build_context
 from deepep_env.doctor.traffic import run_traffic
+from deepep_env.lock.workspace import Workspace
 from deepep_env.host.context import HostContext, read_host
 from deepep_env.verify.fingerprint import host_fingerprint
 
@@ -42,6 +43,7 @@ def run_doctor(
     families: Optional[Sequence[str]] = None,
     spec: Any = None,
     host: Optional[HostContext] = None,
+    ws: Optional[Workspace] = None,
 ) -> DoctorReport:
     """Check the host under ``root``, the env ``env`` (or the prefix ``prefix``) and its overlay.
 
@@ -49,11 +51,12 @@ def run_doctor(
     it plus the env's overlay. ``traffic``: a command to run between two reads of every NIC's
     ``port_xmit_data``. ``spec``: an already resolved spec for ``env`` (else loaded from the project).
     ``host``: the host already read by the caller (then ``root``, ``platform`` and ``environ`` are its).
+    ``ws``: the caller's workspace (the spec resolved and the lock read once per command).
     """
     host = host or read_host(root, platform, dict(os.environ if environ is None else environ))
     cwd = os.path.abspath(cwd or os.getcwd())
     ctx = build_context(host, env, prefix=os.fspath(prefix) if prefix is not None else None, project=project,
-                        cwd=cwd, spec=spec)
+                        cwd=cwd, spec=spec, ws=ws)
     checks = [c for c in all_checks() if families is None or c.family in families]
     findings = [f for c in checks for f in run_check(c, ctx)]
     if ctx.overlay_applied:

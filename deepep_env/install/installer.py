@@ -154,7 +154,7 @@ def install_env(env: str, project: Project, *, prefix: Optional[str | Path] = No
     ws = workspace(project, ws)
     r = ws.resolved(env)
     lock = Path(lock_path) if lock_path else default_lock_path(project, r.name)
-    if not lock_path and (step := next_step(project, r.name, ws)).state != "locked":
+    if not lock_path and (step := next_step(project, r.name, ws)).state not in ("locked", "unreadable"):
         # not in the project's lock: name the step that gets it there (never one that would be refused)
         what = f"the lock has no environment {r.name!r}" if lock.is_file() else "no lock to install from"
         raise UserError(f"{what} ({step.why})", file=lock,

@@ -4,6 +4,7 @@
 comments all ask this module, so no suggestion names a step that the tool would then refuse (issue 40):
 
 - locked (``pixi.lock`` has the environment) → ``deepep-env install ENV``;
+- ``pixi.lock`` unreadable → its own error (``deepep-env lock ENV --check`` names it);
 - a source or patch not pinned by content → ``deepep-env fetch ENV --from DIR`` with what DIR must
   hold (``build`` would refuse an unpinned node, so ``build && lock`` is never suggested then);
 - otherwise → ``deepep-env build ENV && deepep-env lock ENV``.
@@ -22,7 +23,7 @@ if TYPE_CHECKING:  # annotations only
 
 @dataclass(frozen=True)
 class NextStep:
-    state: str        # "locked", "unpinned", "unlocked" or "unplannable"
+    state: str        # "locked", "unreadable", "unpinned", "unlocked" or "unplannable"
     command: str      # the command to run next (backquoted in messages)
     why: str          # one clause, without the env's name: what stands between it and an install
     detail: str = ""  # what the command's placeholders mean, if it has any
@@ -36,8 +37,8 @@ def next_step(project: Project, env: str, ws: Optional[Workspace] = None) -> Nex
     ws = workspace(project, ws)
     try:
         locked = project.pixi_lock.is_file() and env in ws.lock(project.pixi_lock).envs
-    except UserError:
-        locked = False
+    except UserError as exc:   # a lock that cannot be read: its own error is the thing to fix first
+        return NextStep("unreadable", f"deepep-env lock {env} --check", f"pixi.lock cannot be read ({exc.message})")
     if locked:
         return NextStep("locked", f"deepep-env install {env}", "locked")
     try:

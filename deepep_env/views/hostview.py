@@ -14,6 +14,7 @@ from deepep_env.base.errors import UserError
 from deepep_env.formats.prefix import has_marker
 from deepep_env.base.project import Project
 from deepep_env.envspec.resolved import ResolvedSpec
+from deepep_env.lock.workspace import Workspace
 
 
 def _host_summary(host: HostContext, root: str, demo_host: Optional[str]) -> dict[str, Any]:
@@ -33,9 +34,11 @@ def _host_summary(host: HostContext, root: str, demo_host: Optional[str]) -> dic
 
 
 def host_view(r: ResolvedSpec, project: Project, *, root: str = "/", platform: Optional[str] = None,
-              demo_host: Optional[str] = None, environ: Optional[dict[str, str]] = None) -> dict[str, Any]:
+              demo_host: Optional[str] = None, environ: Optional[dict[str, str]] = None,
+              ws: Optional[Workspace] = None) -> dict[str, Any]:
     """``environ``: the caller's environment (default: this process's on the live host; a captured
-    or bundled host is judged on its own facts, not on this machine's variables)."""
+    or bundled host is judged on its own facts, not on this machine's variables). ``ws``: the
+    command's workspace (doctor reads the spec and the lock through it)."""
     out: dict[str, Any] = {"errors": []}
     try:
         host = read_host(root, platform, environ)
@@ -55,7 +58,7 @@ def host_view(r: ResolvedSpec, project: Project, *, root: str = "/", platform: O
     except UserError as err:
         out["errors"].append(f"overlay: {err}")
     try:
-        rep = run_doctor(r.name, host=host, prefix=prefix if installed else None, project=project, spec=r)
+        rep = run_doctor(r.name, host=host, prefix=prefix if installed else None, project=project, spec=r, ws=ws)
         out["doctor"] = rep.to_dict()
     except UserError as err:
         out["errors"].append(f"doctor: {err}")

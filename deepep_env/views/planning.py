@@ -146,9 +146,9 @@ def _as_data(obj: Any) -> Any:
 
 
 def _host_sections(name: str, project: Project, r: ResolvedSpec, root: Optional[str], demo_host: Optional[str],
-                   platform: Optional[str]) -> dict[str, Any]:
+                   platform: Optional[str], ws: Optional[Workspace] = None) -> dict[str, Any]:
     with host_root(root, demo_host) as host_dir:
-        return host_view(r, project, root=host_dir, platform=platform, demo_host=demo_name(root, demo_host))
+        return host_view(r, project, root=host_dir, platform=platform, demo_host=demo_name(root, demo_host), ws=ws)
 
 
 def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_host: Optional[str] = None,
@@ -162,5 +162,5 @@ def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_h
     data["verified"] = _verified(name, project, ws)
     data["prefix"] = {"path": str(project.prefix_for(name)),
                       "installed": has_marker(project.prefix_for(name))}
-    data.update(_host_sections(name, project, r, root, demo_host, platform))
+    data.update(_host_sections(name, project, r, root, demo_host, platform, ws))
     return data
