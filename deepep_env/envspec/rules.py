@@ -74,9 +74,14 @@ def _v1_legacy_layout(r: ResolvedSpec) -> Optional[str]:
 
 
 # What pip's torch wheels pin exactly (shared/research/2026-11-landscape.md §5: DeepEP #710, aws DLC #6467,
-# vLLM PR #58159). Only releases a thread names; a torch not listed is not judged.
+# vLLM PR #58159), and what PyPI's x86-64 wheels' METADATA says (torch-2.10.0-cp312 and -2.11.0-cp312,
+# Requires-Dist read 2026-11-27: 2.10.0 → nvidia-cuda-runtime-cu12==12.8.90, nvidia-nccl-cu12==2.27.5,
+# nvidia-nvshmem-cu12==3.4.5; 2.11.0 → nvidia-nccl-cu13==2.28.9, nvidia-nvshmem-cu13==3.4.5). "cuda": the
+# CUDA minor PyPI's build is for; other builds (+cu129, …) are on download.pytorch.org only. A torch not
+# listed is not judged.
 TORCH_PIP_PINS = {
-    "2.11": {"nccl": "2.28.9"},
+    "2.10": {"nccl": "2.27.5", "nvshmem": "3.4.5", "cuda": "12.8"},
+    "2.11": {"nccl": "2.28.9", "nvshmem": "3.4.5"},
     "2.13": {"nccl": "2.29.7"},
     "2.15": {"nvshmem": "3.7"},
 }
@@ -110,6 +115,16 @@ def _torch_nvshmem_pin(r: ResolvedSpec) -> Optional[str]:
         return (f"PyTorch {r.pytorch.version} pins NVSHMEM {pin} (>= 3.5.19 RC-QP layout), the env's NVSHMEM "
                 f"{r.nvshmem.version} is of the older layout: one process cannot load both (vLLM PR #58159, "
                 "DeepEP PR #696); use NVSHMEM >= 3.5.19 with the layout fix, or PyTorch < 2.15")
+    return None
+
+
+def _torch_pip_cuda(r: ResolvedSpec) -> Optional[str]:
+    # PyPI has one CUDA build per torch release; a spec naming another would get PyPI's silently.
+    pin = _torch_pin(r, "cuda") if r.pytorch.provider == "pip" else None
+    if pin and r.pytorch.cuda and ".".join(r.pytorch.cuda.split(".")[:2]) != pin:
+        return (f"PyPI's torch {r.pytorch.version} is built for CUDA {pin} (its wheel requires nvidia-cuda-runtime "
+                f"{pin}.*), not {r.pytorch.cuda}: a +cu{r.pytorch.cuda.replace('.', '')} build is on download.pytorch.org "
+                f"only; set pytorch.cuda = \"{pin}\", or provider 'conda' (conda-forge builds per CUDA) or 'host'")
     return None
 
 
@@ -269,6 +284,9 @@ RULES: tuple[Rule, ...] = (
          "deepseek-ai/DeepEP issues #707, #764, open PR #696", _v2_legacy_nvshmem, "nvshmem.version"),
     Rule("pytorch-pip-nccl-pin", "pip's PyTorch pins NVIDIA's NCCL wheel exactly: a pip NCCL newer than the pin is downgraded",
          "deepseek-ai/DeepEP #710 (PR #712); aws/deep-learning-containers PR #6467", _torch_nccl_pin, "nccl.provider"),
+    Rule("pytorch-pip-cuda", "PyPI has one CUDA build of each PyTorch release: the spec's pytorch.cuda must be it",
+         "PyPI torch-2.10.0 wheel METADATA (Requires-Dist nvidia-cuda-runtime-cu12==12.8.90)", _torch_pip_cuda,
+         "pytorch.cuda"),
     Rule("pytorch-pip-nvshmem-pin", "one NVSHMEM per process: pip PyTorch 2.15's NVSHMEM 3.7 and the env's must share a layout class",
          "vllm-project/vllm PR #58159; deepseek-ai/DeepEP PR #696", _torch_nvshmem_pin, "nvshmem.version"),
     Rule("deepep-v2-nccl", "DeepEP V2 (NCCL Gin) needs NCCL >= 2.30.4 at build and run, the same build below 2.31",

@@ -28,9 +28,6 @@ class NextStep:
     why: str          # one clause, without the env's name: what stands between it and an install
     detail: str = ""  # what the command's placeholders mean, if it has any
 
-    def text(self) -> str:
-        return f"{self.why}: `{self.command}`"
-
 
 def next_step(project: Project, env: str, ws: Optional[Workspace] = None) -> NextStep:
     """What moves ``env`` (a spec name) toward an installed prefix from where this checkout is."""

@@ -36,6 +36,20 @@ def test_rule_refuses_with_the_thread(tmp_path, capsys, text, words):
         assert w in res.stderr, res.stderr
 
 
+def test_a_pypi_torch_of_another_cuda_is_never_a_silent_substitution(tmp_path, capsys):
+    """Issue 40.1: PyPI's torch 2.10.0 is cu128 (its METADATA pins nvidia-cuda-runtime-cu12==12.8.90); seed
+    000's 2.10.0+cu129 is not on PyPI. A spec taking it from PyPI as cu129 is refused; as cu128 it passes this rule."""
+    seed = (Path(__file__).parents[2] / "env_specs/gcp-b200.toml").read_text()
+    assert 'cuda = "12.9"\nbuild = "cuda129*"' in seed
+    pip = seed.replace('cuda = "12.9"\nbuild = "cuda129*"', 'cuda = "12.9"\nprovider = "pip"')
+    res = validate(tmp_path, capsys, pip.replace('name = "gcp-b200"', 'name = "h200-nvlink"'))
+    assert res.returncode == 2 and "pytorch-pip-cuda" in res.stderr and "CUDA 12.8" in res.stderr
+    assert "download.pytorch.org" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    res = validate(tmp_path, capsys, pip.replace('name = "gcp-b200"', 'name = "h200-nvlink"')
+                   .replace('[pytorch]\nversion = "2.10.0"\ncuda = "12.9"', '[pytorch]\nversion = "2.10.0"\ncuda = "12.8"'))
+    assert "pytorch-pip-cuda" not in res.stderr
+
+
 def test_v1_with_the_layout_fix_and_nvshmem_3_5_19_is_allowed(tmp_path, capsys):
     # 8a07e7e (PR #466 head) carries nvshmem-3.5-layout
     assert "nvshmem-3.5-layout" in (Path(__file__).parents[2] / "recipes/deep-ep/sources.toml").read_text()
