@@ -4,8 +4,8 @@ Every library function that rejects input raises :class:`UserError`; the CLI pri
 on one line and exits with ``err.exit_code`` (2 for bad input). Nothing else is printed, never a
 traceback.
 
-This module imports nothing from the project (every module imports it, the activate fast path
-included); rattler's exceptions become a :class:`UserError` in :mod:`deepep_env.base.rattler_errors`,
+This module imports only :mod:`deepep_env.base.safetext` (stdlib only) from the project: every module
+imports it, the activate fast path included. rattler's exceptions become a :class:`UserError` in :mod:`deepep_env.base.rattler_errors`,
 which needs the redaction of :mod:`deepep_env.base.channels.auth`.
 """
 from __future__ import annotations
@@ -15,10 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pathlib costs milliseconds on the activate fast path
     from pathlib import Path
 
-
-import re
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+from deepep_env.base.safetext import terminal
 
 
 class UserError(Exception):
@@ -55,9 +52,8 @@ class UserError(Exception):
         if self.accepted:
             text += f" (accepted: {self.accepted})"
         # Always one line, and no raw terminal control: a hostile value with a newline must not forge
-        # a second line, an ANSI or bidi sequence must not repaint the terminal.
-        text = " ".join(text.split("\n"))
-        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+        # a second line, an ANSI or bidi sequence must not repaint the terminal (safetext's one escaper).
+        return terminal(" ".join(text.split("\n")))
 
 
 class UnknownEnvError(UserError):

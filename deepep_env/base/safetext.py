@@ -10,12 +10,12 @@ safe to print on a terminal or to write into XML.
   and carriage return, U+FFFE/U+FFFF, lone surrogates), then ``&<>"'`` escaped: the result is
   well-formed as element text and as an attribute value (the SVG of ``detect --svg``, the fleet page).
 
-Stdlib only (``detect`` and the fleet report import it).
+Stdlib only (``detect``, the fleet report and :mod:`deepep_env.base.errors` import it; ``re`` alone at
+import time, for the activate fast path).
 """
 from __future__ import annotations
 
 import re
-from html import escape
 from typing import Any
 
 # C0 controls, DEL, C1 controls; bidi embeddings/overrides/isolates; zero-width and other format
@@ -52,6 +52,8 @@ def markup_free(value: Any) -> str:
 
 def xml(value: Any) -> str:
     """``value`` as XML 1.0 character data or an attribute value (quotes escaped)."""
+    from html import escape   # lazy: errors.py imports this module on the activate fast path, which never writes XML
+
     text = value if isinstance(value, str) else str(value)
     return escape(_XML_UNSAFE.sub(_visible, text), quote=True)
 
