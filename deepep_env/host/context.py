@@ -123,17 +123,34 @@ def prefix_meta(env: str, pfx: "str | os.PathLike[str]", cwd: Optional[str] = No
                 environ: Optional[Mapping[str, str]] = None, ws: Optional[Workspace] = None) -> PrefixMeta:
     """The prefix's marker; for a prefix pixi installed (package records, no marker of ours), the
     same fields from the project's spec, so pixi and deepep-env share ``.pixi/envs/ENV``."""
-    if has_marker(pfx) or not is_conda_prefix(pfx):
-        return read_prefix_meta(pfx, env)
-    root = nearest_root(Path(cwd or os.getcwd()), environ)
+    root = None if has_marker(pfx) else nearest_root(Path(cwd or os.getcwd()), environ)
     if root is None or not (root / "env_specs" / f"{env}.toml").is_file():
         return read_prefix_meta(pfx, env)      # the one-line "not installed" refusal
+    if not is_conda_prefix(pfx):
+        try:
+            return read_prefix_meta(pfx, env)
+        except UserError as err:               # not installed: name the step the tool will run (install, or before it)
+            raise _with_next_step(err, env, Project(root)) from None
     from deepep_env.envspec.resolved import spec_marker   # lazy: pydantic, off the marked fast path
     from deepep_env.formats.installed import unmarked_prefix_meta  # lazy: rattler, auth; off the marked fast path
     from deepep_env.lock.workspace import workspace       # lazy: the spec (pydantic), off the marked fast path
 
     r = workspace(Project(root), ws).resolved(env)
     return unmarked_prefix_meta(env, r.name, Path(pfx), spec_marker(r))
+
+
+def _with_next_step(err: UserError, env: str, project: Project) -> UserError:
+    """``err`` (the prefix has no install) with the one step that gets ``env`` installed from this
+    checkout: ``install`` when it is locked, else what comes before it (never a refused install)."""
+    from deepep_env.lock.next_step import next_step   # lazy: the lock and the spec, only on this refusal
+
+    step = next_step(project, env)
+    if step.state == "locked":
+        return err
+    detail = f" ({step.detail})" if step.detail else ""
+    after = f"`deepep-env build {env} && deepep-env lock {env}`, " if step.state == "unpinned" else ""
+    return UserError(f"{err.message}; {env} is {step.why}", file=err.file,
+                     accepted=f"`{step.command}` first{detail}, then {after}`deepep-env install {env}`; or pass --prefix")
 
 
 def activation_context(env: str, *, root: "str | os.PathLike[str]" = "/",

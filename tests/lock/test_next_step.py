@@ -22,13 +22,16 @@ def test_each_state_gets_the_command_that_moves_it():
         "deepep-env build h200-nvlink-ptx && deepep-env lock h200-nvlink-ptx"
 
 
-def test_install_doctor_and_plan_agree_on_the_step_and_fetch_accepts_it(tmp_path):
+def test_install_doctor_activate_and_plan_agree_on_the_step_and_fetch_accepts_it(tmp_path):
     inst = cli_subprocess("install", "gcp-b200", env=ENV)
     no_traceback(inst)
     assert inst.returncode == 2 and len(inst.stderr.strip().splitlines()) == 1
     assert "`deepep-env fetch gcp-b200 --from DIR` first" in inst.stderr and "deepep-env install" not in inst.stderr
     doc = cli_subprocess("doctor", "gcp-b200", "--demo-host", "gcp-b200-demo", env=ENV)
     assert "`deepep-env fetch gcp-b200 --from DIR`" in doc.stdout and "then `deepep-env build gcp-b200" in doc.stdout
+    act = cli_subprocess("activate", "gcp-b200", "--demo-host", "gcp-b200-demo", env=ENV)
+    assert act.returncode == 2 and len(act.stderr.strip().splitlines()) == 1
+    assert "`deepep-env fetch gcp-b200 --from DIR` first" in act.stderr and "run `deepep-env install" not in act.stderr
     plan = cli_subprocess("plan", "gcp-b200", "--json", env=ENV)
     assert '"hint": "deepep-env fetch gcp-b200 --from DIR"' in plan.stdout
     # the suggested command exists as written: with an empty DIR it says what is missing, no usage error
