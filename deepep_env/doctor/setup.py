@@ -113,9 +113,7 @@ def _install_fix(env: Optional[str], ws: Optional[Workspace]) -> str:
     step = next_step(ws.project, env, ws)
     if step.state == "locked":
         return f"`deepep-env install {env}`{where}"
-    detail = f" ({step.detail})" if step.detail else ""
-    after = f"`deepep-env build {env} && deepep-env lock {env}`, " if step.state == "unpinned" else ""
-    return f"{env} is {step.why}: `{step.command}`{detail}, then {after}`deepep-env install {env}`{where}"
+    return f"{env} is {step.why}: `{step.command}`{step.note()}, {step.then_install(env)}{where}"
 
 
 def mismatch_finding(host: HostContext, env_name: Optional[str], spec: Any, meta: Optional[PrefixMeta],

@@ -147,10 +147,8 @@ def _with_next_step(err: UserError, env: str, project: Project) -> UserError:
     step = next_step(project, env)
     if step.state == "locked":
         return err
-    detail = f" ({step.detail})" if step.detail else ""
-    after = f"`deepep-env build {env} && deepep-env lock {env}`, " if step.state == "unpinned" else ""
     return UserError(f"{err.message}; {env} is {step.why}", file=err.file,
-                     accepted=f"`{step.command}` first{detail}, then {after}`deepep-env install {env}`; or pass --prefix")
+                     accepted=f"`{step.command}` first{step.note()}, {step.then_install(env)}; or pass --prefix")
 
 
 def activation_context(env: str, *, root: "str | os.PathLike[str]" = "/",

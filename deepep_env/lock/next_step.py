@@ -1,7 +1,8 @@
 """The one next command for an environment that is not installed yet, and only one the tool will run.
 
-``plan``'s lock row, ``doctor``'s ``env.not-installed``, ``install``'s refusal and ``pixi.toml``'s
-comments all ask this module, so no suggestion names a step that the tool would then refuse (issue 40):
+``plan``'s lock row, ``doctor``'s ``env.not-installed``, ``install``'s refusal, ``activate``/``run`` on
+a prefix with no install and ``pixi.toml``'s comments all ask this module (and render it with
+:meth:`NextStep.note` and :meth:`NextStep.then_install`), so no suggestion names a step that the tool would then refuse (issue 40):
 
 - locked (``pixi.lock`` has the environment) → ``deepep-env install ENV``;
 - ``pixi.lock`` unreadable → its own error (``deepep-env lock ENV --check`` names it);
@@ -25,8 +26,17 @@ if TYPE_CHECKING:  # annotations only
 class NextStep:
     state: str        # "locked", "unreadable", "unpinned", "unlocked" or "unplannable"
     command: str      # the command to run next (backquoted in messages)
-    why: str          # one clause, without the env's name: what stands between it and an install
+    why: str          # one predicate, without the env's name ("ENV is <why>"): what stands before an install
     detail: str = ""  # what the command's placeholders mean, if it has any
+
+    def note(self) -> str:
+        """`` (detail)`` to follow the command, or nothing."""
+        return f" ({self.detail})" if self.detail else ""
+
+    def then_install(self, env: str) -> str:
+        """The commands after this one up to an install: ``then `build && lock`, `install``` after a fetch."""
+        after = f"`deepep-env build {env} && deepep-env lock {env}`, " if self.state == "unpinned" else ""
+        return f"then {after}`deepep-env install {env}`"
 
 
 def next_step(project: Project, env: str, ws: Optional[Workspace] = None) -> NextStep:
@@ -35,14 +45,14 @@ def next_step(project: Project, env: str, ws: Optional[Workspace] = None) -> Nex
     try:
         locked = project.pixi_lock.is_file() and env in ws.lock(project.pixi_lock).envs
     except UserError as exc:   # a lock that cannot be read: its own error is the thing to fix first
-        return NextStep("unreadable", f"deepep-env lock {env} --check", f"pixi.lock cannot be read ({exc.message})")
+        return NextStep("unreadable", f"deepep-env lock {env} --check", f"blocked by an unreadable pixi.lock ({exc.message})")
     if locked:
         return NextStep("locked", f"deepep-env install {env}", "locked")
     try:
         unpinned = sorted({u for n in ws.plan_of(ws.resolved(env)).nodes for u in n.unpinned
                            if not u.startswith("dependency ")})
     except UserError as exc:
-        return NextStep("unplannable", f"deepep-env plan {env}", f"no build plan ({exc.message})")
+        return NextStep("unplannable", f"deepep-env plan {env}", f"without a build plan ({exc.message})")
     if unpinned:
         return NextStep("unpinned", f"deepep-env fetch {env} --from DIR",
                         f"not buildable yet: {', '.join(unpinned)} not pinned by content",

@@ -111,7 +111,7 @@ def _lock_status(name: str, project: Project, ws: Optional[Workspace] = None) ->
     if not path.exists() or not _has_env(path, name, ws):
         step = next_step(project, name, ws)
         return {"path": str(path.relative_to(project.root)), "status": "missing", "hint": step.command,
-                "why": step.why + (f" ({step.detail})" if step.detail else "")}
+                "why": step.why + step.note()}
     try:
         res = check_lock(name, project, ws=ws)
     except UserError as err:
