@@ -234,9 +234,8 @@ def test_activate_on_a_demo_host_prints_the_prefix_and_the_captured_hosts_overla
     res = cli_subprocess("activate", "gcp-b200", "--demo-host", "gcp-b200-demo", "--prefix", str(prefix),
                          "--shell", "json", env=env, check=True)
     doc = json.loads(res.stdout)
-    values = {c["name"]: c.get("value") for c in doc["changes"]} if "changes" in doc else doc
-    text = json.dumps(values)
-    assert str(prefix) in text and "DEEP_EP_DEVICE_TO_HCA_MAPPING" in text and "deepep-env-demo-host-" not in text
+    text = json.dumps(doc["changes"])
+    assert str(prefix) in text and "DEEP_EP_DEVICE_TO_HCA_MAPPING" in text and "deepep-env-demo-host-" not in res.stdout
     assert list((tmp_path / "tmp").iterdir()) == []      # the capture's tree is gone afterwards
     bad = cli_subprocess("activate", "gcp-b200", "--demo-host", "nosuch", "--prefix", str(prefix), env=env)
     assert bad.returncode != 0 and "--demo-host" in bad.stderr and "gcp-b200-demo" in bad.stderr
