@@ -93,6 +93,10 @@ hand_v2() {  # DeepEP 2.1.0 by hand against the env's NCCL (the same NCCL build)
       CPATH=/tmp/deepep-rdma/usr/include:/usr/local/cuda/targets/x86_64-linux/include/cccl \
       $PY -m pip install . --no-deps --no-build-isolation --no-index --target "$EG/hand-v2-site" ) > "$EG/hand-v2-build.log" 2>&1
   echo "hand_v2_build_exit=$?" >> "$EG/hand-v2-build.log"
+  # the NCCL it was built against is the one torch loads: what `pip install -U nvidia-nccl-cu13==<the env's>`
+  # does to the venv (torch/__init__.py dlopens the first <sys.path>/nvidia/nccl/lib/libnccl.so.* by path);
+  # the machine has no index, so a link in the hand build's own --target site stands for that wheel
+  mkdir -p "$EG/hand-v2-site/nvidia/nccl/lib" && ln -sf "$root/lib/libnccl.so.2" "$EG/hand-v2-site/nvidia/nccl/lib/libnccl.so.2"
 }
 
 step "builds: ${ENVS[*]} ($MODE), each in its own checkout copy"
@@ -150,15 +154,22 @@ done
 wait
 if want_v2; then
   [ "${HAND:-1}" = 1 ] && hand_test hand_intranode "$EG/hand-site" "$EG/hand/tests" test_intranode.py
-  # the NCCL it was built against must win: torch maps its pip NCCL 2.28.9 by path (undefined
-  # ncclCommQueryProperties), so the user preloads the env's libnccl.so.2, and since torch's copy is still
-  # mapped beside it, DeepEP's own knob skips its one-NCCL check (2x H200, 2026-11-27: "Duplicate NCCL runtime");
-  # and NVLink multicast off, as the lent machines require and the env's spec [env] sets (without it: SIGSEGV
-  # in the first case on an H100, 2026-11-27)
-  v2lib=$EG/tree-h200-nvlink-v2/.pixi/envs/h200-nvlink-v2/lib
+  # one NCCL in the process, the one it was built against (hand_v2's site link: a pip NCCL upgrade), so
+  # DeepEP's own check_nccl_so passes unaided. Tried before and dropped (2026-11-27): LD_PRELOAD of the env's
+  # NCCL leaves torch's pip copy mapped beside it ("Duplicate NCCL runtime"); skipping that check with
+  # EP_SUPPRESS_NCCL_CHECK=1 runs with two NCCLs and dies with SIGSEGV in the first dispatch (H100 and 2x H200).
+  # NVLink multicast off, as the lent machines require and the env's spec [env] sets; no Gin transport here.
   HAND_ARGS=--test-first-only hand_test hand_v2_elastic "$EG/hand-v2-site" "$EG/hand-v2/tests" elastic/test_ep.py \
-    EP_DISABLE_GIN=1 EP_SUPPRESS_NCCL_CHECK=1 LD_PRELOAD="$v2lib/libnccl.so.2" LD_LIBRARY_PATH="$v2lib" \
-    NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1
+    EP_DISABLE_GIN=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1
+  if grep -q '^hand_v2_elastic_exit=[1-9]' "$FIG"; then  # diagnosis only: the hand build under the env's activation
+    step "hand build: elastic/test_ep.py inside deepep-env run h200-nvlink-v2 (hand site first)"
+    (cd "$EG/hand-v2/tests" && PYTHONPATH=/tmp/deepep-site:$EG/tree-h200-nvlink-v2 timeout "${TEST_LIMIT_S:-300}" \
+       $PY -m deepep_env.cli.main run h200-nvlink-v2 --prefix "$EG/tree-h200-nvlink-v2/.pixi/envs/h200-nvlink-v2" -- \
+       bash -c 'PYTHONPATH=$0:$PYTHONPATH exec python3 elastic/test_ep.py --num-processes $1 --test-first-only' \
+       "$EG/hand-v2-site" "$NGPU") > "$EG/hand_v2_under_env.log" 2>&1
+    fig hand_v2_under_env_exit $?
+    tail -4 "$EG/hand_v2_under_env.log"
+  fi
   [ -d "$EG/hand-v2-site/deep_ep" ] && run_task h200-nvlink-v2 deepep-test-elastic-ep h200_nvlink_v2_elasticpair --test-first-only
 fi
 for env in "${ENVS[@]}"; do
