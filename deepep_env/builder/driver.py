@@ -367,6 +367,15 @@ _UNSOLVABLE = "Failed to resolve dependencies"   # rattler-build's words for an 
 # build is told about; "" for __cuda means "no CUDA" (a noarch or CPU package).
 _OVERRIDE_VARS = {"__linux": "CONDA_OVERRIDE_LINUX", "__glibc": "CONDA_OVERRIDE_GLIBC",
                   "__archspec": "CONDA_OVERRIDE_ARCHSPEC", "__cuda": "CONDA_OVERRIDE_CUDA"}
+# __cuda_arch: rattler detects the build machine's GPU (compute capability) beside __cuda and
+# rattler-build writes it into every CUDA package's info/recipe/rendered_recipe.yaml, so one id gave
+# two packages: built on an sm_90 GPU machine and on a machine with no GPU (issue 40, 2026-11-28:
+# deepep-nvshmem 3.4.5 h19da9e74e4_0, 079424… on H100/H200, f0d823… on the CPU machine; that one
+# line was the only difference). The build is told one fixed value instead, whatever the machine has:
+# 9.0, the value every locked package was built with, so every committed id keeps its bytes and now
+# has them on any machine. A constant of the builder, not an input: changing it changes the bytes of
+# every CUDA package and so needs new ids (docs/build-id.md). No CUDA declared, no __cuda_arch.
+BUILD_CUDA_ARCH = "9.0"
 
 
 @contextlib.contextmanager
@@ -376,6 +385,7 @@ def declared_virtual_packages(vps: Mapping[str, str]) -> Iterator[None]:
         yield
         return
     want = {var: vps.get(name, "") for name, var in _OVERRIDE_VARS.items()}
+    want["CONDA_OVERRIDE_CUDA_ARCH"] = BUILD_CUDA_ARCH if vps.get("__cuda") else ""
     saved = {k: os.environ.get(k) for k in want}
     os.environ.update(want)
     try:

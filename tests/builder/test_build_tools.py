@@ -52,10 +52,10 @@ def other_patchelf_on_path(tmp_path, monkeypatch):
     tools.clear_caches()
 
 
-def _build(tmp_path: Path) -> str:
+def _build(tmp_path: Path, virtual_packages=None) -> str:
     from build_fixtures import read_in_package
 
-    (tmp_path / "r").mkdir()
+    (tmp_path / "r").mkdir(parents=True)
     recipe = tmp_path / "r" / "recipe.yaml"
     recipe.write_text(RECIPE)
     chan = tmp_path / "chan"
@@ -63,9 +63,28 @@ def _build(tmp_path: Path) -> str:
         (chan / sub).mkdir(parents=True)
         (chan / sub / "repodata.json").write_text('{"packages": {}, "packages.conda": {}}')
     res = driver.run(recipe, {}, package="tooltest", output_dir=tmp_path / "out", channels=[chan.as_uri()],
-                     log_path=tmp_path / "build.log", test=False)
+                     log_path=tmp_path / "build.log", test=False, virtual_packages=virtual_packages)
     (pkg,) = res.packages
     return read_in_package(Path(pkg), "info/recipe/rendered_recipe.yaml").decode()
+
+
+@pytest.mark.parametrize("machine_gpu", ["", "8.0", "10.0"])
+def test_the_build_machines_gpu_never_reaches_the_bytes(tmp_path, monkeypatch, machine_gpu):
+    """Found building on a machine with no GPU (issue 40, 2026-11-28): rattler detects the machine's GPU
+    as ``__cuda_arch`` and rattler-build writes it into the rendered recipe, so one id gave one package on
+    H100/H200 (``__cuda_arch=9.0``) and another on a CPU machine. rattler's own override variable stands
+    for the machine's GPU here (none, an sm_80, an sm_100): a CUDA package always records the builder's
+    one value, a CPU package none, and the variable is the caller's again afterwards."""
+    if machine_gpu:
+        monkeypatch.setenv("CONDA_OVERRIDE_CUDA_ARCH", machine_gpu)
+    else:
+        monkeypatch.delenv("CONDA_OVERRIDE_CUDA_ARCH", raising=False)
+    vps = {"__linux": "4.18", "__glibc": "2.28", "__archspec": "x86_64"}
+    cuda = _build(tmp_path / "cuda", {**vps, "__cuda": "12.9"})
+    cpu = _build(tmp_path / "cpu", vps)
+    assert f"__cuda_arch={driver.BUILD_CUDA_ARCH}=0" in cuda and cuda.count("__cuda_arch") == 2   # host + build
+    assert "__cuda_arch" not in cpu and "__cuda=" not in cpu
+    assert os.environ.get("CONDA_OVERRIDE_CUDA_ARCH") == (machine_gpu or None)
 
 
 def test_every_build_runs_the_pinned_patchelf_whatever_the_path_says(tmp_path, other_patchelf_on_path):

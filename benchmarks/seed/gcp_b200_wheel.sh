@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# gcp-b200-wheel (issue 40): the GCP A4 seed platform's DeepEP, built for sm_100 on a machine with no GPU
+# from PyPI's pinned wheels, and the lock shown to be enough on a fresh clone.
+#
+#   bash benchmarks/seed/gcp_b200_wheel.sh prereqs            the host externals the spec names: the venv
+#        /opt/deepep-b200 (python3.12 -m venv; torch 2.11.0 and its CUDA 13 wheels by version and sha256,
+#        benchmarks/seed/gcp-b200-wheel-venv.txt, pip --require-hashes) and rdma-core's headers (Debian's
+#        debs by version, unpacked into $RDMA, default /tmp/deepep-rdma; NVSHMEM's IBGDA headers include
+#        <infiniband/mlx5dv.h>); and the CUDA toolkit $VENV/cuda: the machine's /usr/local/cuda (13.0, itself
+#        made from NVIDIA's wheels: nvcc, crt, nvvm, cccl, runtime) plus the headers of the CUDA libraries
+#        torch's own headers include (cublas, cusparse, cusolver, cufft, curand), from the venv's
+#        nvidia/cu13/include: the same wheels torch runs with), and the link-time libcuda stub a toolkit
+#        has and NVIDIA's wheels do not (DeepEP links -lcuda): lib64/libcuda.so, soname libcuda.so.1,
+#        defining every driver entry point cuda.h declares, as NVIDIA's stub does; no file is named
+#        libcuda.so.1, so only the driver's own loads at run time.
+#   bash benchmarks/seed/gcp_b200_wheel.sh relock SOURCES      fetch (PyPI for the NVSHMEM wheel, SOURCES for
+#        DeepEP's tarball), build, lock, pixi sync and export, in this checkout.
+#   bash benchmarks/seed/gcp_b200_wheel.sh reinstall SOURCES DIR
+#        a fresh clone of HEAD in DIR, its own venv (README's command 1 setup), an empty store and channel;
+#        `fetch --from SOURCES`, then `install gcp-b200-wheel` alone; every package's sha256 against the
+#        committed lock; then `activate` and `doctor` on the demo host capture, on the installed prefix.
+# SOURCES: a folder holding deepep-8a07e7e.tar.xz (benchmarks/gpu/make_carry.sh makes one, checked
+# against the recipes' pins; GitHub itself is not reachable from the machines here).
+# Figures as name=value lines, the last one the headline.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+ENV_NAME=gcp-b200-wheel
+VENV=/opt/deepep-b200
+RDMA=${RDMA:-/tmp/deepep-rdma}
+export DEEPEP_ENV_RDMA_CORE=$RDMA/usr
+fig() { echo "$1=$2"; }
+now() { date +%s.%N; }
+since() { python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$1" "$(now)"; }
+
+prereqs() {
+  local t; t=$(now)
+  [ -x "$VENV/bin/python3" ] || python3.12 -m venv "$VENV" || { echo "gcp_b200_wheel: no python3.12 to make $VENV" >&2; return 1; }
+  "$VENV/bin/pip" install -q --no-deps --require-hashes -r "$HERE/gcp-b200-wheel-venv.txt" || return 1
+  fig venv_s "$(since "$t")"
+  if [ ! -f "$VENV/cuda/include/cusparse.h" ]; then
+    rm -rf "$VENV/cuda" && cp -a "$(readlink -f /usr/local/cuda)" "$VENV/cuda" || return 1
+    cp -n "$VENV"/lib/python3.12/site-packages/nvidia/cu13/include/*.h "$VENV/cuda/include/" || return 1
+  fi
+  if [ ! -f "$VENV/cuda/lib64/libcuda.so" ]; then   # where torch's extension builder links from (-L lib64)
+    local c="$VENV/cuda/lib64/libcuda-stub.c"
+    gcc -E -P -I"$VENV/cuda/include" "$VENV/cuda/include/cuda.h" | grep -oE '\bcu[A-Z][A-Za-z0-9_]*\s*\(' \
+      | sed 's/[[:space:]]*($//' | LC_ALL=C sort -u | sed 's/.*/void &(void) {}/' > "$c" || return 1
+    gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$VENV/cuda/lib64/libcuda.so" "$c" && rm -f "$c" || return 1
+  fi
+  "$VENV/cuda/bin/nvcc" --version | tail -2
+  if [ ! -f "$RDMA/.extracted" ]; then
+    local d; d=$(mktemp -d)
+    (cd "$d" && apt-get download -q=2 libibverbs-dev=44.0-2 ibverbs-providers=44.0-2 libibverbs1=44.0-2) || return 1
+    mkdir -p "$RDMA" && for f in "$d"/*.deb; do dpkg -x "$f" "$RDMA"; done && touch "$RDMA/.extracted"
+  fi
+  "$VENV/bin/python3" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+}
+
+relock() {
+  local src=${1:?SOURCES}; cd "$ROOT" || return 1
+  local de=(python3 -m deepep_env.cli.main) t rc
+  [ -x .venv/bin/deepep-env ] && de=(.venv/bin/deepep-env)
+  "${de[@]}" fetch "$ENV_NAME" --from "$src" || return 1
+  t=$(now); "${de[@]}" build "$ENV_NAME" --offline; rc=$?
+  fig build_s "$(since "$t")"; fig build_exit "$rc"; [ "$rc" = 0 ] || return 1
+  "${de[@]}" lock "$ENV_NAME" && "${de[@]}" pixi sync > /dev/null && "${de[@]}" export --all > /dev/null
+}
+
+reinstall() {
+  local src=${1:?SOURCES} dir=${2:?DIR} t rc
+  src=$(cd "$src" && pwd)
+  rm -rf "$dir" && git clone -q "$ROOT" "$dir" && ln -sfn "$(cd "$ROOT/../shared" 2>/dev/null && pwd)" "$dir/../shared" 2>/dev/null
+  cd "$dir" || return 1
+  fig commit "$(git rev-parse --short HEAD)"
+  t=$(now)
+  python3 -m venv .venv && .venv/bin/pip install -q -e . || return 1
+  fig setup_s "$(since "$t")"
+  export DEEPEP_ENV_STATE=$dir/.deepep-env-fresh
+  local de=.venv/bin/deepep-env
+  $de lock "$ENV_NAME" --check || return 1
+  $de fetch "$ENV_NAME" --from "$src" || return 1
+  t=$(now); $de install "$ENV_NAME"; rc=$?
+  fig install_rebuild_s "$(since "$t")"; fig install_exit "$rc"
+  .venv/bin/python - "$ENV_NAME" <<'PYEOF'
+import glob, os, sys
+from deepep_env.base.hashing import file_sha256
+from deepep_env.formats.lockfile import read_lock
+env = read_lock("pixi.lock").env(sys.argv[1])
+chan = os.environ["DEEPEP_ENV_STATE"] + "/channel"
+same = total = 0
+for ps in env.packages.values():
+    for q in ps:
+        f = glob.glob(f"{chan}/*/{q.name}-{q.version}-{q.build}.conda")
+        if f:
+            total += 1
+            ok = file_sha256(f[0]) == f"sha256:{q.sha256}"
+            same += ok
+            print(f"rebuilt_{q.name.replace('-', '_')}_same_sha256_as_lock={int(ok)}")
+print(f"rebuilt_packages={total}")
+print(f"rebuilt_same_sha256={same}")
+PYEOF
+  [ "$rc" = 0 ] || return 1
+  $de activate "$ENV_NAME" --demo-host gcp-b200-demo > activate.txt 2>&1; fig activate_exit $?
+  grep -E "^export (NVSHMEM_IBGDA_NIC_HANDLER|NVSHMEM_HCA_LIST|DEEP_EP_DEVICE_TO_HCA_MAPPING|LD_PRELOAD)=" activate.txt | head -4
+  $de doctor "$ENV_NAME" --demo-host gcp-b200-demo > doctor.txt 2>&1; fig doctor_exit $?
+  fig doctor_env_not_installed "$(grep -c 'env.not-installed' doctor.txt)"
+}
+
+case ${1:-} in
+  prereqs) prereqs ;;
+  relock) shift; relock "$@" ;;
+  reinstall) shift
+    reinstall "$@"; rc=$?
+    ok=$([ "$rc" = 0 ] && echo 1 || echo 0)
+    fig headline_reinstall_ok "$ok"; exit $((1 - ok)) ;;
+  *) echo "gcp_b200_wheel: prereqs, relock SOURCES or reinstall SOURCES DIR" >&2; exit 2 ;;
+esac
