@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from deepep_env.base.errors import UserError
 from deepep_env.builder.build import build_graph
@@ -51,20 +51,28 @@ def tool_status(project: Project, lock: Path) -> dict[str, str]:
             if r.name.normalized == TOOL}
 
 
-def _built_record(project: Project, node: BuildNode) -> RepoDataRecord:
-    """The RepoDataRecord of the tool package as built here (the builder's channel, indexed)."""
+def _built_records(project: Project, node: BuildNode) -> Callable[[], RepoDataRecord]:
+    """Build the tool package here (the builder's channel, indexed) and return a reader that gives a
+    new RepoDataRecord of it on every call: each environment's lock entry gets its own record, since
+    :func:`_swapped` sets the record's URL to that environment's channel (one shared record gave every
+    environment the last one's URL: found locking gcp-b200-wheel beside the h200 environments)."""
     from rattler import Channel, RepoData
 
     report = build_graph([node], store=project.store, channel=project.channel, source_cache=project.source_cache,
                          state=project.state, offline=True, name=TOOL)
     (out,) = [f for n in report.nodes for f in n.outputs]
     sub = Path(out).parent.name
-    repo = RepoData.from_path(str(Path(project.channel) / sub / "repodata.json"))
-    recs = [r for r in repo.into_repo_data(Channel(Path(project.channel).resolve().as_uri()))
-            if r.file_name == Path(out).name]
-    if not recs:
-        raise UserError(f"{out}: built, but not in the channel's index", file=Path(project.channel) / sub)
-    return recs[0]
+
+    def read() -> RepoDataRecord:
+        repo = RepoData.from_path(str(Path(project.channel) / sub / "repodata.json"))
+        recs = [r for r in repo.into_repo_data(Channel(Path(project.channel).resolve().as_uri()))
+                if r.file_name == Path(out).name]
+        if not recs:
+            raise UserError(f"{out}: built, but not in the channel's index", file=Path(project.channel) / sub)
+        return recs[0]
+
+    read()   # refused here, before any environment is rewritten
+    return read
 
 
 def relock_tool(project: Project, envs: Optional[list[str]] = None, *, lock: Optional[Path] = None) -> ToolRelock:
@@ -82,9 +90,9 @@ def relock_tool(project: Project, envs: Optional[list[str]] = None, *, lock: Opt
                         accepted=", ".join(sorted(locked)) or "none")
     todo = [e for e in wanted if locked[e] != node.build_string]
     if todo:
-        rec = _built_record(project, node)
+        record = _built_records(project, node)
         sections = env_sections(path)
-        write_envs(path, {env: _swapped(sections[env], rec, node) for env in todo}, workspace_platforms(project))
+        write_envs(path, {env: _swapped(sections[env], record(), node) for env in todo}, workspace_platforms(project))
         for env in todo:
             swap_tool_inputs(project, env, node)
     return ToolRelock(node.build_string, todo, [e for e in wanted if e not in todo])
@@ -93,11 +101,14 @@ def relock_tool(project: Project, envs: Optional[list[str]] = None, *, lock: Opt
 def _swapped(s: EnvSection, built: RepoDataRecord, node: BuildNode) -> EnvSection:
     """``s`` with this checkout's tool package (``built``) in place of the one it locks."""
     records = {}
+    own = [c.rstrip("/") for c in s.channels]
     for pname, recs in s.records.items():
         out = []
         for r in recs:
             if r.name.normalized == TOOL:
-                base = r.url.rsplit("/", 2)[0]   # the channel URL the lock names, kept
+                base = r.url.rsplit("/", 2)[0]   # the channel URL the lock names, kept when it is the env's
+                if own and base not in own:      # (a lock written with another env's URL is mended)
+                    base = own[0]
                 built.url = f"{base}/{built.subdir}/{built.file_name}"
                 built.channel = r.channel
                 out.append(built)

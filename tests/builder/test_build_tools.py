@@ -201,3 +201,40 @@ def test_another_zstd_is_named_in_every_id(tmp_path, monkeypatch):
     monkeypatch.setattr(tools, "_zstd", lambda: "zstandard 0.99.0, libzstd 9.9.9")
     assert tools.differences(tools.moved() or {}) == "zstd: zstandard 0.99.0, libzstd 9.9.9 here, zstandard 0.25.0, libzstd 1.5.7 pinned"
     assert all(n.id != pinned[p] for p, n in sb.nodes().items())
+
+
+EMPTY_LIST_RECIPE = r"""
+package:
+  name: listtest
+  version: "1.0"
+build:
+  number: 0
+  string: h0_0
+  script:
+    env:
+      REQUIRE: ${{ require }}
+    content:
+      - set -u
+      - mkdir -p $PREFIX/share
+      - echo "require=$REQUIRE" > $PREFIX/share/require.txt
+"""
+
+
+def test_an_empty_list_reaches_a_set_u_script_as_a_value(tmp_path):
+    """Found building h20-roce-wheel (issue 40, 2026-11-28): a spec with no DeepEP `require` rendered
+    "", rattler-build left the script's variable unset, and recipes/deep-ep/build.sh (`set -u`) stopped.
+    An empty list now renders "[]", which the recipe reads as no feature; a list keeps its ";" form."""
+    from build_fixtures import read_in_package
+
+    assert driver._value([]) == "[]" and driver._value(["pr-466", "x"]) == "pr-466;x"
+    (tmp_path / "r").mkdir()
+    recipe = tmp_path / "r" / "recipe.yaml"
+    recipe.write_text(EMPTY_LIST_RECIPE)
+    chan = tmp_path / "chan"
+    for sub in ("noarch", "linux-64"):
+        (chan / sub).mkdir(parents=True)
+        (chan / sub / "repodata.json").write_text('{"packages": {}, "packages.conda": {}}')
+    res = driver.run(recipe, {"require": driver._value([])}, package="listtest", output_dir=tmp_path / "out",
+                     channels=[chan.as_uri()], log_path=tmp_path / "build.log", test=False)
+    (pkg,) = res.packages
+    assert read_in_package(Path(pkg), "share/require.txt") == b"require=[]\n"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# gcp-b200-wheel (issue 40): the GCP A4 seed platform's DeepEP, built for sm_100 on a machine with no GPU
-# from PyPI's pinned wheels, and the lock shown to be enough on a fresh clone.
+# The seed platforms on PyPI's stack (issue 40): gcp-b200-wheel (seed 000, sm_100) and h20-roce-wheel
+# (seed 003, sm_90), DeepEP built on a machine with no GPU from pinned wheels, and the lock shown to be
+# enough on a fresh clone.
 #
-#   bash benchmarks/seed/gcp_b200_wheel.sh prereqs            the host externals the spec names: the venv
-#        /opt/deepep-b200 (python3.12 -m venv; torch 2.11.0 and its CUDA 13 wheels by version and sha256,
-#        benchmarks/seed/gcp-b200-wheel-venv.txt, pip --require-hashes) and rdma-core's headers (Debian's
+#   bash benchmarks/seed/pypi_stack.sh prereqs                the host externals those specs name: the venv
+#        /opt/deepep-cu130 (python3.12 -m venv; torch 2.11.0 and its CUDA 13 wheels by version and sha256,
+#        benchmarks/seed/cu130-venv.txt, pip --require-hashes) and rdma-core's headers (Debian's
 #        debs by version, unpacked into $RDMA, default /tmp/deepep-rdma; NVSHMEM's IBGDA headers include
 #        <infiniband/mlx5dv.h>); and the CUDA toolkit $VENV/cuda: the machine's /usr/local/cuda (13.0, itself
 #        made from NVIDIA's wheels: nvcc, crt, nvvm, cccl, runtime) plus the headers of the CUDA libraries
@@ -13,20 +14,20 @@
 #        has and NVIDIA's wheels do not (DeepEP links -lcuda): lib64/libcuda.so, soname libcuda.so.1,
 #        defining every driver entry point cuda.h declares, as NVIDIA's stub does; no file is named
 #        libcuda.so.1, so only the driver's own loads at run time.
-#   bash benchmarks/seed/gcp_b200_wheel.sh relock SOURCES      fetch (PyPI for the NVSHMEM wheel, SOURCES for
+#   bash benchmarks/seed/pypi_stack.sh relock ENV SOURCES     fetch (PyPI for the NVSHMEM wheel, SOURCES for
 #        DeepEP's tarball), build, lock, pixi sync and export, in this checkout.
-#   bash benchmarks/seed/gcp_b200_wheel.sh reinstall SOURCES DIR
+#   bash benchmarks/seed/pypi_stack.sh reinstall ENV SOURCES DIR
 #        a fresh clone of HEAD in DIR, its own venv (README's command 1 setup), an empty store and channel;
-#        `fetch --from SOURCES`, then `install gcp-b200-wheel` alone; every package's sha256 against the
-#        committed lock; then `activate` and `doctor` on the demo host capture, on the installed prefix.
-# SOURCES: a folder holding deepep-8a07e7e.tar.xz (benchmarks/gpu/make_carry.sh makes one, checked
-# against the recipes' pins; GitHub itself is not reachable from the machines here).
+#        `fetch --from SOURCES`, then `install ENV` alone; every package's sha256 against the committed
+#        lock; then `activate` and `doctor` (on the bundled A4 capture for a gcp-b200 env), on the prefix.
+# SOURCES: a folder holding DeepEP's tarball for the spec's revision (benchmarks/gpu/make_carry.sh makes
+# deepep-8a07e7e.tar.xz; `git archive` of a DeepEP clone makes any other; fetch --from checks each
+# against the recipes' pinned tree hash; GitHub itself is not reachable from the machines here).
 # Figures as name=value lines, the last one the headline.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-ENV_NAME=gcp-b200-wheel
-VENV=/opt/deepep-b200
+VENV=/opt/deepep-cu130
 RDMA=${RDMA:-/tmp/deepep-rdma}
 export DEEPEP_ENV_RDMA_CORE=$RDMA/usr
 fig() { echo "$1=$2"; }
@@ -35,8 +36,8 @@ since() { python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.arg
 
 prereqs() {
   local t; t=$(now)
-  [ -x "$VENV/bin/python3" ] || python3.12 -m venv "$VENV" || { echo "gcp_b200_wheel: no python3.12 to make $VENV" >&2; return 1; }
-  "$VENV/bin/pip" install -q --no-deps --require-hashes -r "$HERE/gcp-b200-wheel-venv.txt" || return 1
+  [ -x "$VENV/bin/python3" ] || python3.12 -m venv "$VENV" || { echo "pypi_stack: no python3.12 to make $VENV" >&2; return 1; }
+  "$VENV/bin/pip" install -q --no-deps --require-hashes -r "$HERE/cu130-venv.txt" || return 1
   fig venv_s "$(since "$t")"
   if [ ! -f "$VENV/cuda/include/cusparse.h" ]; then
     rm -rf "$VENV/cuda" && cp -a "$(readlink -f /usr/local/cuda)" "$VENV/cuda" || return 1
@@ -58,7 +59,7 @@ prereqs() {
 }
 
 relock() {
-  local src=${1:?SOURCES}; cd "$ROOT" || return 1
+  ENV_NAME=${1:?ENV}; local src=${2:?SOURCES}; cd "$ROOT" || return 1
   local de=(python3 -m deepep_env.cli.main) t rc
   [ -x .venv/bin/deepep-env ] && de=(.venv/bin/deepep-env)
   "${de[@]}" fetch "$ENV_NAME" --from "$src" || return 1
@@ -68,7 +69,7 @@ relock() {
 }
 
 reinstall() {
-  local src=${1:?SOURCES} dir=${2:?DIR} t rc
+  ENV_NAME=${1:?ENV}; local src=${2:?SOURCES} dir=${3:?DIR} t rc
   src=$(cd "$src" && pwd)
   rm -rf "$dir" && git clone -q "$ROOT" "$dir" && ln -sfn "$(cd "$ROOT/../shared" 2>/dev/null && pwd)" "$dir/../shared" 2>/dev/null
   cd "$dir" || return 1
@@ -101,9 +102,10 @@ print(f"rebuilt_packages={total}")
 print(f"rebuilt_same_sha256={same}")
 PYEOF
   [ "$rc" = 0 ] || return 1
-  $de activate "$ENV_NAME" --demo-host gcp-b200-demo > activate.txt 2>&1; fig activate_exit $?
-  grep -E "^export (NVSHMEM_IBGDA_NIC_HANDLER|NVSHMEM_HCA_LIST|DEEP_EP_DEVICE_TO_HCA_MAPPING|LD_PRELOAD)=" activate.txt | head -4
-  $de doctor "$ENV_NAME" --demo-host gcp-b200-demo > doctor.txt 2>&1; fig doctor_exit $?
+  local host=(); case $ENV_NAME in gcp-b200*) host=(--demo-host gcp-b200-demo) ;; esac
+  $de activate "$ENV_NAME" "${host[@]}" > activate.txt 2>&1; fig activate_exit $?
+  grep -E "^export (NVSHMEM_IBGDA_NIC_HANDLER|NVSHMEM_QP_DEPTH|DEEP_EP_DEVICE_TO_HCA_MAPPING|LD_PRELOAD)=" activate.txt | head -4
+  $de doctor "$ENV_NAME" "${host[@]}" > doctor.txt 2>&1; fig doctor_exit $?
   fig doctor_env_not_installed "$(grep -c 'env.not-installed' doctor.txt)"
 }
 
@@ -114,5 +116,5 @@ case ${1:-} in
     reinstall "$@"; rc=$?
     ok=$([ "$rc" = 0 ] && echo 1 || echo 0)
     fig headline_reinstall_ok "$ok"; exit $((1 - ok)) ;;
-  *) echo "gcp_b200_wheel: prereqs, relock SOURCES or reinstall SOURCES DIR" >&2; exit 2 ;;
+  *) echo "pypi_stack: prereqs, relock ENV SOURCES or reinstall ENV SOURCES DIR" >&2; exit 2 ;;
 esac

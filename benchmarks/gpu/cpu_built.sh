@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# An environment built and locked on a machine with no GPU (issue 40: h20-roce-wheel, DeepEP for sm_90
+# from PyPI's stack), run on this machine's GPUs through the project's own commands:
+#   GPU_DIR=.gpuN bash benchmarks/gpu/cpu_built.sh ENV
+# Its DeepEP package comes in the carry ($GPU_DIR/cpu-built/*.conda, the very file the lock names by
+# sha256: install checks it); every other package (NVSHMEM from NVIDIA's wheel, deepep-env) is rebuilt
+# here from the lock and must come out byte-identical. The spec's interpreter, /opt/deepep-cu130, is the
+# image's own torch 2.11.0+cu130 venv (a link: the same PyPI release the package was built against).
+# Then DeepEP's intranode test on every GPU of the host through `deepep-env task`, nothing set by hand.
+# Figures as name=value lines, the last one the headline.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ENV_NAME=${1:?env}
+GPU_DIR=${GPU_DIR:-.gpu}
+PY=${PYTHON:-python3}
+WORK=${WORK:-/tmp/cpu-built}
+mkdir -p "$WORK"
+. benchmarks/gpu/common.sh
+setup_tools
+for skel in "$GPU_DIR"/skeletons/*.skel; do   # NVIDIA's NVSHMEM wheel, rebuilt from the image's install
+  [ -f "$skel" ] || continue
+  whl="$($PY benchmarks/gpu/wheel_skeleton.py info "$skel" | sed -n '1s/^wheel=\([^ ]*\).*/\1/p')"
+  site="$(/opt/torch/.venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  $PY benchmarks/gpu/wheel_skeleton.py rebuild "$skel" "$site" "$GPU_DIR/sources/$whl" > /dev/null || exit 1
+done
+[ -e /opt/deepep-cu130 ] || ln -s /opt/torch/.venv /opt/deepep-cu130
+export DEEPEP_ENV_STATE=$PWD/.deepep-env-cpu-built
+rm -rf "$DEEPEP_ENV_STATE" .pixi
+DE=($PY -m deepep_env.cli.main)
+"${DE[@]}" fetch "$ENV_NAME" --from "$GPU_DIR/sources" > "$WORK/fetch.txt" 2>&1 || { cat "$WORK/fetch.txt"; exit 1; }
+mkdir -p "$DEEPEP_ENV_STATE/channel/linux-64" && cp "$GPU_DIR"/cpu-built/*.conda "$DEEPEP_ENV_STATE/channel/linux-64/"
+t=$(now)
+"${DE[@]}" install "$ENV_NAME" > "$WORK/install.txt" 2>&1; rc=$?
+tail -6 "$WORK/install.txt"
+fig cpu_built_install_exit "$rc"; fig cpu_built_install_s "$(since "$t")"
+$PY - "$ENV_NAME" <<'PYEOF' | figs
+import glob, os, sys
+from deepep_env.base.hashing import file_sha256
+from deepep_env.formats.lockfile import read_lock
+env = read_lock("pixi.lock").env(sys.argv[1])
+chan = os.environ["DEEPEP_ENV_STATE"] + "/channel"
+for ps in env.packages.values():
+    for q in ps:
+        f = glob.glob(f"{chan}/*/{q.name}-{q.version}-{q.build}.conda")
+        if f:
+            print(f"cpu_built_{q.name.replace('-', '_')}_same_sha256_as_lock={int(file_sha256(f[0]) == 'sha256:' + q.sha256)}")
+PYEOF
+[ "$rc" = 0 ] || { fig headline_cpu_built_ok 0; exit 1; }
+"${DE[@]}" doctor "$ENV_NAME" > "$WORK/doctor.txt" 2>&1; fig cpu_built_doctor_exit $?
+grep -E "^(ERROR|WARN)|errors," "$WORK/doctor.txt" | head -8
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+t=$(now)
+timeout 300 "${DE[@]}" task deepep-test-intranode -e "$ENV_NAME" -- --num-processes "$NGPU" > "$WORK/intranode.log" 2>&1
+ok=$?
+fig cpu_built_intranode_exit "$ok"; fig cpu_built_intranode_s "$(since "$t")"
+tail -3 "$WORK/intranode.log"
+$PY benchmarks/gpu/parse_deepep.py "$WORK/intranode.log" "cpu_built_intranode_" | figs
+fig headline_cpu_built_ok "$([ "$ok" = 0 ] && echo 1 || echo 0)"
