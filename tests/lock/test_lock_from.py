@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from build_fixtures import REPO
 from cli_runner import cli_subprocess
@@ -34,6 +35,18 @@ def _relock_elsewhere(tmp_path: Path, lock_text: str, inputs_text: str) -> Path:
     return run
 
 
+def _env_url(lock: str, part: str = "") -> str:
+    """The first package URL of ENV's own section containing ``part`` (the lock holds other environments,
+    some sharing a package file name on another channel, listed before it)."""
+    doc = yaml.safe_load(lock)
+    return next(p["conda"] for pkgs in doc["environments"][ENV]["packages"].values() for p in pkgs
+                if part in p["conda"])
+
+
+def _build(url: str) -> str:
+    return url.rsplit("-", 1)[1].removesuffix(".conda")
+
+
 def _from(ours: Path, *args):
     return cli_subprocess("lock", *args, "--project", ours, cwd=ours)
 
@@ -48,7 +61,7 @@ def test_an_environment_locked_elsewhere_is_taken_with_its_record(ours, tmp_path
     lock, inputs = (REPO / "pixi.lock").read_text(), (REPO / "lockfiles" / "build-inputs.json").read_text()
     run = _relock_elsewhere(tmp_path, lock, inputs)
     # here, ENV's section and record are some older state (another build string, another record)
-    deep_ep = lock.split("deep-ep-1.2.1-")[1].split(".conda")[0]
+    deep_ep = _build(_env_url(lock, "/deep-ep-1.2.1-"))
     (ours / "pixi.lock").write_text(lock.replace(deep_ep, "h0000000000_0"))
     assert cli_subprocess("lock", ENV, "--check", "--project", ours, cwd=ours).returncode == 1
     rec = json.loads(inputs)
@@ -84,8 +97,8 @@ def test_the_record_is_found_in_the_sources_lockfiles_folder(ours, tmp_path):
 ])
 def test_what_is_not_this_checkouts_is_refused_and_nothing_changes(ours, tmp_path, case, needle):
     lock, inputs = (REPO / "pixi.lock").read_text(), (REPO / "lockfiles" / "build-inputs.json").read_text()
-    deep_ep = lock.split("deep-ep-1.2.1-")[1].split(".conda")[0]            # ENV's DeepEP build, e.g. h0fe…_0
-    tool = lock.split("deepep-env-0.2.0-")[1].split(".conda")[0]
+    deep_ep = _build(_env_url(lock, "/deep-ep-1.2.1-"))            # ENV's DeepEP build, e.g. h0fe…_0
+    tool = _build(_env_url(lock, "/deepep-env-0.2.0-"))
     rec = json.loads(inputs)
     if case == "stale":
         lock = lock.replace(deep_ep, "h0000000000_0")
@@ -96,7 +109,7 @@ def test_what_is_not_this_checkouts_is_refused_and_nothing_changes(ours, tmp_pat
     elif case == "no-record":
         del rec["environments"][ENV]
     elif case in ("moved-url", "dotdot-url"):     # 39.3: another host (or out of the channel) and other bytes
-        url = lock.split("- conda: ")[1].split("\n")[0]
+        url = _env_url(lock)
         moved = (url.replace("https://conda.deepep-env.example/", "https://evil.example/") if case == "moved-url"
                  else url.replace("/linux-64/", "/linux-64/..%2f"))
         sha = lock.split(f"- conda: {url}\n  sha256: ")[1][:64]
@@ -126,10 +139,10 @@ def test_the_same_build_with_other_bytes_is_taken_with_a_note(ours, tmp_path):
     """With no build channel here to compare, a correction of a build's bytes made on the GPU machine
     (GPU round 4: patchelf) is taken, and the note names the build and both sha256 for the review."""
     lock, inputs = (REPO / "pixi.lock").read_text(), (REPO / "lockfiles" / "build-inputs.json").read_text()
-    url = next(u for u in lock.split("- conda: ")[1:] if "/deepep-nvshmem-3.4.5-" in u.split("\n")[0]).split("\n")[0]
+    url = _env_url(lock, "/deepep-nvshmem-3.4.5-")
     sha = lock.split(f"- conda: {url}\n  sha256: ")[1][:64]
     run = _relock_elsewhere(tmp_path, lock.replace(sha, "b" * 64), inputs)
     r = _from(ours, ENV, "--from", run)
     assert r.returncode == 0, r.stderr
-    build = url.rsplit("-", 1)[1].removesuffix(".conda")
+    build = _build(url)
     assert f"note: deepep-nvshmem 3.4.5 {build}: sha256 {sha[:16]}… here, {'b' * 16}… as taken" in r.stdout
