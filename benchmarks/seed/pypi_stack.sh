@@ -4,7 +4,7 @@
 # enough on a fresh clone.
 #
 #   bash benchmarks/seed/pypi_stack.sh prereqs                the host externals those specs name: the venv
-#        /opt/deepep-cu130 (python3.12 -m venv; torch 2.11.0 and its CUDA 13 wheels by version and sha256,
+#        /opt/deepep-cu130 (python3.12 -m venv, or $PYTHON312 -m venv; torch 2.11.0 and its CUDA 13 wheels by version and sha256,
 #        benchmarks/seed/cu130-venv.txt, pip --require-hashes) and rdma-core's headers (Debian's
 #        debs by version, unpacked into $RDMA, default /tmp/deepep-rdma; NVSHMEM's IBGDA headers include
 #        <infiniband/mlx5dv.h>); and the CUDA toolkit $VENV/cuda: the machine's /usr/local/cuda (13.0, itself
@@ -36,7 +36,8 @@ since() { python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.arg
 
 prereqs() {
   local t; t=$(now)
-  [ -x "$VENV/bin/python3" ] || python3.12 -m venv "$VENV" || { echo "pypi_stack: no python3.12 to make $VENV" >&2; return 1; }
+  [ -x "$VENV/bin/python3" ] || "${PYTHON312:-python3.12}" -m venv "$VENV" \
+    || { echo "pypi_stack: no Python 3.12 to make $VENV (PYTHON312=/path/to/python3.12)" >&2; return 1; }
   "$VENV/bin/pip" install -q --no-deps --require-hashes -r "$HERE/cu130-venv.txt" || return 1
   fig venv_s "$(since "$t")"
   if [ ! -f "$VENV/cuda/include/cusparse.h" ]; then
