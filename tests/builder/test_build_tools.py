@@ -52,20 +52,26 @@ def other_patchelf_on_path(tmp_path, monkeypatch):
     tools.clear_caches()
 
 
-def _build(tmp_path: Path, virtual_packages=None) -> str:
-    from build_fixtures import read_in_package
-
+def _run(tmp_path: Path, recipe_text: str, context: dict, package: str, virtual_packages=None) -> Path:
+    """``recipe_text`` built by the real driver against an empty channel: the one package it makes."""
     (tmp_path / "r").mkdir(parents=True)
     recipe = tmp_path / "r" / "recipe.yaml"
-    recipe.write_text(RECIPE)
+    recipe.write_text(recipe_text)
     chan = tmp_path / "chan"
     for sub in ("noarch", "linux-64"):
         (chan / sub).mkdir(parents=True)
         (chan / sub / "repodata.json").write_text('{"packages": {}, "packages.conda": {}}')
-    res = driver.run(recipe, {}, package="tooltest", output_dir=tmp_path / "out", channels=[chan.as_uri()],
+    res = driver.run(recipe, context, package=package, output_dir=tmp_path / "out", channels=[chan.as_uri()],
                      log_path=tmp_path / "build.log", test=False, virtual_packages=virtual_packages)
     (pkg,) = res.packages
-    return read_in_package(Path(pkg), "info/recipe/rendered_recipe.yaml").decode()
+    return Path(pkg)
+
+
+def _build(tmp_path: Path, virtual_packages=None) -> str:
+    from build_fixtures import read_in_package
+
+    pkg = _run(tmp_path, RECIPE, {}, "tooltest", virtual_packages)
+    return read_in_package(pkg, "info/recipe/rendered_recipe.yaml").decode()
 
 
 @pytest.mark.parametrize("machine_gpu", ["", "8.0", "10.0"])
@@ -227,14 +233,5 @@ def test_an_empty_list_reaches_a_set_u_script_as_a_value(tmp_path):
     from build_fixtures import read_in_package
 
     assert driver._value([]) == "[]" and driver._value(["pr-466", "x"]) == "pr-466;x"
-    (tmp_path / "r").mkdir()
-    recipe = tmp_path / "r" / "recipe.yaml"
-    recipe.write_text(EMPTY_LIST_RECIPE)
-    chan = tmp_path / "chan"
-    for sub in ("noarch", "linux-64"):
-        (chan / sub).mkdir(parents=True)
-        (chan / sub / "repodata.json").write_text('{"packages": {}, "packages.conda": {}}')
-    res = driver.run(recipe, {"require": driver._value([])}, package="listtest", output_dir=tmp_path / "out",
-                     channels=[chan.as_uri()], log_path=tmp_path / "build.log", test=False)
-    (pkg,) = res.packages
-    assert read_in_package(Path(pkg), "share/require.txt") == b"require=[]\n"
+    pkg = _run(tmp_path, EMPTY_LIST_RECIPE, {"require": driver._value([])}, "listtest")
+    assert read_in_package(pkg, "share/require.txt") == b"require=[]\n"
