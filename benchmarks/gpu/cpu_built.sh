@@ -17,12 +17,7 @@ WORK=${WORK:-/tmp/cpu-built}
 mkdir -p "$WORK"
 . benchmarks/gpu/common.sh
 setup_tools
-for skel in "$GPU_DIR"/skeletons/*.skel; do   # NVIDIA's NVSHMEM wheel, rebuilt from the image's install
-  [ -f "$skel" ] || continue
-  whl="$($PY benchmarks/gpu/wheel_skeleton.py info "$skel" | sed -n '1s/^wheel=\([^ ]*\).*/\1/p')"
-  site="$(/opt/torch/.venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-  $PY benchmarks/gpu/wheel_skeleton.py rebuild "$skel" "$site" "$GPU_DIR/sources/$whl" > /dev/null || exit 1
-done
+rebuild_skeletons || exit 1   # NVIDIA's NVSHMEM wheel, rebuilt from the image's install
 [ -e /opt/deepep-cu130 ] || ln -s /opt/torch/.venv /opt/deepep-cu130
 export DEEPEP_ENV_STATE=$PWD/.deepep-env-cpu-built
 rm -rf "$DEEPEP_ENV_STATE" .pixi
@@ -33,18 +28,7 @@ t=$(now)
 "${DE[@]}" install "$ENV_NAME" > "$WORK/install.txt" 2>&1; rc=$?
 tail -6 "$WORK/install.txt"
 fig cpu_built_install_exit "$rc"; fig cpu_built_install_s "$(since "$t")"
-$PY - "$ENV_NAME" <<'PYEOF' | figs
-import glob, os, sys
-from deepep_env.base.hashing import file_sha256
-from deepep_env.formats.lockfile import read_lock
-env = read_lock("pixi.lock").env(sys.argv[1])
-chan = os.environ["DEEPEP_ENV_STATE"] + "/channel"
-for ps in env.packages.values():
-    for q in ps:
-        f = glob.glob(f"{chan}/*/{q.name}-{q.version}-{q.build}.conda")
-        if f:
-            print(f"cpu_built_{q.name.replace('-', '_')}_same_sha256_as_lock={int(file_sha256(f[0]) == 'sha256:' + q.sha256)}")
-PYEOF
+$PY benchmarks/gpu/same_as_lock.py "$ENV_NAME" "$DEEPEP_ENV_STATE/channel" cpu_built_ | figs
 [ "$rc" = 0 ] || { fig headline_cpu_built_ok 0; exit 1; }
 "${DE[@]}" doctor "$ENV_NAME" > "$WORK/doctor.txt" 2>&1; fig cpu_built_doctor_exit $?
 grep -E "^(ERROR|WARN)|errors," "$WORK/doctor.txt" | head -8

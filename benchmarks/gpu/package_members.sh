@@ -14,12 +14,7 @@ mkdir -p "$WORK"
 export DEEPEP_ENV_STATE=$WORK/state
 rm -rf "$DEEPEP_ENV_STATE"
 [ -x /opt/torch/.venv/bin/python3 ] && setup_tools   # the GPU image: the carried site and rdma-core
-for skel in "$GPU_DIR"/skeletons/*.skel; do
-  [ -f "$skel" ] && [ -x /opt/torch/.venv/bin/python3 ] || continue
-  whl="$($PY benchmarks/gpu/wheel_skeleton.py info "$skel" | sed -n '1s/^wheel=\([^ ]*\).*/\1/p')"
-  site="$(/opt/torch/.venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-  $PY benchmarks/gpu/wheel_skeleton.py rebuild "$skel" "$site" "$GPU_DIR/sources/$whl" > /dev/null || exit 1
-done
+[ -x /opt/torch/.venv/bin/python3 ] && { rebuild_skeletons || exit 1; }
 $PY -m deepep_env.cli.main fetch "$ENV_NAME" --from "$GPU_DIR/sources" > "$WORK/fetch.txt" 2>&1 || { cat "$WORK/fetch.txt"; exit 1; }
 $PY -m deepep_env.cli.main build "$ENV_NAME" --offline > "$WORK/build.txt" 2>&1 &
 pid=$!

@@ -84,24 +84,7 @@ reinstall() {
   $de fetch "$ENV_NAME" --from "$src" || return 1
   t=$(now); $de install "$ENV_NAME"; rc=$?
   fig install_rebuild_s "$(since "$t")"; fig install_exit "$rc"
-  .venv/bin/python - "$ENV_NAME" <<'PYEOF'
-import glob, os, sys
-from deepep_env.base.hashing import file_sha256
-from deepep_env.formats.lockfile import read_lock
-env = read_lock("pixi.lock").env(sys.argv[1])
-chan = os.environ["DEEPEP_ENV_STATE"] + "/channel"
-same = total = 0
-for ps in env.packages.values():
-    for q in ps:
-        f = glob.glob(f"{chan}/*/{q.name}-{q.version}-{q.build}.conda")
-        if f:
-            total += 1
-            ok = file_sha256(f[0]) == f"sha256:{q.sha256}"
-            same += ok
-            print(f"rebuilt_{q.name.replace('-', '_')}_same_sha256_as_lock={int(ok)}")
-print(f"rebuilt_packages={total}")
-print(f"rebuilt_same_sha256={same}")
-PYEOF
+  .venv/bin/python "$HERE/../gpu/same_as_lock.py" "$ENV_NAME" "$DEEPEP_ENV_STATE/channel" rebuilt_ --totals
   [ "$rc" = 0 ] || return 1
   local host=(); case $ENV_NAME in gcp-b200*) host=(--demo-host gcp-b200-demo) ;; esac
   $de activate "$ENV_NAME" "${host[@]}" > activate.txt 2>&1; fig activate_exit $?
