@@ -7,8 +7,9 @@
 #        /opt/deepep-cu130 (python3.12 -m venv, or $PYTHON312 -m venv; torch 2.11.0 and its CUDA 13 wheels by version and sha256,
 #        benchmarks/seed/cu130-venv.txt, pip --require-hashes) and rdma-core's headers (Debian's
 #        debs by version, unpacked into $RDMA, default /tmp/deepep-rdma; NVSHMEM's IBGDA headers include
-#        <infiniband/mlx5dv.h>); and the CUDA toolkit $VENV/cuda: the machine's /usr/local/cuda (13.0, itself
-#        made from NVIDIA's wheels: nvcc, crt, nvvm, cccl, runtime) plus the headers of the CUDA libraries
+#        <infiniband/mlx5dv.h>); and the CUDA toolkit $VENV/cuda: NVIDIA's CUDA 13.0 wheels (nvcc, crt,
+#        nvvm, cccl, runtime, cupti, nvtx…) by version and sha256, benchmarks/seed/cu130-toolkit.txt,
+#        unpacked by cuda_from_wheels.py (no CUDA of the machine's is read), plus the headers of the CUDA libraries
 #        torch's own headers include (cublas, cusparse, cusolver, cufft, curand), from the venv's
 #        nvidia/cu13/include: the same wheels torch runs with), and the link-time libcuda stub a toolkit
 #        has and NVIDIA's wheels do not (DeepEP links -lcuda): lib64/libcuda.so, soname libcuda.so.1,
@@ -40,16 +41,7 @@ prereqs() {
     || { echo "pypi_stack: no Python 3.12 to make $VENV (PYTHON312=/path/to/python3.12)" >&2; return 1; }
   "$VENV/bin/pip" install -q --no-deps --require-hashes -r "$HERE/cu130-venv.txt" || return 1
   fig venv_s "$(since "$t")"
-  if [ ! -f "$VENV/cuda/include/cusparse.h" ]; then
-    rm -rf "$VENV/cuda" && cp -a "$(readlink -f /usr/local/cuda)" "$VENV/cuda" || return 1
-    cp -n "$VENV"/lib/python3.12/site-packages/nvidia/cu13/include/*.h "$VENV/cuda/include/" || return 1
-  fi
-  if [ ! -f "$VENV/cuda/lib64/libcuda.so" ]; then   # where torch's extension builder links from (-L lib64)
-    local c="$VENV/cuda/lib64/libcuda-stub.c"
-    gcc -E -P -I"$VENV/cuda/include" "$VENV/cuda/include/cuda.h" | grep -oE '\bcu[A-Z][A-Za-z0-9_]*\s*\(' \
-      | sed 's/[[:space:]]*($//' | LC_ALL=C sort -u | sed 's/.*/void &(void) {}/' > "$c" || return 1
-    gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$VENV/cuda/lib64/libcuda.so" "$c" && rm -f "$c" || return 1
-  fi
+  [ -f "$VENV/cuda/.from-wheels" ] || toolkit || return 1
   "$VENV/cuda/bin/nvcc" --version | tail -2
   if [ ! -f "$RDMA/.extracted" ]; then
     local d; d=$(mktemp -d)
@@ -57,6 +49,24 @@ prereqs() {
     mkdir -p "$RDMA" && for f in "$d"/*.deb; do dpkg -x "$f" "$RDMA"; done && touch "$RDMA/.extracted"
   fi
   "$VENV/bin/python3" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+}
+
+# toolkit: $VENV/cuda from the wheels cu130-toolkit.txt pins (cuda_from_wheels.py), plus the library
+# headers torch's headers include (the venv's nvidia/cu13/include: the wheels torch runs with) and the
+# libcuda link stub; made beside the venv and renamed into place when complete.
+toolkit() {
+  local t; t=$(now)
+  local w="$VENV/cuda.wheels" new="$VENV/cuda.partial"
+  rm -rf "$w" "$new" && mkdir -p "$w"
+  "$VENV/bin/pip" download -q --no-deps --require-hashes -r "$HERE/cu130-toolkit.txt" -d "$w" || return 1
+  "$VENV/bin/python3" "$HERE/cuda_from_wheels.py" "$w" "$new" > /dev/null || return 1
+  cp -n "$VENV"/lib/python3.12/site-packages/nvidia/cu13/include/*.h "$new/include/" || return 1
+  local c="$new/lib64/libcuda-stub.c"   # where torch's extension builder links from (-L lib64)
+  gcc -E -P -I"$new/include" "$new/include/cuda.h" | grep -oE '\bcu[A-Z][A-Za-z0-9_]*\s*\(' \
+    | sed 's/[[:space:]]*($//' | LC_ALL=C sort -u | sed 's/.*/void &(void) {}/' > "$c" || return 1
+  gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$new/lib64/libcuda.so" "$c" && rm -f "$c" || return 1
+  touch "$new/.from-wheels" && rm -rf "$VENV/cuda" "$w" && mv "$new" "$VENV/cuda" || return 1
+  fig toolkit_s "$(since "$t")"
 }
 
 relock() {
