@@ -160,7 +160,9 @@ if want_v2; then
   # EP_SUPPRESS_NCCL_CHECK=1 runs with two NCCLs and dies with SIGSEGV in the first dispatch (H100 and 2x H200).
   # NVLink multicast off, as the lent machines require and the env's spec [env] sets; no Gin transport here.
   HAND_ARGS=--test-first-only hand_test hand_v2_elastic "$EG/hand-v2-site" "$EG/hand-v2/tests" elastic/test_ep.py \
-    EP_DISABLE_GIN=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1
+    EP_DISABLE_GIN=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 PYTHONFAULTHANDLER=1
+  # where it dies: each rank's Python stack at the fault (faulthandler; spawned ranks inherit the variable)
+  grep -A14 -m2 "Fatal Python error" "$EG/hand_v2_elastic.log" | head -40
   if grep -q '^hand_v2_elastic_exit=[1-9]' "$FIG"; then  # diagnosis only: the hand build under the env's activation
     step "hand build: elastic/test_ep.py inside deepep-env run h200-nvlink-v2 (hand site first)"
     (cd "$EG/hand-v2/tests" && PYTHONPATH=/tmp/deepep-site:$EG/tree-h200-nvlink-v2 timeout "${TEST_LIMIT_S:-300}" \

@@ -4,7 +4,7 @@
 # enough on a fresh clone.
 #
 #   bash benchmarks/seed/pypi_stack.sh prereqs                the host externals those specs name: the venv
-#        /opt/deepep-cu130 (python3.12 -m venv, or $PYTHON312 -m venv; torch 2.11.0 and its CUDA 13 wheels by version and sha256,
+#        /opt/deepep-cu130 (python3.12 -m venv, or $PYTHON312 -m venv; CPython 3.12.1, the locked ids' interpreter; torch 2.11.0 and its CUDA 13 wheels by version and sha256,
 #        benchmarks/seed/cu130-venv.txt, pip --require-hashes) and rdma-core's headers (Debian's
 #        debs by version, unpacked into $RDMA, default /tmp/deepep-rdma; NVSHMEM's IBGDA headers include
 #        <infiniband/mlx5dv.h>); and the CUDA toolkit $VENV/cuda: NVIDIA's CUDA 13.0 wheels (nvcc, crt,
@@ -48,7 +48,11 @@ prereqs() {
     (cd "$d" && apt-get download -q=2 libibverbs-dev=44.0-2 ibverbs-providers=44.0-2 libibverbs1=44.0-2) || return 1
     mkdir -p "$RDMA" && for f in "$d"/*.deb; do dpkg -x "$f" "$RDMA"; done && touch "$RDMA/.extracted"
   fi
-  "$VENV/bin/python3" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+  "$VENV/bin/python3" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
+  # The interpreter is a host external: its version and headers are in the build ids. The lock was built
+  # with CPython 3.12.1 (pyenv's); another patch release gives other ids (plan says "other host").
+  local v; v=$("$VENV/bin/python3" -c 'import platform; print(platform.python_version())')
+  [ "$v" = 3.12.1 ] || echo "pypi_stack: note: $VENV runs Python $v; the locked ids were built with 3.12.1 (PYTHON312=/path/to/python3.12.1)" >&2
 }
 
 # toolkit: $VENV/cuda from the wheels cu130-toolkit.txt pins (cuda_from_wheels.py), plus the library

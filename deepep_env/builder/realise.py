@@ -30,7 +30,7 @@ from deepep_env.formats.build_inputs import resolutions_from_builds
 from deepep_env.formats.lockfile import build_id_of, read_lock
 from deepep_env.sources import SourceCache, require_present, wants_for_nodes
 from deepep_env.builder.resolution import differences as differences_of_resolutions
-from deepep_env.sources.hostprint import externals_differences
+from deepep_env.sources.hostprint import externals_differences, missing_externals
 
 Progress = Callable[[str, Any, Any], None]
 
@@ -139,12 +139,24 @@ class Realiser:
                              f"lock is stale), so it cannot be rebuilt", file=self.lock_path,
                              accepted=f"`deepep-env lock {self.env} --check` says what changed; then build and relock")
         here = next(n for n in live.nodes if n.package == node.package)
+        if lacks := missing_externals(node.externals, here.externals):
+            return self._lacks(node.package, lacks)
         diffs = externals_differences(node.externals, here.externals)
         return UserError(f"{self.why}; and it was built for another host "
                          f"({'; '.join(diffs[:3]) or 'host externals differ'}): the lock does not apply to this host",
                          file=self.lock_path, field=node.package,
                          accepted=f"a channel that has it, or relock here: `deepep-env build {self.env} && "
                                   f"deepep-env lock {self.env}`")
+
+    def _lacks(self, package: str, lacks: list[str]) -> UserError:
+        """The refusal on a machine without the host externals the lock was built against (a fresh
+        machine): what is missing first, then the command the spec names to make them."""
+        prepare = getattr(getattr(self.resolved, "host", None), "prepare", None)
+        make = (f"make them with `{prepare}` (the spec's [host] prepare), then install again"
+                if prepare else "provide them where the spec says (python.executable, cuda.prefix …), then install again")
+        return UserError(f"{self.why}; and it cannot be rebuilt here: this machine lacks the host externals it was built "
+                         f"against ({'; '.join(lacks[:4])})", file=self.lock_path, field=package,
+                         accepted=f"{make}; or a channel that has the packages (`install --mirror URL=DIR`)")
 
     def _build(self, live: BuildPlan, nodes: list[BuildNode]) -> None:
         cache = SourceCache(Path(self.project.source_cache).resolve())

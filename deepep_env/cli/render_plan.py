@@ -57,7 +57,12 @@ def render_resolved(c: Console, d: dict[str, Any]) -> None:
     _render_requirements(c, d["builds"])
     for b in d["builds"]:
         diffs = b.get("host_differs") or []
-        if diffs:
+        if lacks := b.get("host_missing") or []:
+            prepare = (d.get("host") or {}).get("prepare")
+            make = f": make them with `{prepare}` (the spec's [host] prepare)" if prepare else ""
+            c.print(f"[yellow]missing host externals:[/yellow] {b['package']} {b['build_string']} was built against "
+                    f"host externals this machine lacks ({'; '.join(lacks[:3])}){make}", markup=True, highlight=False)
+        elif diffs:
             more = f" (+{len(diffs) - 2} more)" if len(diffs) > 2 else ""
             c.print(f"[yellow]other host:[/yellow] {b['package']} {b['build_string']} names host externals this machine "
                     f"does not have ({'; '.join(diffs[:2])}{more}): built here it would get another id",

@@ -111,8 +111,8 @@ def _install_fix(env: Optional[str], ws: Optional[Workspace]) -> str:
     if not env or ws is None:
         return f"`deepep-env install {env or 'ENV'}`{where}"
     step = next_step(ws.project, env, ws)
-    if step.state == "locked":
-        return f"`deepep-env install {env}`{where}"
+    if step.state == "locked":   # install, after the spec's [host] prepare where the host externals are missing
+        return f"`{step.command}`{where}"
     return f"{env} is {step.why}: `{step.command}`{step.note()}, {step.then_install(env)}{where}"
 
 

@@ -110,6 +110,7 @@ _ACCEPTED_BY_FIELD = {
     "env": "names matching " + ENV_NAME_RE.pattern,
     "host.driver_params": "{ NVregName = integer 0..4294967295 }",
     "host.kernel_modules": "distinct module names such as 'nvidia_peermem'",
+    "host.prepare": "one printable line of 1 to 200 characters: the command that makes the host externals",
     "python": "python.executable only with provider = 'host'",
     "cuda": "cuda.prefix only with provider = 'host'",
     **{f: _VERSIONS for f in ("pytorch.version", "nccl.version", "nvshmem.version", "host.driver",

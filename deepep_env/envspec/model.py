@@ -46,6 +46,7 @@ CHANNEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-
 CHANNEL_SCHEMES = ("http", "https", "file", "s3", "gcs", "oci")
 KMOD_RE = r"^[A-Za-z0-9_-]+$"
 PARAM_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+PREPARE_MAX = 200
 # An absolute path a shell script may interpolate: no whitespace or shell metacharacters.
 ABS_PATH_RE = r"^/[^\s;&|$`'\"\\<>(){}*?!#~]*$"
 
@@ -219,8 +220,20 @@ class HostSpec(Strict):
     rdma_core: Optional[str] = None
     kernel_modules: list[str] = Field(default_factory=list)
     driver_params: dict[str, int] = Field(default_factory=dict, description="e.g. {PeerMappingOverride = 1}")
+    prepare: Optional[str] = Field(None, description="the command that makes this spec's host externals (provider = "
+                                   "'host' paths) on a new machine, e.g. 'bash benchmarks/seed/pypi_stack.sh prereqs': "
+                                   "named by install, plan and doctor where they are missing; never run by deepep-env")
 
     _d = field_validator("driver", "doca_ofed", "rdma_core")(lambda cls, v: v if v is None else _check_range(v))
+
+    @field_validator("prepare")
+    @classmethod
+    def _prepare(cls, v: Optional[str]) -> Optional[str]:
+        # printed inside one-line errors and plan's table: one printable line, bounded
+        if v is not None and (not v.strip() or len(v) > PREPARE_MAX or not v.isprintable()):
+            raise ValueError(f"prepare must be one printable line of 1 to {PREPARE_MAX} characters "
+                             "(a command such as 'bash benchmarks/seed/pypi_stack.sh prereqs')")
+        return v
 
     @field_validator("kernel_modules")
     @classmethod

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional
 
 from deepep_env.base.channels.auth import redact
-from deepep_env.base.channels.urls import mirror_dir, url_to_path
+from deepep_env.base.channels.urls import mirror_dir, placeholder_host, url_to_path
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256
 from deepep_env.base.rattler_errors import rattler_errors
@@ -101,6 +101,9 @@ def _download(rec: RepoDataRecord, label: str, expected: str, lock_path: Path, c
     if url.startswith("file://"):
         raise Unavailable(f"{label}: package file {url_to_path(url)} does not exist", file=lock_path,
                           field=rec.name.normalized)
+    if host := placeholder_host(url):
+        raise Unavailable(f"{label} is published nowhere: the lock's URL is on {host}, a placeholder (a reserved "
+                          f"example name that never resolves)", file=lock_path, field=rec.name.normalized)
     try:
         with rattler_errors(f"{label}: cannot download {redact(url)}: {{error}}", file=lock_path,
                             field=rec.name.normalized, first_line=True, cleanup=drop_part):

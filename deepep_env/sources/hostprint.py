@@ -217,7 +217,11 @@ def pkgdir(mod):
     except Exception:
         return ""
     return (list(s.submodule_search_locations or []) or [""])[0] if s else ""
-out = {"version": sys.version.split()[0], "include": sysconfig.get_paths().get("include", ""),
+import os
+# setuptools' build_ext puts a venv's own include folder on every extension's -I (ahead of Python's):
+# a header there shadows the interpreter's and torch's
+venv_inc = os.path.join(sys.exec_prefix, "include") if sys.exec_prefix != sys.base_exec_prefix else ""
+out = {"version": sys.version.split()[0], "include": sysconfig.get_paths().get("include", ""), "venv_include": venv_inc,
        "flags": {k: sysconfig.get_config_var(k) or "" for k in ("CFLAGS", "LDSHARED", "EXT_SUFFIX", "CC", "CXX")},
        "tools": {d: ver(d) for d in ("pip", "setuptools", "wheel", "packaging")},
        "torch": pkgdir("torch"), "nccl": pkgdir("nvidia.nccl"), "nvshmem": pkgdir("nvidia.nvshmem")}
@@ -227,17 +231,23 @@ try:
                           "cxx11_abi": str(torch._C._GLIBCXX_USE_CXX11_ABI)}
 except Exception as e:
     out["torch_facts"] = {"version": "missing: " + type(e).__name__}
-print(json.dumps(out))
+print(PROBE_MARK + json.dumps(out))
 """
+# The probe's result line starts with this; anything else the interpreter prints (torch's NumPy warning
+# on a venv without NumPy goes to stderr, after the result) is not the result. Taking the last line of
+# the output read that warning as the result, so every fact of such a Python read "missing" and a
+# build against it had no Python or PyTorch facts in its id (issue 40, found 2026-11-28).
+PROBE_MARK = "deepep-env-probe: "
 
 
 @functools.lru_cache(maxsize=None)
 def python_probe(executable: str) -> dict[str, Any]:
-    rc, out = _run([executable, "-I", "-c", _PY_PROBE])
+    rc, out = _run([executable, "-I", "-c", f"PROBE_MARK = {PROBE_MARK!r}\n" + _PY_PROBE])
     if rc != 0:
         return {"missing": f"missing: {executable}"}
+    line = next((ln for ln in reversed(out.splitlines()) if ln.startswith(PROBE_MARK)), "")
     try:
-        return json.loads(_last_line(out))
+        return json.loads(line[len(PROBE_MARK):])
     except ValueError:
         return {"missing": f"missing: {executable} printed no probe result"}
 
@@ -246,9 +256,13 @@ def python_facts(meta: Mapping[str, Any]) -> Facts:
     p = python_probe(str(meta.get("python_executable") or "python3"))
     if "missing" in p:
         return {"python": p["missing"]}
-    return {"python": p["version"], "headers": dir_digest(p["include"]) if p["include"] else "none",
-            "build_flags": digest(canonical_json(p["flags"])),
-            **{f"tool_{k}": v for k, v in sorted(p["tools"].items())}}
+    facts = {"python": p["version"], "headers": dir_digest(p["include"]) if p["include"] else "none",
+             "build_flags": digest(canonical_json(p["flags"])),
+             **{f"tool_{k}": v for k, v in sorted(p["tools"].items())}}
+    # Absent while a venv's include folder holds no file (what `python -m venv` makes): no committed id moves.
+    if venv := headers_beside(Path(p["venv_include"]), "") if p.get("venv_include") else "":
+        facts["venv_headers"] = venv
+    return facts
 
 
 _TORCH_LIBS = ("libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so", "libtorch_python.so")
@@ -312,6 +326,25 @@ def externals_differences(recorded: Mapping[str, Any], here: Mapping[str, Any]) 
     return out
 
 
+def missing_externals(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
+    """``component: what`` for each external this machine lacks and the recorded build had (a fact that
+    reads ``missing: …`` here and not in ``recorded``): one entry a component (a toolkit without its
+    folder misses its headers and its nvcc), and one a missing interpreter (a node's ``python``,
+    ``pytorch`` and ``nccl`` facts all name it)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for comp, ident in sorted(here.items()):
+        fp = ident.get("fingerprint") if isinstance(ident, Mapping) else None
+        rec = (recorded.get(comp) or {}).get("fingerprint") if isinstance(recorded.get(comp), Mapping) else None
+        lacking = [str(v).removeprefix("missing: ") for k, v in (fp.items() if isinstance(fp, Mapping) else ())
+                   if str(v).startswith("missing: ")
+                   and not (isinstance(rec, Mapping) and str(rec.get(k, "")).startswith("missing: "))]
+        if lacking and (key := lacking[0].split(" for ", 1)[-1]) not in seen:
+            seen.add(key)
+            out.append(f"{comp}: {lacking[0]}")
+    return out
+
+
 def _absent(fact: str) -> str:
     """How a fact reads where a fingerprint does not have it (a build tool: its baseline version)."""
     base = BASELINE_BUILD_TOOLS.get(fact.removeprefix("build_tool_")) if fact.startswith("build_tool_") else None
@@ -329,4 +362,4 @@ def clear_caches() -> None:
         f.cache_clear()
 
 
-__all__ = ["SCHEME", "fingerprint", "differences", "externals_differences", "clear_caches"]
+__all__ = ["SCHEME", "fingerprint", "differences", "externals_differences", "missing_externals", "clear_caches"]

@@ -63,15 +63,16 @@ def _to_pin(n: BuildNode) -> list[dict[str, Any]]:
     return out
 
 
-def _host_differs(n: BuildNode) -> list[str]:
-    here = {c: {"fingerprint": hostprint.fingerprint(c, n.meta)} for c in n.externals}
-    return hostprint.externals_differences(n.externals, here)
+def _host_here(n: BuildNode) -> dict[str, Any]:
+    """This machine's fingerprint of each host external the node names."""
+    return {c: {"fingerprint": hostprint.fingerprint(c, n.meta)} for c in n.externals}
 
 
 def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:
     reqs = preview_plan(bp)
     out = []
     for n in bp.nodes:
+        here = _host_here(n)
         out.append({
             "package": n.package,
             "version": n.version,
@@ -83,7 +84,9 @@ def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:
             "in_store": bool(n.id and store_entry(project, n.package, n.id).is_file()),
             # this machine's host externals where they differ from the facts the id names (the lock's
             # record): a build here would get another id, and an install here cannot rebuild this one
-            "host_differs": _host_differs(n),
+            "host_differs": hostprint.externals_differences(n.externals, here),
+            # the externals this machine lacks altogether (a fresh machine): the spec's host.prepare makes them
+            "host_missing": hostprint.missing_externals(n.externals, here),
             "preimage": n.preimage,
             # what the recipe will ask rattler-build for, per output (build/host/run as rendered)
             "requirements": reqs.get(n.package, {}),

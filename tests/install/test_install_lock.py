@@ -135,10 +135,11 @@ def test_mirror_maps_the_team_url_to_a_folder(proj, capsys, tmp_path):
     _lock(proj, "lt-host", capsys)
     elsewhere = tmp_path / "mirror"
     shutil.move(str(proj.channel), elsewhere)
-    # Without a mirror the team URL (an .invalid host) cannot be downloaded from; nor can the package
-    # be rebuilt (its sources are not cached): one line with both halves and what to run.
+    # Without a mirror the team URL (an .invalid host: a placeholder) cannot be downloaded from; nor can
+    # the package be rebuilt (its sources are not cached): one line with both halves and what to run.
     rc, _, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root)
-    assert rc == 2 and "cannot download" in err and "sources must be cached" in err
+    assert rc == 2 and "is published nowhere" in err and "conda.deepep-env.invalid, a placeholder" in err
+    assert "sources must be cached" in err
     assert "deepep-env fetch lt-host" in err and [ln for ln in err.splitlines() if "error" in ln] == [err.strip().splitlines()[-1]]
     rc, out, err = cli_in_process(capsys, "install", "lt-host", "--project", proj.root,
                                   "--mirror", f"https://conda.deepep-env.invalid/lt-host={elsewhere}")

@@ -132,6 +132,31 @@ def test_another_host_is_named_and_the_check_still_reads_the_recorded_host(fresh
     assert "does not apply to this host" in err and [ln for ln in err.splitlines() if "error" in ln] == [err.strip().splitlines()[-1]]
 
 
+def test_a_fresh_machine_without_the_host_externals_is_told_what_it_lacks_and_what_makes_them(fresh, capsys):
+    """Issue 40.6: on a machine that has neither the packages (the lock's URL is the spec's placeholder
+    publish_url) nor the host externals they were built against, the one line says both halves first,
+    names each missing external once, and names the command the spec's [host] prepare gives."""
+    from deepep_env.sources import hostprint
+
+    fp, tk, p = fresh
+    spec = fp.root / "env_specs" / "h200-nvlink.toml"
+    spec.write_text(spec.read_text().replace("\n[host]\n", '\n[host]\nprepare = "bash make-host.sh"\n', 1))
+    tk.rename(tk.with_name("toolkit-gone"))                        # a machine without that CUDA
+    hostprint.clear_caches()
+    rc, _, err = cli_in_process(capsys, "lock", "h200-nvlink", "--check", *p)
+    assert rc == 0, err                                            # [host] prepare is not an input of any id
+    rc, _, err = cli_in_process(capsys, "install", "h200-nvlink", *p)
+    assert rc == 2 and [ln for ln in err.splitlines() if "error" in ln] == [err.strip().splitlines()[-1]]
+    assert "is published nowhere" in err and "conda.deepep-env.example, a placeholder" in err
+    assert "lacks the host externals it was built against" in err and f"cuda: {tk}" in err
+    assert "make them with `bash make-host.sh` (the spec's [host] prepare)" in err
+    assert err.index("published nowhere") < err.index("lacks the host externals") < err.index("accepted")
+    assert not fp.project.prefix_for("h200-nvlink").exists()
+    # doctor's env.not-installed fix names the same first step (never an install that would refuse)
+    rc, out, _ = cli_in_process(capsys, "doctor", "h200-nvlink", *p, "--prefix", str(fp.root / "no-prefix"))
+    assert "fix: `bash make-host.sh && deepep-env install h200-nvlink`" in out, out
+
+
 def test_a_header_beside_rdma_cores_own_is_another_host(fresh_rdma, capsys):
     """A build reads rdma-core's whole include folder ahead of the toolkit's: a header dropped there
     (an nvml.h for another CUDA, shadowing the toolkit's) is a fact of the host, so the lock is

@@ -166,6 +166,26 @@ def resolve_channels(channels: list[str], *, publish_url: Optional[str], local_d
     return out
 
 
+# Names reserved for examples and documentation (RFC 2606, RFC 6761): they never resolve, so a URL on
+# one is a placeholder, never a channel anybody published to (the specs' publish_url until a team sets
+# its own). Said as such, and without a DNS lookup that could take the resolver's whole timeout.
+_RESERVED_TLDS = ("example", "invalid", "test", "localhost")
+_RESERVED_DOMAINS = ("example.com", "example.net", "example.org")
+
+
+def placeholder_host(url: str) -> Optional[str]:
+    """The host of ``url`` when it is a reserved example name (``conda.deepep-env.example``), else None."""
+    try:
+        host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    except ValueError:
+        return None
+    if not host:
+        return None
+    if host.rsplit(".", 1)[-1] in _RESERVED_TLDS or any(host == d or host.endswith("." + d) for d in _RESERVED_DOMAINS):
+        return host
+    return None
+
+
 def probe(ref: ChannelRef, subdirs: Iterable[str]) -> None:
     """Fail in seconds with one line naming the channel when it cannot be read."""
     url = ref.source
@@ -186,6 +206,11 @@ def probe(ref: ChannelRef, subdirs: Iterable[str]) -> None:
         return  # s3://, oci:// …: the client reports those itself
     parts = urlsplit(url)
     host = parts.hostname or ""
+    if placeholder_host(url):
+        raise UserError(f"channel {label} is a placeholder URL ({host} is a reserved example name: it never resolves, "
+                        f"nothing is published there); nothing written", field="channels",
+                        accepted="the URL of a channel your team publishes to (the spec's publish_url), or a folder "
+                             "that mirrors it (DEEPEP_ENV_MIRRORS=\"URL=DIR\")")
     port = parts.port or (443 if scheme == "https" else 80)
     try:
         with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
