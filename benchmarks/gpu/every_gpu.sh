@@ -179,6 +179,8 @@ for env in "${ENVS[@]}"; do
      > "$EG/out-$env/verified.json" 2>&1; cp -r verified "$EG/out-$env/" 2>/dev/null)
 done
 $PY benchmarks/gpu/every_ratios.py "$FIG" | figs
-bad=$(grep -cE '_(intranode|lowlatency|elastic)_exit=[1-9]' "$FIG")
+# the environments' tests decide the headline; the hand builds are baselines and diagnoses (a hand V2 that
+# dies is a missing ratio, not a failed environment: it read 0 for that alone on 2026-11-28)
+bad=$(grep -E '_(intranode|lowlatency|elastic)_exit=[1-9]' "$FIG" | grep -vc '^hand_')
 fails=$(grep -cE '_build_rc=[1-9]' "$FIG")
 fig headline_every_gpu_ok "$([ "$bad" = 0 ] && [ "$fails" = 0 ] && echo 1 || echo 0)"
