@@ -99,6 +99,30 @@ hand_v2() {  # DeepEP 2.1.0 by hand against the env's NCCL (the same NCCL build)
   mkdir -p "$EG/hand-v2-site/nvidia/nccl/lib" && ln -sf "$root/lib/libnccl.so.2" "$EG/hand-v2-site/nvidia/nccl/lib/libnccl.so.2"
 }
 
+swap_v2() {  # SWAP=1 (issue 38 diagnosis): which half of the hand build dies, its extension or its package
+  local envsite=$EG/tree-h200-nvlink-v2/.pixi/envs/h200-nvlink-v2/lib/python3.12/site-packages hand=$EG/hand-v2-site
+  local so_env so_hand
+  so_env=$(ls "$envsite"/deep_ep/_C*.so 2>/dev/null | head -1); so_hand=$(ls "$hand"/deep_ep/_C*.so 2>/dev/null | head -1)
+  [ -n "$so_env" ] && [ -n "$so_hand" ] || { fig swap_skipped 1; return; }
+  step "the two DeepEP 2.1.0 builds, file by file (deep_ep/; the extension's sha256 and size)"
+  (cd "$envsite" && find deep_ep -type f ! -name '*.pyc' | LC_ALL=C sort | xargs sha256sum) > "$EG/swap-env.sha256"
+  (cd "$hand" && find deep_ep -type f ! -name '*.pyc' | LC_ALL=C sort | xargs sha256sum) > "$EG/swap-hand.sha256"
+  diff "$EG/swap-env.sha256" "$EG/swap-hand.sha256" | grep '^[<>]' | sed 's/^/  /' | head -20
+  diff <(cat "$envsite/deep_ep/envs.py") <(cat "$hand/deep_ep/envs.py") | head -10
+  ls -la "$so_env" "$so_hand"
+  readelf -d "$so_env" | grep -E 'NEEDED|RPATH|RUNPATH' | sed 's/^/  env  /'
+  readelf -d "$so_hand" | grep -E 'NEEDED|RPATH|RUNPATH' | sed 's/^/  hand /'
+  # C: the env's package with the hand build's extension; D: the hand build's package with the env's
+  rm -rf "$EG/hand-v2-site-C" "$EG/hand-v2-site-D"
+  cp -a "$hand" "$EG/hand-v2-site-D" && cp -a "$so_env" "$EG/hand-v2-site-D/deep_ep/$(basename "$so_hand")"
+  mkdir -p "$EG/hand-v2-site-C" && cp -a "$envsite/deep_ep" "$EG/hand-v2-site-C/" && cp -a "$hand/nvidia" "$EG/hand-v2-site-C/" \
+    && rm -f "$EG/hand-v2-site-C/deep_ep/$(basename "$so_env")" && cp -a "$so_hand" "$EG/hand-v2-site-C/deep_ep/"
+  for v in C D; do
+    HAND_ARGS=--test-first-only hand_test "swap_${v}_elastic" "$EG/hand-v2-site-$v" "$EG/hand-v2/tests" elastic/test_ep.py \
+      EP_DISABLE_GIN=1 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 PYTHONFAULTHANDLER=1
+  done
+}
+
 step "builds: ${ENVS[*]} ($MODE), each in its own checkout copy"
 t=$(now)
 want_v2() { [ "${TESTS:-1}" != 0 ] && { [ "${HAND:-1}" = 1 ] || [ "${HAND:-}" = v2 ]; }; }
@@ -172,6 +196,7 @@ if want_v2; then
     fig hand_v2_under_env_exit $?
     tail -4 "$EG/hand_v2_under_env.log"
   fi
+  [ "${SWAP:-0}" = 1 ] && swap_v2
   [ -d "$EG/hand-v2-site/deep_ep" ] && run_task h200-nvlink-v2 deepep-test-elastic-ep h200_nvlink_v2_elasticpair --test-first-only
 fi
 for env in "${ENVS[@]}"; do
