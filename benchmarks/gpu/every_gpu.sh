@@ -89,7 +89,14 @@ hand_v2() {  # DeepEP 2.1.0 by hand against the env's NCCL (the same NCCL build)
   [ -f "$root/include/nccl.h" ] || return 0
   rm -rf "$EG/hand-v2" "$EG/hand-v2-site" && mkdir -p "$EG/hand-v2" "$EG/hand-v2-site"
   tar -xJf "$GPU_DIR"/sources/deepep-dd758ca*.tar.xz -C "$EG/hand-v2" --strip-components=1
-  ( cd "$EG/hand-v2" && GIT_DIR=/nonexistent EP_NCCL_ROOT_DIR="$root" TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 \
+  # The image exports CXX=/opt/gcc/bin/g++ (Ubuntu 13.3.0-6ubuntu2~24.04), and torch's extension builder
+  # compiles and links with $CXX: that g++ links libstdc++ statically, so the extension carried a second C++
+  # runtime beside torch's libstdc++.so.6 and died with SIGSEGV in its first dispatch (2026-11-28, H100: the
+  # hand build's extension inside the env's package crashed, the env's extension inside the hand build's
+  # package passed; the hand .so had no NEEDED libstdc++.so.6 and 2578 exported std:: symbols, the env's 333).
+  # The recipe never sees that CXX (rattler-build's build environment drops it) and links with the PATH's
+  # c++; so does this baseline now.
+  ( cd "$EG/hand-v2" && env -u CXX -u CC GIT_DIR=/nonexistent EP_NCCL_ROOT_DIR="$root" TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 \
       CPATH=/tmp/deepep-rdma/usr/include:/usr/local/cuda/targets/x86_64-linux/include/cccl \
       $PY -m pip install . --no-deps --no-build-isolation --no-index --target "$EG/hand-v2-site" ) > "$EG/hand-v2-build.log" 2>&1
   echo "hand_v2_build_exit=$?" >> "$EG/hand-v2-build.log"
