@@ -35,7 +35,7 @@ def fresh_rdma(tmp_path, monkeypatch, capsys):
         yield (*got, rdma)
 
 
-def _fresh(tmp_path, monkeypatch, capsys):
+def _fresh(tmp_path, monkeypatch, capsys, jobs: str = "7"):
     from deepep_env.sources import hostprint
 
     fp = fake_project(tmp_path)
@@ -52,7 +52,7 @@ def _fresh(tmp_path, monkeypatch, capsys):
     hostprint.clear_caches()
     p = ["--project", str(fp.root)]
     assert cli_in_process(capsys, "fetch", "h200-nvlink", *p, "--from", str(fp.upstream), "--offline")[0] == 0
-    rc, _, err = cli_in_process(capsys, "build", "h200-nvlink", *p, "--offline", "-j", "7")
+    rc, _, err = cli_in_process(capsys, "build", "h200-nvlink", *p, "--offline", *(["-j", jobs] if jobs else []))
     assert rc == 0, err
     rc, _, err = cli_in_process(capsys, "lock", "h200-nvlink", *p)
     assert rc == 0, err
@@ -155,6 +155,41 @@ def test_a_fresh_machine_without_the_host_externals_is_told_what_it_lacks_and_wh
     # doctor's env.not-installed fix names the same first step (never an install that would refuse)
     rc, out, _ = cli_in_process(capsys, "doctor", "h200-nvlink", *p, "--prefix", str(fp.root / "no-prefix"))
     assert "fix: `bash make-host.sh && deepep-env install h200-nvlink`" in out, out
+
+
+def test_doctors_fix_on_a_fresh_machine_runs_to_an_installed_env(tmp_path, monkeypatch, capsys):
+    """Issue 40.6, end to end: on a machine without the host externals, the command doctor prints as its
+    fix (the spec's [host] prepare, then install), run as printed from the project folder, ends with the
+    environment installed and byte-identical to the lock. Here ``prepare`` puts the toolkit back."""
+    import re
+    import shlex
+    import subprocess
+
+    from deepep_env.sources import hostprint
+
+    gen = _fresh(tmp_path, monkeypatch, capsys, jobs="")     # the default -j: what a rebuild in a new process uses
+    fp, tk, p = next(gen)
+    gone = tk.with_name("toolkit-gone")
+    spec = fp.root / "env_specs" / "h200-nvlink.toml"
+    prepare = f"mv {shlex.quote(str(gone))} {shlex.quote(str(tk))}"
+    spec.write_text(spec.read_text().replace("\n[host]\n", f"\n[host]\nprepare = {prepare!r}\n".replace("'", '"'), 1))
+    tk.rename(gone)
+    hostprint.clear_caches()
+    rc, out, _ = cli_in_process(capsys, "doctor", "h200-nvlink", *p)
+    fix = re.search(r"fix: `([^`]+)`", out)
+    assert rc != 0 and fix and fix.group(1) == f"{prepare} && deepep-env install h200-nvlink", out
+    import sys
+
+    beside = Path(sys.executable).parent / "deepep-env"        # the test venv's, activated or not
+    exe = str(beside) if beside.is_file() else shutil.which("deepep-env")
+    assert exe, "no deepep-env executable (pip install -e .)"
+    run = subprocess.run(["bash", "-c", fix.group(1)], cwd=fp.root, capture_output=True, text=True, timeout=600,
+                         env={**__import__("os").environ, "PATH": f"{Path(exe).parent}:{__import__('os').environ['PATH']}"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "rebuilt nvshmem" in run.stdout and "rebuilt deep-ep" in run.stdout, run.stdout   # from recipes: no channel had them
+    assert (fp.project.prefix_for("h200-nvlink") / "conda-meta").is_dir() and tk.is_dir()
+    hostprint.clear_caches()
+    list(gen)
 
 
 def test_a_header_beside_rdma_cores_own_is_another_host(fresh_rdma, capsys):
