@@ -168,6 +168,11 @@ CASES: list[tuple[str, "str | bytes", "str | None"]] = [
     ("host-kmod-shell", host_line('kernel_modules = ["nvidia peermem; rm"]'), "host.kernel_modules"),
     ("host-kmod-dotdot", host_line('kernel_modules = ["../../x"]'), "host.kernel_modules"),
     ("host-unknown-key", host_line('cuda = "12"'), "host.cuda"),
+    ("host-prepare-newline", host_line('prepare = "bash make-host.sh\\nrm -rf /"'), "host.prepare"),
+    ("host-prepare-escape", host_line('prepare = "bash make-host.sh \\u001b[2J"'), "host.prepare"),
+    ("host-prepare-empty", host_line('prepare = "  "'), "host.prepare"),
+    ("host-prepare-long", host_line('prepare = "' + "x" * 201 + '"'), "host.prepare"),
+    ("host-prepare-list", host_line('prepare = ["bash", "make-host.sh"]'), "host.prepare"),
     # --- [env]
     ("env-name-digit", env_line('"1BAD" = "0"'), "env"),
     ("env-name-equals", env_line('"A=B" = "0"'), "env"),
@@ -301,6 +306,8 @@ def test_accepted_is_named_where_it_helps(tmp_path: Path, capsys) -> None:
         "env-value-newline": "one line",
         "name-mismatch": "'h200-nvlink'",
         "unknown-table": "documented keys",
+        "host-prepare-newline": "one line",
+        "host-prepare-long": "the command that makes the host externals",
     }
     by_id = {c[0]: c for c in CASES}
     for cid, acc in want.items():
