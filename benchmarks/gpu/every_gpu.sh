@@ -90,8 +90,8 @@ hand_v2() {  # DeepEP 2.1.0 by hand against the env's NCCL (the same NCCL build)
   rm -rf "$EG/hand-v2" "$EG/hand-v2-site" && mkdir -p "$EG/hand-v2" "$EG/hand-v2-site"
   tar -xJf "$GPU_DIR"/sources/deepep-dd758ca*.tar.xz -C "$EG/hand-v2" --strip-components=1
   # The image exports CXX=/opt/gcc/bin/g++ (Ubuntu 13.3.0-6ubuntu2~24.04), and torch's extension builder
-  # compiles and links with $CXX: that g++ links libstdc++ statically, so the extension carried a second C++
-  # runtime beside torch's libstdc++.so.6 and died with SIGSEGV in its first dispatch (2026-11-28, H100: the
+  # compiles and links with $CXX: the extension it made carried libstdc++ inside it, a second C++ runtime
+  # beside torch's libstdc++.so.6, and died with SIGSEGV in its first dispatch (2026-11-28, H100: the
   # hand build's extension inside the env's package crashed, the env's extension inside the hand build's
   # package passed; the hand .so had no NEEDED libstdc++.so.6 and 2578 exported std:: symbols, the env's 333).
   # The recipe never sees that CXX (rattler-build's build environment drops it) and links with the PATH's
@@ -115,7 +115,7 @@ swap_v2() {  # SWAP=1 (issue 38 diagnosis): which half of the hand build dies, i
   (cd "$envsite" && find deep_ep -type f ! -name '*.pyc' | LC_ALL=C sort | xargs sha256sum) > "$EG/swap-env.sha256"
   (cd "$hand" && find deep_ep -type f ! -name '*.pyc' | LC_ALL=C sort | xargs sha256sum) > "$EG/swap-hand.sha256"
   diff "$EG/swap-env.sha256" "$EG/swap-hand.sha256" | grep '^[<>]' | sed 's/^/  /' | head -20
-  diff <(cat "$envsite/deep_ep/envs.py") <(cat "$hand/deep_ep/envs.py") | head -10
+  diff "$envsite/deep_ep/envs.py" "$hand/deep_ep/envs.py" | head -10
   ls -la "$so_env" "$so_hand"
   readelf -d "$so_env" | grep -E 'NEEDED|RPATH|RUNPATH' | sed 's/^/  env  /'
   readelf -d "$so_hand" | grep -E 'NEEDED|RPATH|RUNPATH' | sed 's/^/  hand /'

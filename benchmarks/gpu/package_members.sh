@@ -13,8 +13,10 @@ mkdir -p "$WORK"
 . benchmarks/gpu/common.sh
 export DEEPEP_ENV_STATE=$WORK/state
 rm -rf "$DEEPEP_ENV_STATE"
-[ -x /opt/torch/.venv/bin/python3 ] && setup_tools   # the GPU image: the carried site and rdma-core
-[ -x /opt/torch/.venv/bin/python3 ] && { rebuild_skeletons || exit 1; }
+if [ -x /opt/torch/.venv/bin/python3 ]; then   # the GPU image: the carried site and rdma-core, the skeletons
+  setup_tools
+  rebuild_skeletons || exit 1
+fi
 $PY -m deepep_env.cli.main fetch "$ENV_NAME" --from "$GPU_DIR/sources" > "$WORK/fetch.txt" 2>&1 || { cat "$WORK/fetch.txt"; exit 1; }
 $PY -m deepep_env.cli.main build "$ENV_NAME" --offline > "$WORK/build.txt" 2>&1 &
 pid=$!

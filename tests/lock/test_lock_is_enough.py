@@ -161,6 +161,7 @@ def test_doctors_fix_on_a_fresh_machine_runs_to_an_installed_env(tmp_path, monke
     """Issue 40.6, end to end: on a machine without the host externals, the command doctor prints as its
     fix (the spec's [host] prepare, then install), run as printed from the project folder, ends with the
     environment installed and byte-identical to the lock. Here ``prepare`` puts the toolkit back."""
+    import os
     import re
     import shlex
     import subprocess
@@ -184,7 +185,7 @@ def test_doctors_fix_on_a_fresh_machine_runs_to_an_installed_env(tmp_path, monke
     exe = str(beside) if beside.is_file() else shutil.which("deepep-env")
     assert exe, "no deepep-env executable (pip install -e .)"
     run = subprocess.run(["bash", "-c", fix.group(1)], cwd=fp.root, capture_output=True, text=True, timeout=600,
-                         env={**__import__("os").environ, "PATH": f"{Path(exe).parent}:{__import__('os').environ['PATH']}"})
+                         env={**os.environ, "PATH": f"{Path(exe).parent}:{os.environ['PATH']}"})
     assert run.returncode == 0, run.stderr[-2000:]
     assert "rebuilt nvshmem" in run.stdout and "rebuilt deep-ep" in run.stdout, run.stdout   # from recipes: no channel had them
     assert (fp.project.prefix_for("h200-nvlink") / "conda-meta").is_dir() and tk.is_dir()
