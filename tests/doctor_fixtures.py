@@ -238,6 +238,7 @@ def make_prefix(
     extension: bool = True,
     nvshmem: bool = True,
     link_nvshmem: bool = True,
+    extension_needed: Sequence[str] = (),
     spec_env: Optional[dict] = None,
     marker: bool = True,
 ) -> Path:
@@ -252,7 +253,7 @@ def make_prefix(
             "format": "deepep-env/deep-ep-build/v1", "revision": revision, "build_string": "h0",
             "torch_cuda_arch_list": "10.0", "disable_aggressive_ptx_instrs": 1, "require": list(require)}))
     if extension:
-        needed = (["libnvshmem_host.so.3"] if link_nvshmem else []) + ["libc.so.6"]
+        needed = list(extension_needed) + (["libnvshmem_host.so.3"] if link_nvshmem else []) + ["libc.so.6"]
         (site / "deep_ep_cpp.cpython-312-x86_64-linux-gnu.so").write_bytes(make_elf(needed, runpath=["$ORIGIN/../.."]))
     if nvshmem:
         (dest / "lib" / "libnvshmem_host.so.3").write_bytes(make_elf(soname="libnvshmem_host.so.3", payload=b"env-built nvshmem 3.5.19"))

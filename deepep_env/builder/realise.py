@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from urllib.parse import urlsplit
+from typing import Any, Callable, Optional, Sequence
 
 from deepep_env.builder import buildroot, tools
 from deepep_env.builder.build import build_graph, spec_channels_for_build, write_manifest
@@ -27,7 +28,8 @@ from deepep_env.builder.plan import BuildNode, BuildPlan, live_host, plan as bui
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256
 from deepep_env.formats.build_inputs import resolutions_from_builds
-from deepep_env.formats.lockfile import build_id_of, read_lock
+from deepep_env.base.channels.urls import placeholder_host
+from deepep_env.formats.lockfile import LockedEnv, build_id_of, read_lock
 from deepep_env.sources import SourceCache, require_present, wants_for_nodes
 from deepep_env.builder.resolution import differences as differences_of_resolutions
 from deepep_env.sources.hostprint import externals_differences, missing_externals
@@ -140,7 +142,7 @@ class Realiser:
                              accepted=f"`deepep-env lock {self.env} --check` says what changed; then build and relock")
         here = next(n for n in live.nodes if n.package == node.package)
         if lacks := missing_externals(node.externals, here.externals):
-            return self._lacks(node.package, lacks)
+            return self._lacks(node.package, lacks, recorded.nodes)
         diffs = externals_differences(node.externals, here.externals)
         return UserError(f"{self.why}; and it was built for another host "
                          f"({'; '.join(diffs[:3]) or 'host externals differ'}): the lock does not apply to this host",
@@ -148,15 +150,19 @@ class Realiser:
                          accepted=f"a channel that has it, or relock here: `deepep-env build {self.env} && "
                                   f"deepep-env lock {self.env}`")
 
-    def _lacks(self, package: str, lacks: list[str]) -> UserError:
+    def _lacks(self, package: str, lacks: list[str], nodes: Sequence[BuildNode]) -> UserError:
         """The refusal on a machine without the host externals the lock was built against (a fresh
-        machine): what is missing first, then the command the spec names to make them."""
-        prepare = getattr(getattr(self.resolved, "host", None), "prepare", None)
-        make = (f"make them with `{prepare}` (the spec's [host] prepare), then install again"
-                if prepare else "provide them where the spec says (python.executable, cuda.prefix …), then install again")
+        machine): what is missing first, then the commands that make an install here work: the spec's
+        ``[host] prepare``, and ``fetch`` where the rebuild's sources are not cached either."""
+        prepare = self.resolved.host.prepare
+        make = (f"make them with `{prepare}` (the spec's [host] prepare)" if prepare
+                else "provide them where the spec says (python.executable, cuda.prefix …)")
+        if sources_to_fetch(self.project, read_lock(self.lock_path).env(self.env), nodes):
+            make += f", fetch the sources (`deepep-env fetch {self.env}`)"
         return UserError(f"{self.why}; and it cannot be rebuilt here: this machine lacks the host externals it was built "
                          f"against ({'; '.join(lacks[:4])})", file=self.lock_path, field=package,
-                         accepted=f"{make}; or a channel that has the packages (`install --mirror URL=DIR`)")
+                         accepted=f"{make}, then install again; or a channel that has the packages "
+                                  f"(`install --mirror URL=DIR`)")
 
     def _build(self, live: BuildPlan, nodes: list[BuildNode]) -> None:
         cache = SourceCache(Path(self.project.source_cache).resolve())
@@ -180,6 +186,27 @@ class Realiser:
                        if n.status == "built"]
 
 
+def sources_to_fetch(project: Any, locked: Optional[LockedEnv], nodes: Sequence[BuildNode]) -> list[str]:
+    """What an install here would stop for (``package: kind name``): the sources, not in the source
+    cache, of the locked packages of ours that nothing here serves: the lock's URL is a placeholder
+    (nothing is published there: placeholder_host, no DNS) and neither the project's channel nor its
+    store has the file (by name: the install checks its sha256). ``nodes``: the plan the lock was built from. Empty where the lock's URL is a
+    real one: an install asks it first, and says ``fetch`` itself when that fails."""
+    chan, store = Path(project.channel).resolve(), Path(project.store).resolve()
+    unserved = set()
+    for q in (q for ps in (locked.packages.values() if locked else ()) for q in ps):
+        name = q.file_name or Path(urlsplit(q.url).path).name
+        if (q.kind != "conda" or not (hex10 := build_id_of(q.build)) or not placeholder_host(q.url)
+                or any(chan.glob(f"*/{name}"))
+                or any(store.glob(f"{hex10}*/*/{name}"))):   # a look, not a hash: install verifies
+            continue
+        unserved.add(q.build)
+    todo = [n for n in nodes if n.build_string in unserved and not n.meta.get("local_source")]
+    cache = SourceCache(Path(project.source_cache).resolve())
+    return [f"{w.package}: {w.kind} {w.name}" for w in wants_for_nodes(todo)
+            if w.digest is None or not (cache.tree(w.digest) if w.kind == "source" else cache.patch(w.digest))]
+
+
 def _closure_of(node: BuildNode, plan: BuildPlan) -> list[BuildNode]:
     """``node`` and what its build needs from the graph (build and run edges), in the plan's order."""
     want, stack = set(), [node.package]
@@ -192,4 +219,4 @@ def _closure_of(node: BuildNode, plan: BuildPlan) -> list[BuildNode]:
     return [n for n in plan.nodes if n.package in want]
 
 
-__all__ = ["Realiser"]
+__all__ = ["Realiser", "sources_to_fetch"]

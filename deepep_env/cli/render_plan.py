@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -58,10 +59,11 @@ def render_resolved(c: Console, d: dict[str, Any]) -> None:
     for b in d["builds"]:
         diffs = b.get("host_differs") or []
         if lacks := b.get("host_missing") or []:
-            prepare = (d.get("host") or {}).get("prepare")
+            prepare = b.get("prepare")
             make = f": make them with `{prepare}` (the spec's [host] prepare)" if prepare else ""
-            c.print(f"[yellow]missing host externals:[/yellow] {b['package']} {b['build_string']} was built against "
-                    f"host externals this machine lacks ({'; '.join(lacks[:3])}){make}", markup=True, highlight=False)
+            c.print("[yellow]missing host externals:[/yellow] " + escape(
+                f"{b['package']} {b['build_string']} was built against host externals this machine lacks "
+                f"({'; '.join(lacks[:3])}){make}"), markup=True, highlight=False)
         elif diffs:
             more = f" (+{len(diffs) - 2} more)" if len(diffs) > 2 else ""
             c.print(f"[yellow]other host:[/yellow] {b['package']} {b['build_string']} names host externals this machine "

@@ -392,6 +392,29 @@ def extension_links_nvshmem(ctx: DoctorContext, emit: Emitter) -> None:
     )
 
 
+@check("deepep", "deepep.static-libstdcxx")
+def extension_shares_libstdcxx(ctx: DoctorContext, emit: Emitter) -> None:
+    """A PyTorch extension (it needs libc10/libtorch) needs libstdc++.so.6 like PyTorch does: one without
+    it has a C++ runtime of its own inside (a compiler whose g++ links libstdc++ statically, e.g. an
+    image's ``CXX=/opt/gcc/bin/g++`` under ``pip install``). Two C++ runtimes in one process: DeepEP
+    2.1.0 built so died with SIGSEGV at 2 ranks on H100 while the same sources from the recipe passed
+    (issue 38, docs/benchmarks.md)."""
+    exts, dyn = built_extension(ctx)
+    if dyn is None or not any(n.startswith(("libc10", "libtorch")) for n in dyn.needed):
+        return
+    if any(n.startswith("libstdc++.so") for n in dyn.needed):
+        return
+    emit(
+        "deepep.static-libstdcxx",
+        "error",
+        f"{os.path.basename(exts[0])} links PyTorch but not libstdc++.so.6: it carries its own C++ runtime "
+        f"beside PyTorch's (a DeepEP 2.1.0 built so died with SIGSEGV at 2 ranks)",
+        [Evidence(value="NEEDED " + ", ".join(dyn.needed), file=exts[0])],
+        "rebuild it with the toolchain PyTorch uses: `env -u CXX -u CC pip install …` where the image exports "
+        f"a static-libstdc++ compiler, or install the env's package (`deepep-env install {ctx.env_name or 'ENV'}`)",
+    )
+
+
 @check("deepep", "deepep.cwd-shadow")
 def no_deep_ep_in_cwd(ctx: DoctorContext, emit: Emitter) -> None:
     """No deep_ep package in the working directory, which `python -c`/`-m` would import first."""

@@ -5,7 +5,8 @@ a prefix with no install and ``pixi.toml``'s comments all ask this module (and r
 :meth:`NextStep.note` and :meth:`NextStep.then_install`), so no suggestion names a step that the tool would then refuse (issue 40):
 
 - locked (``pixi.lock`` has the environment) → ``deepep-env install ENV``, after the spec's ``[host] prepare``
-  where the host externals it names are missing (a fresh machine);
+  where the host externals it names are missing (a fresh machine), and after ``deepep-env fetch ENV``
+  where the lock's URL is a placeholder, nothing here has its packages and their sources are not cached;
 - ``pixi.lock`` unreadable → its own error (``deepep-env lock ENV --check`` names it);
 - a source or patch not pinned by content → ``deepep-env fetch ENV --from DIR`` with what DIR must
   hold (``build`` would refuse an unpinned node, so ``build && lock`` is never suggested then);
@@ -15,9 +16,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from deepep_env.base.errors import UserError
+from deepep_env.builder.realise import sources_to_fetch
 from deepep_env.lock.workspace import Workspace, workspace
 
 if TYPE_CHECKING:  # annotations only
@@ -63,30 +65,49 @@ def next_step(project: Project, env: str, ws: Optional[Workspace] = None) -> Nex
 
 
 def _locked_step(ws: Workspace, env: str) -> NextStep:
-    """``install``; on a machine that lacks the host externals the spec names (a fresh machine), the
-    spec's ``[host] prepare`` before it: the install would refuse without them (and the env could not
-    run: its Python is the host's)."""
+    """``install``, after what a fresh machine must do first for the install to work: the spec's ``[host]
+    prepare`` where the host externals it names are missing (the install would refuse without them, and
+    the env could not run: its Python is the host's), and ``fetch`` where nothing serves the lock's
+    packages and their sources are not cached (the rebuild would refuse)."""
     install = f"deepep-env install {env}"
     try:
         r = ws.resolved(env)
+        fetch = sources_to_fetch(ws.project, ws.lock(ws.project.pixi_lock).env(env), ws.plan_of(r).nodes)
     except UserError:
         return NextStep("locked", install, "locked")
-    lacks = missing_host_paths(r)
-    if not lacks:
+    nodes = ws.plan_of(r).nodes
+    lacks = missing_host_paths(r, nodes)
+    steps = [r.host.prepare] if lacks and r.host.prepare else []
+    why = [f"this machine lacks its host externals ({'; '.join(lacks)})"] if lacks else []
+    detail = ["first provide the host externals where the spec says"] if lacks and not r.host.prepare else []
+    if fetch:
+        steps.append(f"deepep-env fetch {env}")
+        why.append(f"no channel serves its packages and their sources are not cached ({'; '.join(fetch[:3])})")
+        detail.append(f"without network: `deepep-env fetch {env} --from DIR`, DIR holding the upstream archives")
+    if not why:
         return NextStep("locked", install, "locked")
-    why = f"locked, but this machine lacks its host externals ({'; '.join(lacks)})"
-    if r.host.prepare:
-        return NextStep("locked", f"{r.host.prepare} && {install}", why)
-    return NextStep("locked", install, why, "first provide them where the spec says")
+    return NextStep("locked", " && ".join(steps + [install]), "locked, but " + "; and ".join(why), "; ".join(detail))
 
 
-def missing_host_paths(r: Any) -> list[str]:
-    """The spec's host-provided Python and CUDA toolkit that are not on this machine (a cheap look at
-    the paths the spec names; the build's full fingerprint is hostprint's)."""
+def missing_host_paths(r: Any, recorded: Sequence[Any] = ()) -> list[str]:
+    """The spec's host-provided Python, CUDA toolkit and rdma-core headers that are not on this machine:
+    a cheap look at the paths the spec and ``DEEPEP_ENV_RDMA_CORE`` name (the build's full fingerprint is
+    hostprint's). rdma-core's headers count where a node of ``recorded`` (the plan the lock was built
+    from) read them: DeepEP's build with a host CUDA does."""
     out = []
     exe = r.python.executable if r.python.provider == "host" else None
     if exe and not os.access(exe, os.X_OK):
         out.append(f"python: {exe}")
     if r.cuda.provider == "host" and r.cuda.prefix and not os.path.isfile(os.path.join(r.cuda.prefix, "bin", "nvcc")):
         out.append(f"cuda: {r.cuda.prefix}")
+    rdma = os.path.join(os.environ.get("DEEPEP_ENV_RDMA_CORE") or "/usr", "include", "infiniband")
+    if any(_read_rdma_headers(n) for n in recorded) and not os.path.isdir(rdma):
+        out.append(f"rdma_core: {rdma}")
     return out
+
+
+def _read_rdma_headers(node: Any) -> bool:
+    """Whether the build of ``node`` read rdma-core headers (its recorded fact names a digest)."""
+    ident = node.externals.get("rdma_core")
+    fp = ident.get("fingerprint") if isinstance(ident, dict) else None
+    return isinstance(fp, dict) and bool(fp.get("headers")) and not str(fp["headers"]).startswith("missing:")

@@ -68,11 +68,14 @@ def _host_here(n: BuildNode) -> dict[str, Any]:
     return {c: {"fingerprint": hostprint.fingerprint(c, n.meta)} for c in n.externals}
 
 
-def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:
+def _builds(bp: BuildPlan, project: Project, prepare: Optional[str] = None) -> list[dict[str, Any]]:
+    """Each node of ``bp`` as plan shows it; ``prepare``: the spec's ``[host] prepare``, named where a
+    node's host externals are missing here (the data's ``host`` is the detected host in ``plan``)."""
     reqs = preview_plan(bp)
     out = []
     for n in bp.nodes:
         here = _host_here(n)
+        missing = hostprint.missing_externals(n.externals, here)
         out.append({
             "package": n.package,
             "version": n.version,
@@ -86,7 +89,8 @@ def _builds(bp: BuildPlan, project: Project) -> list[dict[str, Any]]:
             # record): a build here would get another id, and an install here cannot rebuild this one
             "host_differs": hostprint.externals_differences(n.externals, here),
             # the externals this machine lacks altogether (a fresh machine): the spec's host.prepare makes them
-            "host_missing": hostprint.missing_externals(n.externals, here),
+            "host_missing": missing,
+            "prepare": prepare if missing else None,
             "preimage": n.preimage,
             # what the recipe will ask rattler-build for, per output (build/host/run as rendered)
             "requirements": reqs.get(n.package, {}),
@@ -105,7 +109,7 @@ def _resolved_data(r: ResolvedSpec, project: Project, ws: Optional[Workspace] = 
         "name": r.name, "version": r.version, "description": r.description, "platforms": r.platforms,
         "subdirs": r.subdirs, "channels": r.channels, "publish_url": r.publish_url,
         "pins": _pins(r), "host": r.host.model_dump(exclude_defaults=True), "env": r.env,
-        "decisions": r.decisions, "builds": _builds(bp, project),
+        "decisions": r.decisions, "builds": _builds(bp, project, r.host.prepare),
     }
 
 

@@ -131,6 +131,12 @@ def test_not_installed_and_broken_installs(tmp_path):
     r = doctor(root, "gcp-b200", prefix=make_prefix(tmp_path / "p4", link_nvshmem=False))
     assert find(r, "deepep.extension-unlinked").severity == "warning"
 
+    r = doctor(root, "gcp-b200", prefix=make_prefix(tmp_path / "p6", extension_needed=["libc10.so", "libtorch_cpu.so"]))
+    f = find(r, "deepep.static-libstdcxx")
+    assert f.severity == "error" and "SIGSEGV" in f.title and "env -u CXX -u CC" in f.fix
+    shared = make_prefix(tmp_path / "p7", extension_needed=["libc10.so", "libstdc++.so.6"])
+    assert "deepep.static-libstdcxx" not in {x.id for x in doctor(root, "gcp-b200", prefix=shared).findings}
+
     p5 = make_prefix(tmp_path / "p5", require=("pr-466", "pr-999"))
     assert "pr-999" in find(doctor(root, "gcp-b200", prefix=p5), "deepep.feature-unknown").title
 
@@ -240,3 +246,27 @@ def test_prefix_marker_json_is_what_install_writes(tmp_path):
     meta = read_prefix_meta(make_prefix(tmp_path / "pfx"), "gcp-b200")
     assert meta.python_provider == "conda" and meta.site_packages().endswith("python3.12/site-packages")
     json.loads((tmp_path / "pfx/conda-meta/deepep-env.json").read_text())
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++")
+def test_an_extension_linked_with_a_static_libstdcxx_is_an_error(tmp_path):
+    """Issue 38's trap, with real ELF files from the real linker: an extension linked against a c10
+    stand-in with ``-static-libstdc++`` (what an image's CXX=/opt/gcc/bin/g++ did under pip) is an
+    error; the same source linked the default way is not."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "c10.cpp").write_text("int c10_stub() { return 1; }\n")
+    (src / "ext.cpp").write_text('#include <string>\n#include <vector>\nint c10_stub();\n'
+                                 'extern "C" int f() { std::vector<std::string> v{"a"}; return c10_stub() + v.size(); }\n')
+    run = lambda *a: subprocess.run(["g++", "-shared", "-fPIC", *a], cwd=src, check=True, capture_output=True)  # noqa: E731
+    run("c10.cpp", "-o", "libc10.so")
+    run("ext.cpp", "-L.", "-lc10", "-static-libstdc++", "-o", "static.so")
+    run("ext.cpp", "-L.", "-lc10", "-o", "shared.so")
+    root = build_host(tmp_path / "h", "gcp-b200")
+    ids = {}
+    for kind in ("static", "shared"):
+        pfx = make_prefix(tmp_path / kind)
+        (pfx / "lib/python3.12/site-packages/deep_ep_cpp.cpython-312-x86_64-linux-gnu.so").write_bytes(
+            (src / f"{kind}.so").read_bytes())
+        ids[kind] = {f.id for f in doctor(root, "gcp-b200", prefix=pfx).findings}
+    assert "deepep.static-libstdcxx" in ids["static"] and "deepep.static-libstdcxx" not in ids["shared"]

@@ -256,6 +256,44 @@ def test_no_sources_says_what_to_fetch(fresh, capsys):
     shutil.rmtree(fp.project.source_cache)
     rc, _, err = cli_in_process(capsys, "install", "h200-nvlink", *p)
     assert rc == 2 and "sources must be cached" in err and "deepep-env fetch h200-nvlink" in err
+    # doctor's fix names the fetch before the install (the lock's URL is a placeholder: nothing serves it)
+    rc, out, _ = cli_in_process(capsys, "doctor", "h200-nvlink", *p, "--prefix", str(fp.root / "no-prefix"))
+    assert "fix: `deepep-env fetch h200-nvlink && deepep-env install h200-nvlink`" in out, out
+
+
+def test_a_fresh_machine_without_sources_or_externals_is_told_every_step(fresh, monkeypatch, capsys):
+    """Issue 40.6: no host externals, no rdma-core headers where the build read them, no sources and no
+    channel: install's refusal and doctor's fix name prepare, then fetch, then install; plan names
+    prepare beside what is missing."""
+    from deepep_env.sources import hostprint
+
+    fp, tk, p = fresh
+    spec = fp.root / "env_specs" / "h200-nvlink.toml"
+    spec.write_text(spec.read_text().replace("\n[host]\n", '\n[host]\nprepare = "bash make-host.sh"\n', 1))
+    tk.rename(tk.with_name("toolkit-gone"))
+    shutil.rmtree(fp.project.source_cache)
+    hostprint.clear_caches()
+    rc, _, err = cli_in_process(capsys, "install", "h200-nvlink", *p)
+    assert rc == 2 and "make them with `bash make-host.sh` (the spec's [host] prepare), fetch the sources " \
+        "(`deepep-env fetch h200-nvlink`), then install again" in err, err
+    rc, out, _ = cli_in_process(capsys, "doctor", "h200-nvlink", *p, "--prefix", str(fp.root / "no-prefix"))
+    assert "fix: `bash make-host.sh && deepep-env fetch h200-nvlink && deepep-env install h200-nvlink`" in out, out
+    rc, out, _ = cli_in_process(capsys, "plan", "h200-nvlink", *p)
+    assert "make them with `bash make-host.sh` (the spec's [host] prepare)" in " ".join(out.split()), out
+
+
+def test_rdma_core_headers_the_build_read_are_a_host_external(fresh_rdma, monkeypatch, capsys):
+    """rdma-core's headers, read by the build from DEEPEP_ENV_RDMA_CORE, missing here: doctor's fix says
+    the machine lacks them (with the spec's prepare first), never a bare install the rebuild refuses."""
+    from deepep_env.base.project import find_project
+    from deepep_env.lock.next_step import next_step
+
+    fp, _tk, p, rdma = fresh_rdma
+    monkeypatch.setenv("DEEPEP_ENV_RDMA_CORE", str(rdma.with_name("no-rdma")))
+    step = next_step(find_project(str(fp.root)), "h200-nvlink")
+    assert f"rdma_core: {rdma.with_name('no-rdma')}/include/infiniband" in step.why and step.state == "locked"
+    monkeypatch.setenv("DEEPEP_ENV_RDMA_CORE", str(rdma))
+    assert next_step(find_project(str(fp.root)), "h200-nvlink").command == "deepep-env install h200-nvlink"
 
 
 def test_edited_record_is_refused(fresh, capsys):

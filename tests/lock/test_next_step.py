@@ -14,7 +14,8 @@ ENV = {**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)}
 
 def test_each_state_gets_the_command_that_moves_it():
     project = find_project(str(REPO))
-    assert next_step(project, "h200-nvlink").command == "deepep-env install h200-nvlink"   # locked
+    locked = next_step(project, "h200-nvlink")               # on this machine: after what it lacks (test_lock_is_enough)
+    assert locked.state == "locked" and locked.command.endswith("deepep-env install h200-nvlink")
     seed = next_step(project, "gcp-b200")                   # NVSHMEM 3.5.19's source is not pinned here
     assert seed.state == "unpinned" and seed.command == "deepep-env fetch gcp-b200 --from DIR"
     assert "source nvshmem" in seed.why and "build" not in seed.command
