@@ -9,13 +9,11 @@ Unit tests over url_secret/redact/check_url_has_no_secret, then the consumers. T
 of every file the session wrote covers it)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from cli_runner import cli_in_process
-from deepep_env.base.channels import auth
 from deepep_env.base.channels.auth import REDACTED, check_url_has_no_secret, redact, url_secret
 from deepep_env.base.errors import UserError
 

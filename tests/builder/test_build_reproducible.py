@@ -10,7 +10,6 @@ import shutil
 import time
 from pathlib import Path
 
-import pytest
 
 from build_fixtures import add_recipe, read_in_package, sandbox
 from cli_runner import cli_subprocess

@@ -5,10 +5,8 @@ only). The GPU part (a real build, install and DeepEP test from conda packages) 
 docs/benchmarks.md "Conda-provided Python, CUDA and PyTorch"."""
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 

@@ -13,7 +13,6 @@ recipe for the structure, Jinja's parser for the ``${{ … }}`` templates in it.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 

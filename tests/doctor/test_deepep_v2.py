@@ -3,7 +3,6 @@ build graph, recipe rendering and the recipes' own scripts run against fakes (no
 The GPU part is benchmarks/gpu/run_v2.sh (docs/benchmarks.md "DeepEP 2.x")."""
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil

@@ -7,7 +7,6 @@ with "Duplicate NCCL runtime" (deep_ep/__init__.py check_nccl_so)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest

@@ -6,7 +6,6 @@ import os
 import re
 import sys
 
-import pytest
 
 from cli_runner import cli_subprocess
 from doctor_fixtures import (

@@ -9,9 +9,7 @@ maps are exact, so a false alarm fails as loudly as a miss.
 from __future__ import annotations
 
 import json
-import os
 
-import pytest
 
 from deepep_env.doctor import run_doctor
 from doctor_fixtures import (

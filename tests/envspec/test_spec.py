@@ -1,7 +1,6 @@
 """Env specs: every committed spec validates and resolves; bad input gets one clear line, exit 2."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest

@@ -16,7 +16,7 @@ from deepep_env.base.errors import UserError
 from deepep_env.formats.lockfile import read_lock
 from deepep_env.lock.digest import env_digest, env_digests, section_digest
 from deepep_env.verify.figures import parse_figures
-from deepep_env.verify.records import build_record, load_records, record_test, write_record
+from deepep_env.verify.records import load_records, record_test
 
 
 
