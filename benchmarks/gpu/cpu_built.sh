@@ -7,10 +7,9 @@
 # here from the lock and must come out byte-identical. The spec's interpreter, /opt/deepep-cu130, is the
 # image's own torch 2.11.0+cu130 venv (a link: the same PyPI release the package was built against).
 # Then DeepEP's intranode test on every GPU of the host through `deepep-env task`, nothing set by hand.
-# Figures as name=value lines, the last one the headline. The test's record is copied to $WORK/verified
-# (and $OUT/cpu-built-verified.tgz when $OUT is set) before the script ends: the record lands in this
-# working tree, which the device's next call replaces with the local one (one record was lost so,
-# 2026-11-28), so take it out in the same call.
+# Figures as name=value lines, the last one the headline. The test's record lands in this working tree,
+# which the device's next call replaces with the local one (one record was lost so, 2026-11-28), so it is
+# copied to $WORK/verified, which common.sh packs into the caller's $OUT/results.tgz at exit.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ENV_NAME=${1:?env}
@@ -43,5 +42,4 @@ fig cpu_built_intranode_exit "$ok"; fig cpu_built_intranode_s "$(since "$t")"
 tail -3 "$WORK/intranode.log"
 $PY benchmarks/gpu/parse_deepep.py "$WORK/intranode.log" "cpu_built_intranode_" | figs
 rm -rf "$WORK/verified" && mkdir -p "$WORK/verified" && cp -r "verified/$ENV_NAME" "$WORK/verified/" 2>/dev/null
-if [ -n "${OUT:-}" ]; then tar -czf "$OUT/cpu-built-verified.tgz" -C "$WORK" verified; fi
 fig headline_cpu_built_ok "$([ "$ok" = 0 ] && echo 1 || echo 0)"
