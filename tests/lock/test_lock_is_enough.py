@@ -62,6 +62,12 @@ def _fresh(tmp_path, monkeypatch, capsys, jobs: str = "7"):
     hostprint.clear_caches()
 
 
+def _set_prepare(fp, prepare: str) -> None:
+    """The fake project's h200-nvlink spec with ``[host] prepare = <prepare>``."""
+    spec = fp.root / "env_specs" / "h200-nvlink.toml"
+    spec.write_text(spec.read_text().replace("\n[host]\n", f"\n[host]\nprepare = {prepare!r}\n".replace("'", '"'), 1))
+
+
 def _locked(fp) -> dict[str, str]:
     from deepep_env.formats.lockfile import read_lock
 
@@ -139,8 +145,7 @@ def test_a_fresh_machine_without_the_host_externals_is_told_what_it_lacks_and_wh
     from deepep_env.sources import hostprint
 
     fp, tk, p = fresh
-    spec = fp.root / "env_specs" / "h200-nvlink.toml"
-    spec.write_text(spec.read_text().replace("\n[host]\n", '\n[host]\nprepare = "bash make-host.sh"\n', 1))
+    _set_prepare(fp, "bash make-host.sh")
     tk.rename(tk.with_name("toolkit-gone"))                        # a machine without that CUDA
     hostprint.clear_caches()
     rc, _, err = cli_in_process(capsys, "lock", "h200-nvlink", "--check", *p)
@@ -171,9 +176,8 @@ def test_doctors_fix_on_a_fresh_machine_runs_to_an_installed_env(tmp_path, monke
     gen = _fresh(tmp_path, monkeypatch, capsys, jobs="")     # the default -j: what a rebuild in a new process uses
     fp, tk, p = next(gen)
     gone = tk.with_name("toolkit-gone")
-    spec = fp.root / "env_specs" / "h200-nvlink.toml"
     prepare = f"mv {shlex.quote(str(gone))} {shlex.quote(str(tk))}"
-    spec.write_text(spec.read_text().replace("\n[host]\n", f"\n[host]\nprepare = {prepare!r}\n".replace("'", '"'), 1))
+    _set_prepare(fp, prepare)
     tk.rename(gone)
     hostprint.clear_caches()
     rc, out, _ = cli_in_process(capsys, "doctor", "h200-nvlink", *p)
@@ -261,15 +265,14 @@ def test_no_sources_says_what_to_fetch(fresh, capsys):
     assert "fix: `deepep-env fetch h200-nvlink && deepep-env install h200-nvlink`" in out, out
 
 
-def test_a_fresh_machine_without_sources_or_externals_is_told_every_step(fresh, monkeypatch, capsys):
+def test_a_fresh_machine_without_sources_or_externals_is_told_every_step(fresh, capsys):
     """Issue 40.6: no host externals, no rdma-core headers where the build read them, no sources and no
     channel: install's refusal and doctor's fix name prepare, then fetch, then install; plan names
     prepare beside what is missing."""
     from deepep_env.sources import hostprint
 
     fp, tk, p = fresh
-    spec = fp.root / "env_specs" / "h200-nvlink.toml"
-    spec.write_text(spec.read_text().replace("\n[host]\n", '\n[host]\nprepare = "bash make-host.sh"\n', 1))
+    _set_prepare(fp, "bash make-host.sh")
     tk.rename(tk.with_name("toolkit-gone"))
     shutil.rmtree(fp.project.source_cache)
     hostprint.clear_caches()
