@@ -4,17 +4,12 @@
 # enough on a fresh clone.
 #
 #   bash benchmarks/seed/pypi_stack.sh prereqs                the host externals those specs name: the venv
-#        /opt/deepep-cu130 (python3.12 -m venv, or $PYTHON312 -m venv; CPython 3.12.1, the locked ids' interpreter; torch 2.11.0 and its CUDA 13 wheels by version and sha256,
-#        benchmarks/seed/cu130-venv.txt, pip --require-hashes) and rdma-core's headers (Debian's
-#        debs by version, unpacked into $RDMA, default /tmp/deepep-rdma; NVSHMEM's IBGDA headers include
-#        <infiniband/mlx5dv.h>); and the CUDA toolkit $VENV/cuda: NVIDIA's CUDA 13.0 wheels (nvcc, crt,
-#        nvvm, cccl, runtime, cupti, nvtx…) by version and sha256, benchmarks/seed/cu130-toolkit.txt,
-#        unpacked by cuda_from_wheels.py (no CUDA of the machine's is read), plus the headers of the CUDA libraries
-#        torch's own headers include (cublas, cusparse, cusolver, cufft, curand), from the venv's
-#        nvidia/cu13/include: the same wheels torch runs with), and the link-time libcuda stub a toolkit
-#        has and NVIDIA's wheels do not (DeepEP links -lcuda): lib64/libcuda.so, soname libcuda.so.1,
-#        defining every driver entry point cuda.h declares, as NVIDIA's stub does; no file is named
-#        libcuda.so.1, so only the driver's own loads at run time.
+#        /opt/deepep-cu130 (python3.12 -m venv, or $PYTHON312 -m venv; CPython 3.12.1, the locked ids'
+#        interpreter; torch 2.11.0 and its CUDA 13 wheels by version and sha256, benchmarks/seed/cu130-venv.txt,
+#        pip --require-hashes) and rdma-core's headers (Debian's debs by version, unpacked into $RDMA, default
+#        /tmp/deepep-rdma; NVSHMEM's IBGDA headers include <infiniband/mlx5dv.h>). The CUDA toolkit is no
+#        longer one of them: the specs' `[cuda] provider = "wheel"` builds it from NVIDIA's wheels pinned in
+#        recipes/cuda-wheel/sources.toml (a package of the graph, in the lock's build ids).
 #   bash benchmarks/seed/pypi_stack.sh relock ENV SOURCES     fetch (PyPI for the NVSHMEM wheel, SOURCES for
 #        DeepEP's tarball), build, lock, pixi sync and export, in this checkout.
 #   bash benchmarks/seed/pypi_stack.sh reinstall ENV SOURCES DIR
@@ -41,8 +36,6 @@ prereqs() {
     || { echo "pypi_stack: no Python 3.12 to make $VENV (PYTHON312=/path/to/python3.12)" >&2; return 1; }
   "$VENV/bin/pip" install -q --no-deps --require-hashes -r "$HERE/cu130-venv.txt" || return 1
   fig venv_s "$(since "$t")"
-  [ -f "$VENV/cuda/.from-wheels" ] || toolkit || return 1
-  "$VENV/cuda/bin/nvcc" --version | tail -2
   if [ ! -f "$RDMA/.extracted" ]; then
     local d; d=$(mktemp -d)
     (cd "$d" && apt-get download -q=2 libibverbs-dev=44.0-2 ibverbs-providers=44.0-2 libibverbs1=44.0-2) || return 1
@@ -53,24 +46,6 @@ prereqs() {
   # with CPython 3.12.1 (pyenv's); another patch release gives other ids (plan says "other host").
   local v; v=$("$VENV/bin/python3" -c 'import platform; print(platform.python_version())')
   [ "$v" = 3.12.1 ] || echo "pypi_stack: note: $VENV runs Python $v; the locked ids were built with 3.12.1 (PYTHON312=/path/to/python3.12.1)" >&2
-}
-
-# toolkit: $VENV/cuda from the wheels cu130-toolkit.txt pins (cuda_from_wheels.py), plus the library
-# headers torch's headers include (the venv's nvidia/cu13/include: the wheels torch runs with) and the
-# libcuda link stub; made beside the venv and renamed into place when complete.
-toolkit() {
-  local t; t=$(now)
-  local w="$VENV/cuda.wheels" new="$VENV/cuda.partial"
-  rm -rf "$w" "$new" && mkdir -p "$w"
-  "$VENV/bin/pip" download -q --no-deps --require-hashes -r "$HERE/cu130-toolkit.txt" -d "$w" || return 1
-  "$VENV/bin/python3" "$HERE/cuda_from_wheels.py" "$w" "$new" > /dev/null || return 1
-  cp -n "$VENV"/lib/python3.12/site-packages/nvidia/cu13/include/*.h "$new/include/" || return 1
-  local c="$new/lib64/libcuda-stub.c"   # where torch's extension builder links from (-L lib64)
-  gcc -E -P -I"$new/include" "$new/include/cuda.h" | grep -oE '\bcu[A-Z][A-Za-z0-9_]*\s*\(' \
-    | sed 's/[[:space:]]*($//' | LC_ALL=C sort -u | sed 's/.*/void &(void) {}/' > "$c" || return 1
-  gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$new/lib64/libcuda.so" "$c" && rm -f "$c" || return 1
-  touch "$new/.from-wheels" && rm -rf "$VENV/cuda" "$w" && mv "$new" "$VENV/cuda" || return 1
-  fig toolkit_s "$(since "$t")"
 }
 
 relock() {

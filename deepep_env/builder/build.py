@@ -38,6 +38,7 @@ from deepep_env.builder.driver import declared_virtual_packages, note_in_live_lo
 from deepep_env.builder.driver import run as run_rattler_build
 from deepep_env.builder.resolution import Resolution, differences, from_rendered, rendered_recipe, resolve
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
+from deepep_env.builder.cuda_home import library_headers, make_home, reads_wheel_cuda
 from deepep_env.builder.normalize import BUILD_INPUTS_MEMBER, epoch_for, normalize_conda, recipe_members
 from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.builder.plan import BuildNode, finish_node
@@ -233,6 +234,8 @@ class _Builder:
         patches = [(p.name, _pinned(p.pin.sha256), p.pin.strip) for p in node.patches]
         staged = stage(node.package, self._to_stage(node), patches, self.cache, work / "src")
         channels, ctx = self._channels_and_context(node, by, staged, work / "deps-channel")
+        if reads_wheel_cuda(node.externals):
+            ctx["cuda_prefix"] = str(self._cuda_home(node, work))
         try:
             res = run_rattler_build(node.recipe_dir / "recipe.yaml", ctx, package=node.package, output_dir=out_dir,
                                     channels=channels, log_path=self._log(node), staged=list(staged.values()),
@@ -252,6 +255,12 @@ class _Builder:
                                           f"{time.monotonic() - t:.1f} s")
         self._check_resolution(node, by, res.packages)
         return res.packages, time.monotonic() - started, res.notes
+
+    def _cuda_home(self, node: BuildNode, work: Path) -> Path:
+        """The graph's toolkit package, unpacked in the build's folder as its CUDA_HOME (builder/cuda_home.py)."""
+        entry = self.entries["cuda"]
+        (out,) = entry.outputs
+        return make_home(entry.file(out), work / "cuda", library_headers(node.meta))
 
     def _unsolvable(self, node: BuildNode, exc: SolveError) -> UserError:
         outside = list(node.meta.get("outside_requirements") or ())

@@ -17,13 +17,15 @@ a recipe uses in ``info/recipe/variant_config.yaml`` of the package.
 ``dep_<pkg>_version``        that dependency's version; ``dep_<pkg>_build_string``: its build string;
                              short aliases ``<pkg>_version``/``<pkg>_build_string`` unless a
                              variant key has that name (``nvshmem_build_string``)
-``cuda_prefix``              host CUDA toolkit root when CUDA is a host external, else ""
+``cuda_prefix``              host CUDA toolkit root when CUDA is a host external; with a wheel
+                             CUDA, the graph's toolkit unpacked beside the build
+                             (builder/cuda_home.py); else ""
 ``python_executable``        host Python when Python is a host external, else ""
 ``rdma_core_prefix``,        further ``BuildNode.meta`` paths, "" when the plan gives none
 ``gdrcopy_prefix``           (every str/int/bool ``meta`` value is passed under its own name)
 ``cuda_provider``, ``python_provider``, ``pytorch_provider``
                              ``host``/``pip`` when the node builds against a host-provided
-                             component, else ``conda``
+                             component, ``wheel`` for a wheel CUDA (read like ``host``), else ``conda``
 ``jobs``                     parallel jobs for make/ninja (not identity: never changes an id)
 ``source_date_epoch``        seconds since 1970, a function of the build id alone (for
                              ``SOURCE_DATE_EPOCH``: ``__DATE__``/``__TIME__``, archive times)

@@ -26,10 +26,11 @@ from deepep_env.base.project import Project
 from deepep_env.base.readfile import present
 from deepep_env.sources import hostprint
 from deepep_env.builder import buildroot, tools
-from deepep_env.builder.recipegraph import build_order, check_recipe_links, read_recipe, recipe_edges
+from deepep_env.builder.recipegraph import Edges, build_order, check_recipe_links, read_recipe, recipe_edges
 from deepep_env.envspec.catalog import SourcePin
 from deepep_env.envspec.resolved import RPatch, ResolvedSpec
 from deepep_env.envspec.wheels import require_wheel
+from deepep_env.envspec.cuda_wheels import require_toolkit, toolkit_sources
 from deepep_env.builder.toolpkg import TOOL, VERSION, tool_source
 
 
@@ -100,6 +101,12 @@ def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any],
         # Images that pair CUDA with a specific host compiler say so in CUDAHOSTCXX (the GPU machine
         # here: /opt/gcc/bin/g++); rattler-build's strict env isolation would otherwise drop it.
         meta["cuda_host_cxx"] = os.environ.get("CUDAHOSTCXX", "")
+    if "cuda" in names and r.cuda.provider == "wheel":
+        # the toolkit is the graph's cuda node (a dependency: its id enters this one's); what the build
+        # still reads from the machine (the host compiler, torch's CUDA library headers) is fingerprinted
+        ident["cuda"] = {"provider": "wheel", "version": r.cuda.version}
+        meta["cuda_from"] = "wheel"
+        meta["cuda_host_cxx"] = os.environ.get("CUDAHOSTCXX", "")
     if "python" in names and r.python.provider == "host":
         ident["python"] = {"provider": "host", "version": r.python.version}
         meta["python_executable"] = r.python.executable or f"python{r.python.version}"
@@ -112,7 +119,7 @@ def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any],
             ident[comp] = {"provider": c.provider, "version": c.version}
         elif comp in names and c.provider == "conda":
             ident[comp] = {"provider": "conda", "version": c.version, "channels": channels}
-    if "rdma_core" in names and r.cuda.provider == "host":
+    if "rdma_core" in names and r.cuda.provider in ("host", "wheel"):
         # rdma-core headers and libmlx5 link stub: a host prerequisite (DOCA-OFED/rdma-core), located by
         # DEEPEP_ENV_RDMA_CORE where it is not under /usr (the GPU machine gets Debian's, extracted).
         # With conda CUDA the recipes take conda-forge's rdma-core into the host env instead.
@@ -128,9 +135,14 @@ def live_host(env: str, package: str, component: str, meta: Mapping[str, Any]) -
     return hostprint.fingerprint(component, meta)
 
 
+# External providers a build reads from this machine: fingerprinted (a wheel CUDA: the host compiler
+# and torch's CUDA library headers; the toolkit itself is a graph node)
+HOST_READ = ("host", "pip", "wheel")
+
+
 def _fingerprinted(node: BuildNode, env: str, host: HostInputs) -> BuildNode:
     """Each host external of ``node`` with its fingerprint: another host, another id (docs/build-id.md §2)."""
-    ext = {c: ({**i, "fingerprint": host(env, node.package, c, node.meta)} if i.get("provider") in ("host", "pip") else i)
+    ext = {c: ({**i, "fingerprint": host(env, node.package, c, node.meta)} if i.get("provider") in HOST_READ else i)
            for c, i in node.externals.items()}
     return dataclasses.replace(node, externals=ext)
 
@@ -289,6 +301,23 @@ def _nvshmem_wheel_node(r: ResolvedSpec, project: Project) -> BuildNode:
     )
 
 
+def _cuda_wheel_node(r: ResolvedSpec, project: Project) -> BuildNode:
+    """NVIDIA's CUDA toolkit wheels (each pinned by sha256, recipes/cuda-wheel/sources.toml) repacked into
+    deepep-cuda-toolkit: a build input of every node that reads CUDA (builder/cuda_home.py unpacks it
+    beside their builds), never a package of the env. Its libcuda link stub is compiled here, so the C
+    compiler and linker are its host externals."""
+    subdir = r.subdirs[0] if r.subdirs else "linux-64"
+    parts = require_toolkit(project.recipes, r.cuda.version, subdir)
+    version = parts["nvcc"].version
+    return BuildNode(
+        package="cuda", recipe_dir=_recipe(project, "cuda-wheel"), version=version,
+        variant={"version": version, "cuda_version": r.cuda.version},
+        sources=toolkit_sources(parts), patches=(), externals={"c_compiler": {"provider": "host"}}, deps=(),
+        meta={"file_sources": {p: w.filename for p, w in parts.items()}, "file_sizes": {p: w.size for p, w in parts.items()},
+              "catalog_recipe": "cuda-wheel"},
+    )
+
+
 def _nccl_node(r: ResolvedSpec, project: Project) -> BuildNode:
     """NCCL from NVIDIA's source for the spec's architectures only, packaged as conda-forge's ``nccl``."""
     assert r.nccl.source is not None
@@ -345,6 +374,8 @@ def _spec_nodes(r: ResolvedSpec, project: Project) -> list[BuildNode]:
     tool = tool_node(project)
     if tool is not None:
         nodes.append(tool)
+    if r.cuda.provider == "wheel":
+        nodes.append(_cuda_wheel_node(r, project))
     if r.gdrcopy is not None and r.nvshmem.gdrcopy:
         nodes.append(_gdrcopy_node(r, project))
     if r.nvshmem.provider == "source":
@@ -355,6 +386,17 @@ def _spec_nodes(r: ResolvedSpec, project: Project) -> list[BuildNode]:
         nodes.append(_nccl_node(r, project))
     nodes.append(_deepep_node(r, project))
     return nodes
+
+
+def _with_toolkit_edges(edges: dict[str, Edges], nodes: Mapping[str, BuildNode]) -> dict[str, Edges]:
+    """The one edge no recipe names: a node reading a wheel-provided CUDA builds against the graph's cuda
+    node. Its recipe reads the toolkit in host mode (``cuda_prefix``, set by the builder to the unpacked
+    package: builder/cuda_home.py), so the requirement is the spec's, not the recipe's."""
+    if "cuda" not in nodes or nodes["cuda"].recipe_dir.name != "cuda-wheel":
+        return edges
+    return {p: (Edges(e.build | {"cuda"}, e.run - {"cuda"})
+                if nodes[p].externals.get("cuda", {}).get("provider") == "wheel" else e)
+            for p, e in edges.items()}
 
 
 # (env, package) -> the resolution of its build/host environments (builder/resolution.py), or {}
@@ -375,7 +417,7 @@ def plan(r: ResolvedSpec, project: Project, host: Optional[HostInputs] = None,
     # The edges are the recipes' own: a build/host requirement or an exact pin is a dependency (its id
     # enters the pre-image); a run requirement by version range only is a run dependency (DeepEP's
     # `deepep-env >=0.2,<1`: in the channel of its recipe test, not an input of its bytes).
-    edges = recipe_edges({p: read_recipe(n.recipe_dir) for p, n in nodes.items()})
+    edges = _with_toolkit_edges(recipe_edges({p: read_recipe(n.recipe_dir) for p, n in nodes.items()}), nodes)
     order = build_order(list(nodes), {p: edges[p].build | edges[p].run for p in nodes})
     vps = build_virtual_packages(r.subdirs[0], r.cuda.version)
     ordered = []

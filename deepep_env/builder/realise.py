@@ -190,8 +190,9 @@ def sources_to_fetch(project: Any, locked: Optional[LockedEnv], nodes: Sequence[
     """What an install here would stop for (``package: kind name``): the sources, not in the source
     cache, of the locked packages of ours that nothing here serves: the lock's URL is a placeholder
     (nothing is published there: placeholder_host, no DNS) and neither the project's channel nor its
-    store has the file (by name: the install checks its sha256). ``nodes``: the plan the lock was built from. Empty where the lock's URL is a
-    real one: an install asks it first, and says ``fetch`` itself when that fails."""
+    store has the file (by name: the install checks its sha256), and of what their rebuild builds
+    against that the store lacks. ``nodes``: the plan the lock was built from. Empty where the lock's
+    URL is a real one: an install asks it first, and says ``fetch`` itself when that fails."""
     chan, store = Path(project.channel).resolve(), Path(project.store).resolve()
     unserved = set()
     for q in (q for ps in (locked.packages.values() if locked else ()) for q in ps):
@@ -201,7 +202,16 @@ def sources_to_fetch(project: Any, locked: Optional[LockedEnv], nodes: Sequence[
                 or any(store.glob(f"{hex10}*/*/{name}"))):   # a look, not a hash: install verifies
             continue
         unserved.add(q.build)
-    todo = [n for n in nodes if n.build_string in unserved and not n.meta.get("local_source")]
+    # a rebuild builds what the unserved packages build against too (a wheel CUDA's toolkit is in no
+    # env), unless the store has it already
+    by = {n.package: n for n in nodes}
+    want, stack = set(), [n.package for n in nodes if n.build_string in unserved]
+    while stack:
+        if (p := stack.pop()) not in want and p in by:
+            want.add(p)
+            stack += list(by[p].deps)
+    todo = [n for n in nodes if n.package in want and not n.meta.get("local_source")
+            and (n.build_string in unserved or not any(store.glob(f"{n.build_string[1:11]}*")))]
     cache = SourceCache(Path(project.source_cache).resolve())
     return [f"{w.package}: {w.kind} {w.name}" for w in wants_for_nodes(todo)
             if w.digest is None or not (cache.tree(w.digest) if w.kind == "source" else cache.patch(w.digest))]

@@ -101,6 +101,15 @@ def _render_nvshmem_options(c: Console, opts: list[dict[str, Any]]) -> None:
     c.print(t)
 
 
+def _render_cuda_wheels(c: Console, rows: list[dict[str, Any]]) -> None:
+    t = Table(title="CUDA toolkit (recipes/cuda-wheel: NVIDIA's wheels by sha256, repacked into deepep-cuda-toolkit)")
+    for col in ("part", "wheel", "sha256", "MB"):
+        t.add_column(col)
+    for w in rows:
+        t.add_row(w["part"], f"{w['project']}=={w['version']}", f"{w['sha256'][7:19]}…", f"{w['size'] / 1e6:.1f}")
+    c.print(t)
+
+
 def verified_line(v: dict[str, Any]) -> str:
     """The plan's one line on test records (deepep_env.verify.matrix.plan_verification), as rich text: what
     came from the records is printed as data (markup escaped, controls shown)."""
@@ -128,6 +137,8 @@ def verified_line(v: dict[str, Any]) -> str:
 
 def render_plan(c: Console, d: dict[str, Any]) -> None:
     render_resolved(c, d)
+    if d.get("cuda_wheels"):
+        _render_cuda_wheels(c, d["cuda_wheels"])
     if d.get("nvshmem_options"):
         _render_nvshmem_options(c, d["nvshmem_options"])
     if d.get("nvshmem_suggestion"):

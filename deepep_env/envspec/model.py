@@ -117,7 +117,9 @@ def _default_subdirs() -> list[SpecSubdir]:
 class CudaSpec(Strict):
     version: str = Field(pattern=CUDA_VERSION_RE, description="CUDA toolkit major.minor, e.g. '12.9'")
     architectures: list[str] = Field(min_length=1, description="compute capabilities, e.g. ['9.0'] or ['10.0']")
-    provider: Literal["host", "conda"] = "conda"
+    # "wheel": NVIDIA's toolkit wheels from PyPI, pinned in recipes/cuda-wheel/sources.toml and repacked
+    # into a package of the graph; builds get it unpacked beside them (envspec/cuda_wheels.py)
+    provider: Literal["host", "conda", "wheel"] = "conda"
     prefix: Optional[str] = Field(None, pattern=ABS_PATH_RE,
                                   description="host toolkit root when provider = 'host' (default /usr/local/cuda)")
 
@@ -139,7 +141,7 @@ class CudaSpec(Strict):
     @model_validator(mode="after")
     def _prefix_only_for_host(self) -> "CudaSpec":
         if self.prefix is not None and self.provider != "host":
-            raise ValueError("cuda.prefix is only for provider = 'host' (a conda CUDA lives in the env)")
+            raise ValueError("cuda.prefix is only for provider = 'host' (a conda or wheel CUDA is a package, not a path)")
         return self
 
 

@@ -20,6 +20,7 @@ from deepep_env.envspec.resolved import (
 )
 from deepep_env.envspec.rules import Rule, violations
 from deepep_env.envspec.wheels import require_wheel, wheel_source
+from deepep_env.envspec.cuda_wheels import require_toolkit
 from deepep_env.base.versions import exact_value, is_exact, version_cmp, version_matches
 
 
@@ -112,6 +113,8 @@ def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> Resolv
     )
     nccls = [RNccl(version=v, provider=spec.nccl.provider, source=nccl_cat.versions[v].source if nccl_cat else None)
              for v in _source_candidates(spec.nccl.version, spec.nccl.provider, nccl_cat, "nccl.version", "NCCL", file)]
+    if spec.cuda.provider == "wheel":   # read up front: a CUDA with no pinned toolkit is refused here
+        require_toolkit(recipes, spec.cuda.version, spec.subdirs[0], file)
     wheel = None
     if spec.nvshmem.provider == "wheel":
         wheel = wheel_source(require_wheel(recipes, _exact(spec.nvshmem.version, "nvshmem.version", file),

@@ -25,7 +25,7 @@ class RPython(Strict):
 class RCuda(Strict):
     version: str
     architectures: list[str]
-    provider: Literal["host", "conda"]
+    provider: Literal["host", "conda", "wheel"]
     prefix: Optional[str] = None
 
     @property

@@ -208,6 +208,25 @@ def _pip_nvshmem_host_python(r: ResolvedSpec) -> Optional[str]:
     return None
 
 
+def _wheel_cuda_host_mode(r: ResolvedSpec) -> Optional[str]:
+    # The recipes read a wheel-provided CUDA the way they read a host toolkit (a CUDA_HOME beside the
+    # build: builder/cuda_home.py), so the rest of the build is host mode too; conda mode takes
+    # conda-forge's compilers and CUDA from the env, where a second toolkit has no place.
+    if r.cuda.provider == "wheel" and (r.python.provider != "host" or r.pytorch.provider == "conda"):
+        return ("cuda.provider = 'wheel' builds in host mode (the recipes read the toolkit as CUDA_HOME): it needs "
+                "python.provider = 'host' and a host/pip PyTorch")
+    return None
+
+
+def _wheel_cuda_no_jit(r: ResolvedSpec) -> Optional[str]:
+    # The repacked toolkit is an input of the builds, not a package of the env: an engine that runs nvcc
+    # at run time (EPv2's JIT) would find none.
+    if r.cuda.provider == "wheel" and r.deepep.engine_record.jit:
+        return (f"DeepEP {r.deepep.label} ({r.deepep.engine}) JIT-compiles with nvcc at run time; a wheel-provided "
+                "CUDA is only in the builds, not in the env: use cuda.provider 'host' or 'conda'")
+    return None
+
+
 def _cpu_handler_gdrcopy(r: ResolvedSpec) -> Optional[str]:
     if r.nvshmem.ibgda and r.nvshmem.nic_handler == "cpu" and not r.nvshmem.gdrcopy:
         return "NVSHMEM_IBGDA_NIC_HANDLER=cpu needs GDRCopy (nvshmem.gdrcopy = true and a [gdrcopy] version)"
@@ -306,6 +325,11 @@ RULES: tuple[Rule, ...] = (
     Rule("nvshmem-pip-needs-host-python", "a pip-provided NVSHMEM is the host Python's wheel",
          "DeepEP deep_ep/utils/find_pkgs.py (importlib.metadata of the running Python)", _pip_nvshmem_host_python,
          "nvshmem.provider"),
+    Rule("cuda-wheel-host-mode", "a wheel-provided CUDA is read as a host toolkit: Python and PyTorch are the host's too",
+         "recipes/deep-ep/recipe.yaml (host mode), deepep_env/builder/cuda_home.py", _wheel_cuda_host_mode, "cuda.provider"),
+    Rule("cuda-wheel-no-jit", "a wheel-provided CUDA is in the builds only: no nvcc in the env for a JIT engine",
+         "DeepEP EPv2 release README (nvcc at run time); deepep_env/builder/cuda_home.py", _wheel_cuda_no_jit,
+         "cuda.provider"),
     Rule("cpu-nic-handler-needs-gdrcopy", "the CPU NIC handler rings doorbells through GDRCopy",
          "NVSHMEM docs (NVSHMEM_IBGDA_NIC_HANDLER); seed 000 §4 problem 2", _cpu_handler_gdrcopy, "nvshmem.nic_handler"),
     Rule("nic-handler-needs-ibgda", "the NIC handler setting only exists for IBGDA",

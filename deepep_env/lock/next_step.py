@@ -72,10 +72,10 @@ def _locked_step(ws: Workspace, env: str) -> NextStep:
     install = f"deepep-env install {env}"
     try:
         r = ws.resolved(env)
-        fetch = sources_to_fetch(ws.project, ws.lock(ws.project.pixi_lock).env(env), ws.plan_of(r).nodes)
+        nodes = ws.plan_of(r).nodes
+        fetch = sources_to_fetch(ws.project, ws.lock(ws.project.pixi_lock).env(env), nodes)
     except UserError:
         return NextStep("locked", install, "locked")
-    nodes = ws.plan_of(r).nodes
     lacks = missing_host_paths(r, nodes)
     steps = [r.host.prepare] if lacks and r.host.prepare else []
     why = [f"this machine lacks its host externals ({'; '.join(lacks)})"] if lacks else []
@@ -91,17 +91,20 @@ def _locked_step(ws: Workspace, env: str) -> NextStep:
 
 def missing_host_paths(r: Any, recorded: Sequence[Any] = ()) -> list[str]:
     """The spec's host-provided Python, CUDA toolkit and rdma-core headers that are not on this machine:
-    a cheap look at the paths the spec and ``DEEPEP_ENV_RDMA_CORE`` name (the build's full fingerprint is
+    a cheap look at the paths the spec and the plan's nodes name (the build's full fingerprint is
     hostprint's). rdma-core's headers count where a node of ``recorded`` (the plan the lock was built
-    from) read them: DeepEP's build with a host CUDA does."""
+    from) read them, at the prefix that node reads (its ``rdma_core_prefix``: ``DEEPEP_ENV_RDMA_CORE``
+    or /usr): DeepEP's build with a host or wheel CUDA does. A wheel CUDA is a package of the graph,
+    never a host path."""
     out = []
     exe = r.python.executable if r.python.provider == "host" else None
     if exe and not os.access(exe, os.X_OK):
         out.append(f"python: {exe}")
     if r.cuda.provider == "host" and r.cuda.prefix and not os.path.isfile(os.path.join(r.cuda.prefix, "bin", "nvcc")):
         out.append(f"cuda: {r.cuda.prefix}")
-    rdma = os.path.join(os.environ.get("DEEPEP_ENV_RDMA_CORE") or "/usr", "include", "infiniband")
-    if any(_read_rdma_headers(n) for n in recorded) and not os.path.isdir(rdma):
+    readers = [n for n in recorded if _read_rdma_headers(n)]
+    rdma = os.path.join(str(readers[0].meta.get("rdma_core_prefix") or "/usr"), "include", "infiniband") if readers else ""
+    if rdma and not os.path.isdir(rdma):
         out.append(f"rdma_core: {rdma}")
     return out
 

@@ -237,6 +237,9 @@ def env_for_spec(r: ResolvedSpec, project: Project, warnings: list[str], ws: Opt
         host.append(f"nvshmem {r.nvshmem.version} (host)")
     if host:
         comments.append("from the machine, not installed by pixi: " + ", ".join(host))
+    if r.cuda.provider == "wheel":
+        comments.append(f"cuda {r.cuda.version} from NVIDIA's wheels (recipes/cuda-wheel): a build input of DeepEP, "
+                        "not a package of the env")
     return PixiEnv(spec=r.name, name=name, platform=platform_for(r.subdirs[0], r.cuda.version), channels=channels,
                    dependencies=deps, env=dict(r.env), tasks=_tasks(r), comments=comments)
 

@@ -141,16 +141,38 @@ def build_tool_facts() -> Facts:
 
 
 def cuda_facts(meta: Mapping[str, Any]) -> Facts:
+    """A host CUDA toolkit (``cuda_prefix``) and the host compiler nvcc drives; for a toolkit built
+    from NVIDIA's wheels (``cuda_from = "wheel"``) see :func:`cuda_wheel_facts`."""
+    if meta.get("cuda_from") == "wheel":
+        return cuda_wheel_facts(meta)
     prefix = Path(str(meta.get("cuda_prefix") or "/usr/local/cuda"))
     nvcc = prefix / "bin" / "nvcc"
     rc, out = _run([str(nvcc), "--version"]) if nvcc.exists() else (127, "")
     real = prefix.resolve()
     static = [Path(p) for pat in ("lib64/*.a", "targets/*/lib/*.a") for p in glob.glob(str(real / pat))]
-    host_cxx = str(meta.get("cuda_host_cxx") or "c++")
-    facts = {
+    return {
         "nvcc": _last_line(out) if rc == 0 else f"missing: {nvcc}",
         "headers": dir_digest(str(prefix / "include")),
         "static_libraries": files_digest(static),
+        **host_compiler_facts(meta),
+    }
+
+
+def cuda_wheel_facts(meta: Mapping[str, Any]) -> Facts:
+    """A toolkit from NVIDIA's wheels is a package of the graph (its id is a dependency of the node's),
+    so only what the build still reads from this machine is a fact: the host compiler nvcc drives,
+    and the headers of the CUDA libraries PyTorch's own headers include (cublas, cusparse, cusolver…),
+    which come from the host Python's ``nvidia/cuNN/include`` (the wheels torch runs with) and are
+    put beside the toolkit's (builder/cuda_home.py)."""
+    p = python_probe(str(meta.get("python_executable") or "python3"))
+    where = p.get("cuda_libraries") or ""
+    return {**host_compiler_facts(meta),
+            "library_headers": dir_digest(str(Path(where) / "include")) if where else "none"}
+
+
+def host_compiler_facts(meta: Mapping[str, Any]) -> Facts:
+    host_cxx = str(meta.get("cuda_host_cxx") or "c++")
+    facts = {
         "host_compiler": compiler_version(host_cxx),
         # crt1.o, crti.o, crtbeginS.o … are linked into every shared object: the system gcc's were in
         # deep-ep 1.2.1's extension while CUDAHOSTCXX named another g++ (docs/build-id.md §2)
@@ -224,7 +246,9 @@ venv_inc = os.path.join(sys.exec_prefix, "include") if sys.exec_prefix != sys.ba
 out = {"version": sys.version.split()[0], "include": sysconfig.get_paths().get("include", ""), "venv_include": venv_inc,
        "flags": {k: sysconfig.get_config_var(k) or "" for k in ("CFLAGS", "LDSHARED", "EXT_SUFFIX", "CC", "CXX")},
        "tools": {d: ver(d) for d in ("pip", "setuptools", "wheel", "packaging")},
-       "torch": pkgdir("torch"), "nccl": pkgdir("nvidia.nccl"), "nvshmem": pkgdir("nvidia.nvshmem")}
+       "torch": pkgdir("torch"), "nccl": pkgdir("nvidia.nccl"), "nvshmem": pkgdir("nvidia.nvshmem"),
+       # NVIDIA's CUDA 13 wheels share one folder (nvidia/cu13: cublas, cusparse, … headers and libraries)
+       "cuda_libraries": pkgdir("nvidia.cu13")}
 try:
     import torch
     out["torch_facts"] = {"version": torch.__version__, "cuda": str(torch.version.cuda),
@@ -288,8 +312,16 @@ def _pip_nvidia_facts(meta: Mapping[str, Any], comp: str) -> Facts:
             "libraries": files_digest([Path(x) for x in glob.glob(str(root / "lib" / "*.so*"))])}
 
 
+def c_compiler_facts(meta: Mapping[str, Any]) -> Facts:
+    """The C compiler and linker a repack runs for a link stub (recipes/cuda-wheel's libcuda.so):
+    their versions are in the stub's ``.comment`` and layout."""
+    rc, out = _run(["ld", "--version"])
+    return {"c_compiler": compiler_version("cc"), "linker": _first_line(out) if rc == 0 else "missing: ld"}
+
+
 PROBES: dict[str, Callable[[Mapping[str, Any]], Facts]] = {
     "cuda": cuda_facts,
+    "c_compiler": c_compiler_facts,
     "python": python_facts,
     "pytorch": pytorch_facts,
     "rdma_core": rdma_core_facts,

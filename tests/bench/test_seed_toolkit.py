@@ -1,6 +1,6 @@
-"""benchmarks/seed/cuda_from_wheels.py: the CUDA toolkit the seed envs build against, unpacked from
-NVIDIA's wheels (issue 40). Its bytes are host-external facts of every seed build id (headers, nvcc,
-static libraries), so the unpacking must be the same on every machine: members as pip installs them
+"""recipes/cuda-wheel/cuda_from_wheels.py: the CUDA toolkit the seed envs build against, unpacked from
+NVIDIA's wheels (issue 40), inside recipes/cuda-wheel's build. The package's bytes must follow from the
+wheels alone, so the unpacking must be the same on every machine: members as pip installs them
 (0755 where the zip says executable, else 0644), NVIDIA's .metadata left out, and the links a toolkit
 has and the wheels do not. Real wheels are 115 MB; these are tiny ones of the same shape."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "benchmarks" / "seed" / "cuda_from_wheels.py"
+SCRIPT = REPO / "recipes" / "cuda-wheel" / "cuda_from_wheels.py"
 
 
 def _wheel(path: Path, members: dict[str, tuple[bytes, int]]) -> None:
