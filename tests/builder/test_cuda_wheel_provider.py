@@ -251,3 +251,17 @@ def _locked_conda(lock: Path) -> list[dict]:
 
     return [q for q in yaml.safe_load(lock.read_text())["packages"]
             if re.search(r"-h[0-9a-f]{10}_0\.conda$", q.get("conda", ""))]
+
+
+def test_the_toolkit_and_its_readers_rebuild_to_the_same_bytes(tmp_path, monkeypatch, capsys):
+    """Same id, same bytes: `build --check` rebuilds the toolkit (the unpacked wheels and the compiled
+    libcuda stub) and the node that read it, and compares the archives."""
+    fp, _ = cuda_project(tmp_path)
+    monkeypatch.setenv("DEEPEP_ENV_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(tmp_path / "cache"))
+    p = ["--project", str(fp.root)]
+    assert cli_in_process(capsys, "fetch", "h200-nvlink", *p, "--from", str(fp.upstream), "--offline")[0] == 0
+    rc, out, err = cli_in_process(capsys, "build", "h200-nvlink", *p, "--offline", "--check", "--json")
+    assert rc == 0, err
+    checks = {c["package"]: c for c in json.loads(out)["checks"]}
+    assert checks["cuda"]["identical"] and checks["deep-ep"]["identical"], checks
