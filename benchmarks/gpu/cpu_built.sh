@@ -26,7 +26,7 @@ rm -rf "$DEEPEP_ENV_STATE" .pixi
 DE=($PY -m deepep_env.cli.main)
 # The sources of what is rebuilt here (NVSHMEM's wheel, deepep-env). A wheel-CUDA env's ten toolkit wheels
 # (115 MB) do not fit the carry (64 MiB) and are not needed: only DeepEP builds against them, and it comes
-# built. So fetch says they are missing (exit 1) after caching the rest; the install below is the check.
+# built. So fetch says they are missing (exit 2) after caching the rest; the install below is the check.
 "${DE[@]}" fetch "$ENV_NAME" --from "$GPU_DIR/sources" > "$WORK/fetch.txt" 2>&1; fig cpu_built_fetch_exit $?
 grep -o "error: .*" "$WORK/fetch.txt" | cut -c1-200
 mkdir -p "$DEEPEP_ENV_STATE/channel/linux-64" && cp "$GPU_DIR"/cpu-built/*.conda "$DEEPEP_ENV_STATE/channel/linux-64/"
