@@ -92,6 +92,8 @@ def _expected_edges(p) -> dict[str, tuple[set[str], set[str]]]:
         against = _names(reqs["build"] + reqs["host"]) | {m for s in every for m in _PIN.findall(s)}
         exact = {m for s in every for m in _EXACT.findall(s)}
         build = {o for o in nodes if o != name and (produced[o] & against or ident(o) in exact)}
+        if n.externals.get("cuda", {}).get("provider") == "wheel":
+            build.add("cuda")   # the one edge the spec adds, not a recipe (plan._with_toolkit_edges)
         run = {o for o in nodes if o != name and produced[o] & _names(reqs["run"])} - build
         out[name] = (build, run)
     return out
@@ -131,6 +133,9 @@ GOLDEN = {
     "h200-nvlink-v2": {"deepep-env": ((), ()), "nccl": ((), ()), "deep-ep": (("nccl",), ("deepep-env",))},
     "gcp-b200-v2": {"deepep-env": ((), ()), "nvshmem": ((), ()), "nccl": ((), ()),
                     "deep-ep": (("nvshmem", "nccl"), ("deepep-env",))},
+    # a wheel CUDA: the toolkit node, built against by DeepEP (NVSHMEM's wheel repack reads no CUDA)
+    "gcp-b200-wheel": {"deepep-env": ((), ()), "cuda": ((), ()), "nvshmem": ((), ()),
+                       "deep-ep": (("cuda", "nvshmem"), ("deepep-env",))},
 }
 
 
