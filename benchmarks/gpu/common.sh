@@ -27,14 +27,17 @@ fig() { echo "$1=$2" | figs; }
 has() { case " $PHASES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 # The wheels too big to carry ($GPU_DIR/skeletons/*.skel), rebuilt byte for byte from the image's own
 # install into $GPU_DIR/sources (wheel_skeleton.py; fetch checks the pinned sha256 again).
-rebuild_skeletons() {
-  local skel whl site=""
+rebuild_skeletons() {   # each wheel's rebuild time as a figure, and its sha256 (fetch checks the pin)
+  local skel whl site="" t
   for skel in "$GPU_DIR"/skeletons/*.skel; do
     [ -f "$skel" ] || continue
     whl="$($PY benchmarks/gpu/wheel_skeleton.py info "$skel" | sed -n '1s/^wheel=\([^ ]*\).*/\1/p')"
     # the image's site, asked once (the same for every skeleton)
     [ -n "$site" ] || site="$(/opt/torch/.venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    t=$(now)
     $PY benchmarks/gpu/wheel_skeleton.py rebuild "$skel" "$site" "$GPU_DIR/sources/$whl" > /dev/null || return 1
+    fig wheel_rebuilt_s "$(since "$t")"
+    sha256sum "$GPU_DIR/sources/$whl"
   done
 }
 step() { echo; echo "===== $(date +%T) $*"; }

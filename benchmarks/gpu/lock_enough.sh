@@ -32,15 +32,7 @@ rm -rf "$DEEPEP_ENV_STATE" .pixi
 setup_tools
 # Wheels too big to carry, rebuilt byte for byte from the image's own install (wheel_skeleton.py; the
 # recipe and `fetch` check the pinned sha256 again).
-for skel in "$GPU_DIR"/skeletons/*.skel; do
-  [ -f "$skel" ] || continue
-  whl="$($PY benchmarks/gpu/wheel_skeleton.py info "$skel" | sed -n '1s/^wheel=\([^ ]*\).*/\1/p')"
-  site="$(/opt/torch/.venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-  t=$(now)
-  $PY benchmarks/gpu/wheel_skeleton.py rebuild "$skel" "$site" "$GPU_DIR/sources/$whl" || exit 1
-  fig wheel_rebuilt_s "$(since "$t")"
-  sha256sum "$GPU_DIR/sources/$whl"
-done
+rebuild_skeletons || exit 1
 # A conda-mode env (REPACK=1, e.g. h200-nvlink-conda): the machine's python, pytorch and CUDA repacked
 # into a conda-forge-shaped channel (repack_conda.py, byte-reproducible), served at the spec's repack URL.
 if [ -n "${REPACK:-}" ]; then
@@ -143,38 +135,8 @@ else
   # Every rebuilt package against the lock, also when install refused (the refused one stays in the
   # channel); each that differs gets its members' sha256 listed in the work folder (results.tgz), so two
   # machines' lists can be diffed without carrying the packages back.
-  $PY - "$ENV_NAME" "$OUT" <<'PYEOF' | figs
-import sys, glob, os, shutil
-from deepep_env.base.hashing import file_sha256
-from deepep_env.builder.check import member_fingerprints
-from deepep_env.formats.lockfile import read_lock
-env = read_lock("pixi.lock").env(sys.argv[1])
-chan = os.environ["DEEPEP_ENV_STATE"] + "/channel"
-same = total = 0
-keep = os.environ.get("KEEP_PKGS", "").split()   # these packages' members and bytes come back, same or not
-def members(pkg, out):   # "kind sha256-or-link-target  path", one member a line (diff two machines' lists)
-    rows = [f"{kind} {what}  {m}" for m, (kind, what) in member_fingerprints(pkg).items()]
-    open(out, "w").write("\n".join(rows) + "\n")
-for ps in env.packages.values():
-    for q in ps:
-        f = glob.glob(f"{chan}/*/{q.name}-{q.version}-{q.build}.conda") or \
-            glob.glob(f"{os.environ['REPACK_CHAN']}/*/{q.name}-{q.version}-{q.build}.conda")
-        if f:
-            total += 1
-            got = file_sha256(f[0])
-            ok = got == f"sha256:{q.sha256}"
-            same += ok
-            print(f"rebuilt_{q.name.replace('-', '_')}_same_sha256_as_lock={int(ok)}")
-            if not ok:
-                print(f"rebuilt_{q.name.replace('-', '_')}_sha256={got[7:23]}")
-            if not ok or q.name in keep:
-                members(f[0], f"{sys.argv[2]}/members-{q.name}-{q.build}.txt")
-            if q.name in keep:     # the package itself too, to diffoscope against another machine's
-                os.makedirs(f"{sys.argv[2]}/pkgs", exist_ok=True)
-                shutil.copy(f[0], f"{sys.argv[2]}/pkgs/")
-print(f"rebuilt_packages={total}")   # the repack channel's packages too (REPACK=1)
-print(f"rebuilt_same_sha256={same}")
-PYEOF
+  $PY benchmarks/gpu/same_as_lock.py "$ENV_NAME" "$DEEPEP_ENV_STATE/channel" rebuilt_ --totals \
+    --also "${REPACK_CHAN:-}" --members "$OUT" | figs   # the repack channel's packages too (REPACK=1)
   [ "$rc" = 0 ] || exit 1
 fi
 plant_nccl_downgrade() {  # issue 27.5: torch's pip NCCL preloaded ahead of the env's; doctor must say so
