@@ -118,16 +118,31 @@ build:
       - cp VERSION $PREFIX/share/nvshmem/VERSION
 """
 
-FAKE_DEEPEP = """
+def stand_in_deepep(script: str, nvshmem: str = "nvshmem") -> str:
+    """A stand-in deep-ep recipe: the real one's package, staged source and build string, ``script``
+    (the lines under ``build: script:``, indented as there) as its build, and the edges to NVSHMEM the
+    real one has (host: the exact build; run: its version and build string). ``nvshmem``: the name of
+    NVSHMEM's package (the wheel repack's is ``deepep-nvshmem``)."""
+    return f"""
 package:
   name: deep-ep
-  version: ${{ version }}
+  version: ${{{{ version }}}}
 source:
-  path: ${{ source_dir }}
+  path: ${{{{ source_dir }}}}
   use_gitignore: false
 build:
-  string: ${{ build_string }}
+  string: ${{{{ build_string }}}}
   script:
+{script.strip(chr(10))}
+requirements:
+  host:
+    - {nvshmem} ${{{{ dep_nvshmem }}}}
+  run:
+    - {nvshmem} ==${{{{ nvshmem_version }}}} ${{{{ nvshmem_build_string }}}}
+"""
+
+
+FAKE_DEEPEP = stand_in_deepep("""
     env:
       TORCH_CUDA_ARCH_LIST: ${{ torch_cuda_arch_list }}
       PYTHON: ${{ python_executable }}
@@ -137,12 +152,7 @@ build:
       - echo "arch=$TORCH_CUDA_ARCH_LIST python=$PYTHON require=$REQUIRE torch=${{ pytorch_provider }} rev=${{ revision }}" > $PREFIX/share/deep-ep/variant.txt
       - cp buffer.py $PREFIX/share/deep-ep/buffer.py
       - cp $PREFIX/share/nvshmem/VERSION $PREFIX/share/deep-ep/nvshmem-version
-requirements:
-  host:
-    - nvshmem ${{ dep_nvshmem }}
-  run:
-    - nvshmem ==${{ nvshmem_version }} ${{ nvshmem_build_string }}
-"""
+""")
 
 
 @dataclass

@@ -9,6 +9,7 @@ nvidia/cu13/include). Then lock and install: the toolkit is a build input, never
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -16,24 +17,16 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
-from build_fixtures import REPO, fake_project, read_in_package
+from build_fixtures import REPO, fake_project, read_in_package, stand_in_deepep
 from cli_runner import cli_in_process
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256
 
 PARTS = ("cccl", "crt", "culibos", "cupti", "cuxxfilt", "nvcc", "nvtx", "nvvm", "profiler_api", "runtime")
 
-FAKE_DEEPEP_ON_CUDA = """
-package:
-  name: deep-ep
-  version: ${{ version }}
-source:
-  path: ${{ source_dir }}
-  use_gitignore: false
-build:
-  string: ${{ build_string }}
-  script:
+FAKE_DEEPEP_ON_CUDA = stand_in_deepep("""
     env:
       CUDA_HOME: ${{ cuda_prefix }}
     content:
@@ -45,12 +38,7 @@ build:
       - $CUDA_HOME/bin/nvcc --version > $PREFIX/share/deep-ep/nvcc.txt
       - cat $CUDA_HOME/include/cublas_v2.h > $PREFIX/share/deep-ep/cublas.txt
       - cp buffer.py $PREFIX/share/deep-ep/buffer.py
-requirements:
-  host:
-    - nvshmem ${{ dep_nvshmem }}
-  run:
-    - nvshmem ==${{ nvshmem_version }} ${{ nvshmem_build_string }}
-"""
+""")
 
 
 def _members(part: str) -> dict[str, tuple[str, int]]:
@@ -245,10 +233,6 @@ def test_build_repacks_the_toolkit_builds_read_it_and_the_env_never_holds_it(tmp
 
 
 def _locked_conda(lock: Path) -> list[dict]:
-    import yaml
-
-    import re
-
     return [q for q in yaml.safe_load(lock.read_text())["packages"]
             if re.search(r"-h[0-9a-f]{10}_0\.conda$", q.get("conda", ""))]
 

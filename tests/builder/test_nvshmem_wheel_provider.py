@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from build_fixtures import REPO, fake_project, read_in_package
+from build_fixtures import REPO, fake_project, read_in_package, stand_in_deepep
 from cli_runner import cli_in_process, cli_subprocess
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256, file_tree_sha256, tree_sha256
@@ -20,28 +20,14 @@ from deepep_env.base.hashing import file_sha256, file_tree_sha256, tree_sha256
 WHEEL = "nvidia_nvshmem_cu13-3.4.5-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
 URL = "https://files.pythonhosted.org/packages/00/11/" + "2" * 60 + "/" + WHEEL
 
-FAKE_DEEPEP_ON_WHEEL = """
-package:
-  name: deep-ep
-  version: ${{ version }}
-source:
-  path: ${{ source_dir }}
-  use_gitignore: false
-build:
-  string: ${{ build_string }}
-  script:
+FAKE_DEEPEP_ON_WHEEL = stand_in_deepep("""
     content:
       - test -f $PREFIX/include/nvshmem.h && test -e $PREFIX/lib/libnvshmem_host.so && test -f $PREFIX/lib/libnvshmem_device.a
       - mkdir -p $PREFIX/share/deep-ep
       - echo "provider=${{ nvshmem_provider }}" > $PREFIX/share/deep-ep/variant.txt
       - cp buffer.py $PREFIX/share/deep-ep/buffer.py
       - cp $PREFIX/include/nvshmem.h $PREFIX/share/deep-ep/nvshmem.h
-requirements:
-  host:
-    - deepep-nvshmem ${{ dep_nvshmem }}
-  run:
-    - deepep-nvshmem ==${{ nvshmem_version }} ${{ nvshmem_build_string }}
-"""
+""", nvshmem="deepep-nvshmem")
 
 
 def make_wheel(path: Path, version: str = "3.4.5") -> Path:
