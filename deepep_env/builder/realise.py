@@ -77,7 +77,7 @@ class Realiser:
         node = next((n for n in live.nodes if n.build_string == build), None)
         if node is None:
             raise self._not_here(label, build, live)
-        closure = _closure_of(node, live)
+        closure = _closure_of([node.package], live.nodes)
         if node.package not in self.built:
             self._build(live, closure)
         got = next(iter(sorted(Path(self.project.channel).resolve().glob(f"*/{filename}"))), None)
@@ -202,31 +202,27 @@ def sources_to_fetch(project: Any, locked: Optional[LockedEnv], nodes: Sequence[
                 or any(store.glob(f"{hex10}*/*/{name}"))):   # a look, not a hash: install verifies
             continue
         unserved.add(q.build)
-    # a rebuild builds what the unserved packages build against too (a wheel CUDA's toolkit is in no
-    # env), unless the store has it already
-    by = {n.package: n for n in nodes}
-    want, stack = set(), [n.package for n in nodes if n.build_string in unserved]
-    while stack:
-        if (p := stack.pop()) not in want and p in by:
-            want.add(p)
-            stack += list(by[p].deps)
-    todo = [n for n in nodes if n.package in want and not n.meta.get("local_source")
-            and (n.build_string in unserved or not any(store.glob(f"{n.build_string[1:11]}*")))]
+    # a rebuild builds what the unserved packages need from the graph too (a wheel CUDA's toolkit is in
+    # no env), unless the store has it already
+    closure = _closure_of([n.package for n in nodes if n.build_string in unserved], nodes)
+    todo = [n for n in closure if not n.meta.get("local_source")
+            and (n.build_string in unserved or not any(store.glob(f"{build_id_of(n.build_string)}-*")))]
     cache = SourceCache(Path(project.source_cache).resolve())
     return [f"{w.package}: {w.kind} {w.name}" for w in wants_for_nodes(todo)
             if w.digest is None or not (cache.tree(w.digest) if w.kind == "source" else cache.patch(w.digest))]
 
 
-def _closure_of(node: BuildNode, plan: BuildPlan) -> list[BuildNode]:
-    """``node`` and what its build needs from the graph (build and run edges), in the plan's order."""
-    want, stack = set(), [node.package]
+def _closure_of(packages: Sequence[str], nodes: Sequence[BuildNode]) -> list[BuildNode]:
+    """``packages`` and what their builds need from the graph ``nodes`` (build and run edges), in the
+    graph's order."""
+    by = {n.package: n for n in nodes}
+    want, stack = set(), list(packages)
     while stack:
         p = stack.pop()
         if p not in want:
             want.add(p)
-            n = plan.node(p)
-            stack += list(n.deps) + list(n.run_deps)
-    return [n for n in plan.nodes if n.package in want]
+            stack += list(by[p].deps) + list(by[p].run_deps)
+    return [n for n in nodes if n.package in want]
 
 
 __all__ = ["Realiser", "sources_to_fetch"]

@@ -8,37 +8,27 @@ naming a CUDA version with no pinned toolkit is refused in one line, listing the
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field
 
 from deepep_env.base.errors import UserError
-from deepep_env.base.hashing import file_tree_sha256, is_digest
-from deepep_env.envspec.catalog import CATALOG_FORMAT, SourcePin
-from deepep_env.envspec.load import read_spec_bytes, show
+from deepep_env.envspec.catalog import SourcePin
+from deepep_env.envspec.load import show
 from deepep_env.envspec.model import Strict
+from deepep_env.envspec.wheels import WheelPin, read_wheel_catalog, wheel_source
 
 PACKAGE = "cuda-wheel"
 CATALOG = f"recipes/{PACKAGE}/sources.toml"
 
 
-class ToolkitWheel(Strict):
+class ToolkitWheel(WheelPin):
+    """One wheel of the toolkit: NVSHMEM's wheel pin (URL, sha256, size) with its project and version,
+    for any NVIDIA wheel name."""
     project: str = Field(pattern=r"^nvidia-[a-z0-9-]+$")
     version: str = Field(pattern=r"^[0-9]+(\.[0-9]+)+$")
     filename: str = Field(pattern=r"^nvidia_[a-z0-9_]+-[0-9.]+-py3-none-[A-Za-z0-9_.]+\.whl$")
-    url: str = Field(pattern=r"^https://files\.pythonhosted\.org/packages/[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{60}/[A-Za-z0-9_.-]+\.whl$")
-    sha256: str
-    size: int = Field(gt=0)
-
-    _d = field_validator("sha256")(lambda cls, v: v if is_digest(v) else (_ for _ in ()).throw(
-        ValueError("must be 'sha256:' followed by 64 lowercase hex digits")))
 
 
 class ToolkitCatalog(Strict):
@@ -49,20 +39,7 @@ class ToolkitCatalog(Strict):
 
 def load_toolkits(recipes_dir: Path) -> ToolkitCatalog:
     path = recipes_dir / PACKAGE / "sources.toml"
-    if not path.exists():
-        return ToolkitCatalog(format=CATALOG_FORMAT, package=PACKAGE)
-    try:
-        data = tomllib.loads(read_spec_bytes(path).decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise UserError(f"unreadable toolkit catalog: {type(exc).__name__}", file=path, accepted="TOML 1.0, UTF-8") from None
-    try:
-        cat = ToolkitCatalog.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise UserError(err["msg"], file=path, field=".".join(str(p) for p in err["loc"])) from None
-    if cat.format != CATALOG_FORMAT or cat.package != PACKAGE:
-        raise UserError(f"format/package {show(cat.format)}/{show(cat.package)}", file=path,
-                        accepted=f"format = {CATALOG_FORMAT}, package = {PACKAGE!r}")
+    cat = read_wheel_catalog(path, ToolkitCatalog, PACKAGE, "toolkit")
     for v, per_subdir in cat.versions.items():
         for sd, parts in per_subdir.items():
             for part, w in parts.items():
@@ -70,9 +47,9 @@ def load_toolkits(recipes_dir: Path) -> ToolkitCatalog:
                 if not w.filename.startswith(f"{stem}-{w.version}-") or w.url.rsplit("/", 1)[-1] != w.filename:
                     raise UserError(f"{w.filename} is not {w.project}=={w.version}", file=path,
                                     field=f"versions.{v}.{sd}.{part}")
-        if not any("nvcc" in parts for parts in per_subdir.values()):
-            raise UserError(f"CUDA {v} has no nvcc wheel", file=path, field=f"versions.{v}",
-                            accepted="a part named nvcc (nvidia-cuda-nvcc) for every subdir")
+            if "nvcc" not in parts:   # the package's version is nvcc's (builder/plan.py)
+                raise UserError(f"CUDA {v} has no nvcc wheel for {sd}", file=path, field=f"versions.{v}.{sd}",
+                                accepted="a part named nvcc (nvidia-cuda-nvcc) for every subdir")
     return cat
 
 
@@ -93,7 +70,7 @@ def require_toolkit(recipes_dir: Path, cuda_version: str, subdir: str,
 
 def toolkit_sources(parts: dict[str, ToolkitWheel]) -> dict[str, SourcePin]:
     """Each wheel as a build source: a tree holding that one file (as NVSHMEM's wheel is)."""
-    return {part: SourcePin(urls=[w.url], tree_sha256=file_tree_sha256(w.filename, w.sha256)) for part, w in parts.items()}
+    return {part: wheel_source(w) for part, w in parts.items()}
 
 
 def toolkit_rows(cuda_provider: str, cuda_version: str, subdir: str, recipes_dir: Path) -> list[dict[str, object]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -49,22 +49,34 @@ class WheelCatalog(Strict):
     versions: dict[str, dict[str, dict[str, WheelPin]]] = Field(default_factory=dict)  # V -> cuNN -> subdir -> pin
 
 
-def load_wheels(recipes_dir: Path) -> WheelCatalog:
-    path = recipes_dir / PACKAGE / "sources.toml"
+C = TypeVar("C", bound=Strict)
+
+
+def read_wheel_catalog(path: Path, model: type[C], package: str, what: str) -> C:
+    """A wheel catalog (``recipes/<package>/sources.toml``) as ``model``: empty when the file is absent;
+    unreadable TOML, a field the model refuses, or another format/package is one line naming the file
+    and the field. ``what`` names the catalog in the first of those (``wheel``, ``toolkit``)."""
     if not path.exists():
-        return WheelCatalog(format=CATALOG_FORMAT, package=PACKAGE)
+        return model.model_validate({"format": CATALOG_FORMAT, "package": package})
     try:
         data = tomllib.loads(read_spec_bytes(path).decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise UserError(f"unreadable wheel catalog: {type(exc).__name__}", file=path, accepted="TOML 1.0, UTF-8") from None
+        raise UserError(f"unreadable {what} catalog: {type(exc).__name__}", file=path, accepted="TOML 1.0, UTF-8") from None
     try:
-        cat = WheelCatalog.model_validate(data)
+        cat = model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise UserError(err["msg"], file=path, field=".".join(str(p) for p in err["loc"])) from None
-    if cat.format != CATALOG_FORMAT or cat.package != PACKAGE:
-        raise UserError(f"format/package {show(cat.format)}/{show(cat.package)}", file=path,
-                        accepted=f"format = {CATALOG_FORMAT}, package = {PACKAGE!r}")
+    fmt, pkg = getattr(cat, "format"), getattr(cat, "package")
+    if fmt != CATALOG_FORMAT or pkg != package:
+        raise UserError(f"format/package {show(fmt)}/{show(pkg)}", file=path,
+                        accepted=f"format = {CATALOG_FORMAT}, package = {package!r}")
+    return cat
+
+
+def load_wheels(recipes_dir: Path) -> WheelCatalog:
+    path = recipes_dir / PACKAGE / "sources.toml"
+    cat = read_wheel_catalog(path, WheelCatalog, PACKAGE, "wheel")
     for v, per_cuda in cat.versions.items():
         for cu, per_subdir in per_cuda.items():
             for sd, pin in per_subdir.items():

@@ -174,6 +174,21 @@ def test_a_catalog_wheel_named_for_another_project_is_refused(tmp_path):
     assert "is not nvidia-cuda-nvcc==13.0.88" in str(ei.value) and "versions.13.0.linux-64.nvvm" in str(ei.value)
 
 
+def test_a_subdir_without_an_nvcc_wheel_is_refused(tmp_path):
+    """The toolkit's version is nvcc's: every subdir of a CUDA version needs that part."""
+    from deepep_env.envspec.cuda_wheels import load_toolkits
+
+    fp, _ = cuda_project(tmp_path)
+    cat = fp.root / "recipes" / "cuda-wheel" / "sources.toml"
+    text = cat.read_text()
+    runtime = text[text.index('[versions."13.0".linux-64.runtime]'):]
+    cat.write_text(text + "\n" + runtime.split("\n\n")[0].replace("linux-64", "linux-aarch64") + "\n")
+    with pytest.raises(UserError) as ei:
+        load_toolkits(fp.root / "recipes")
+    assert "CUDA 13.0 has no nvcc wheel for linux-aarch64" in str(ei.value)
+    assert "versions.13.0.linux-aarch64" in str(ei.value) and "\n" not in str(ei.value)
+
+
 def test_the_real_catalog_pins_the_ten_wheels_of_cuda_13():
     from deepep_env.envspec.cuda_wheels import require_toolkit
 
