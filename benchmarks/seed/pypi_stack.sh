@@ -6,7 +6,9 @@
 #   bash benchmarks/seed/pypi_stack.sh prereqs                the host externals those specs name: the venv
 #        /opt/deepep-cu130 (python3.12 -m venv, or $PYTHON312 -m venv; CPython 3.12.1, the locked ids'
 #        interpreter; torch 2.11.0 and its CUDA 13 wheels by version and sha256, benchmarks/seed/cu130-venv.txt,
-#        pip --require-hashes) and rdma-core's headers (Debian's debs by version, unpacked into $RDMA, default
+#        pip --require-hashes: h20-roce-wheel's PyTorch), the bare venv /opt/deepep-py312 (the same interpreter
+#        and its own pip, nothing else: gcp-b200-wheel's PyTorch is the package deepep-pytorch, built from the
+#        same wheels pinned in recipes/pytorch-wheel/sources.toml) and rdma-core's headers (Debian's debs by version, unpacked into $RDMA, default
 #        /tmp/deepep-rdma; NVSHMEM's IBGDA headers include <infiniband/mlx5dv.h>). The CUDA toolkit is no
 #        longer one of them: the specs' `[cuda] provider = "wheel"` builds it from NVIDIA's wheels pinned in
 #        recipes/cuda-wheel/sources.toml (a package of the graph, in the lock's build ids).
@@ -24,6 +26,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 VENV=/opt/deepep-cu130
+BARE=/opt/deepep-py312
 RDMA=${RDMA:-/tmp/deepep-rdma}
 export DEEPEP_ENV_RDMA_CORE=$RDMA/usr
 fig() { echo "$1=$2"; }
@@ -35,6 +38,7 @@ prereqs() {
   [ -x "$VENV/bin/python3" ] || "${PYTHON312:-python3.12}" -m venv "$VENV" \
     || { echo "pypi_stack: no Python 3.12 to make $VENV (PYTHON312=/path/to/python3.12)" >&2; return 1; }
   "$VENV/bin/pip" install -q --no-deps --require-hashes -r "$HERE/cu130-venv.txt" || return 1
+  [ -x "$BARE/bin/python3" ] || "${PYTHON312:-python3.12}" -m venv "$BARE" || return 1
   fig venv_s "$(since "$t")"
   if [ ! -f "$RDMA/.extracted" ]; then
     local d; d=$(mktemp -d)

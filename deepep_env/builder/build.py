@@ -39,6 +39,7 @@ from deepep_env.builder.driver import run as run_rattler_build
 from deepep_env.builder.resolution import Resolution, differences, from_rendered, rendered_recipe, resolve
 from deepep_env.builder.graph import nodes_from_recipe_dirs, recipe_dirs_under
 from deepep_env.builder.cuda_home import library_headers, make_home, reads_wheel_cuda
+from deepep_env.builder.python_home import cuda_library_headers, make_python, reads_wheel_torch
 from deepep_env.builder.normalize import BUILD_INPUTS_MEMBER, epoch_for, normalize_conda, recipe_members
 from deepep_env.builder.store import Store, StoreEntry
 from deepep_env.builder.plan import BuildNode, finish_node
@@ -234,8 +235,12 @@ class _Builder:
         patches = [(p.name, _pinned(p.pin.sha256), p.pin.strip) for p in node.patches]
         staged = stage(node.package, self._to_stage(node), patches, self.cache, work / "src")
         channels, ctx = self._channels_and_context(node, by, staged, work / "deps-channel")
+        site = None
+        if reads_wheel_torch(node.externals):
+            wrapper, site = self._python_home(node, work)
+            ctx["python_executable"] = str(wrapper)
         if reads_wheel_cuda(node.externals):
-            ctx["cuda_prefix"] = str(self._cuda_home(node, work))
+            ctx["cuda_prefix"] = str(self._cuda_home(node, work, site))
         try:
             res = run_rattler_build(node.recipe_dir / "recipe.yaml", ctx, package=node.package, output_dir=out_dir,
                                     channels=channels, log_path=self._log(node), staged=list(staged.values()),
@@ -256,11 +261,21 @@ class _Builder:
         self._check_resolution(node, by, res.packages)
         return res.packages, time.monotonic() - started, res.notes
 
-    def _cuda_home(self, node: BuildNode, work: Path) -> Path:
-        """The graph's toolkit package, unpacked in the build's folder as its CUDA_HOME (builder/cuda_home.py)."""
+    def _cuda_home(self, node: BuildNode, work: Path, torch_site: Optional[Path]) -> Path:
+        """The graph's toolkit package, unpacked in the build's folder as its CUDA_HOME (builder/cuda_home.py),
+        with the CUDA library headers of a wheel PyTorch's package, else of the host Python."""
         entry = self.entries["cuda"]
         (out,) = entry.outputs
-        return make_home(entry.file(out), work / "cuda", library_headers(node.meta))
+        headers = cuda_library_headers(torch_site) if torch_site is not None else library_headers(node.meta)
+        return make_home(entry.file(out), work / "cuda", headers)
+
+    def _python_home(self, node: BuildNode, work: Path) -> tuple[Path, Path]:
+        """The graph's deepep-pytorch, unpacked in the build's folder, and the host interpreter wrapped to
+        find it first (builder/python_home.py)."""
+        entry = self.entries["pytorch"]
+        (out,) = entry.outputs
+        return make_python(entry.file(out), work / "pytorch", str(node.meta.get("python_executable") or "python3"),
+                           str(node.variant.get("python_version") or ""))
 
     def _unsolvable(self, node: BuildNode, exc: SolveError) -> UserError:
         outside = list(node.meta.get("outside_requirements") or ())

@@ -20,12 +20,16 @@ a recipe uses in ``info/recipe/variant_config.yaml`` of the package.
 ``cuda_prefix``              host CUDA toolkit root when CUDA is a host external; with a wheel
                              CUDA, the graph's toolkit unpacked beside the build
                              (builder/cuda_home.py); else ""
-``python_executable``        host Python when Python is a host external, else ""
+``python_executable``        host Python when Python is a host external, else ""; with a
+                             wheel PyTorch, that interpreter wrapped to find the graph's
+                             deepep-pytorch (unpacked beside the build) first
+                             (builder/python_home.py)
 ``rdma_core_prefix``,        further ``BuildNode.meta`` paths, "" when the plan gives none
 ``gdrcopy_prefix``           (every str/int/bool ``meta`` value is passed under its own name)
 ``cuda_provider``, ``python_provider``, ``pytorch_provider``
                              ``host``/``pip`` when the node builds against a host-provided
-                             component, ``wheel`` for a wheel CUDA (read like ``host``), else ``conda``
+                             component, ``wheel`` for a wheel CUDA or PyTorch (read like
+                             ``host``), else ``conda``
 ``jobs``                     parallel jobs for make/ninja (not identity: never changes an id)
 ``source_date_epoch``        seconds since 1970, a function of the build id alone (for
                              ``SOURCE_DATE_EPOCH``: ``__DATE__``/``__TIME__``, archive times)

@@ -36,16 +36,17 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
 import re
 import tarfile
+import tempfile
 import time
 import zipfile
 from pathlib import Path
-from typing import AbstractSet, Optional
+from typing import IO, AbstractSet, Optional
 
-from deepep_env.base.atomic import write_bytes
 from deepep_env.base.errors import UserError
-from deepep_env.base.hashing import digest, recipe_digest, recipe_files
+from deepep_env.base.hashing import digest, file_sha256, recipe_digest, recipe_files
 from deepep_env.base.readfile import MAX_CONFIG_BYTES, read_regular
 
 # 2020-01-01T00:00:00Z: the epochs of our packages fall in [2020-01-01, 2023-03-03).
@@ -61,10 +62,12 @@ def epoch_for(build_id: str) -> int:
     return _EPOCH_BASE + int(hexpart[:12] or "0", 16) % _EPOCH_SPAN
 
 
-def _zstd_decompress(data: bytes) -> bytes:
+def _zstd_decompress_to(src: "IO[bytes]", dest: Path) -> None:
+    """Decompress a stream into a file (a payload tar can be larger than memory allows twice)."""
     import zstandard
 
-    return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read()
+    with open(dest, "wb") as out:
+        zstandard.ZstdDecompressor().copy_stream(src, out)
 
 
 def _zstd_compress(data: bytes) -> bytes:
@@ -150,10 +153,10 @@ def _is_timestamp_pyc(name: str, head: bytes) -> bool:
     return name.endswith(".pyc") and "/__pycache__/" in f"/{name}" and len(head) >= 16 and head[4:8] == b"\0\0\0\0"
 
 
-def stale_pycs(tar_bytes: bytes) -> set[str]:
+def stale_pycs(tar_path: Path) -> set[str]:
     """The timestamp pycs among a payload tar's regular members (module docstring)."""
     found = set()
-    with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as src:
+    with tarfile.open(tar_path, mode="r:") as src:
         for m in src:
             if m.isreg() and m.name.endswith(".pyc"):
                 f = src.extractfile(m)
@@ -203,15 +206,18 @@ def _as_file(m: tarfile.TarInfo, data: bytes) -> tarfile.TarInfo:
     return m
 
 
-def _retar(data: bytes, rw: _Rewrite) -> bytes:
-    """A tar with the same members and contents (plus ``rw.extra`` files in the info tar, ``rw.recipe``
-    in place of the recipe folder's copy, less the ``rw.drop`` members and their ``info/paths.json``
-    entries), in name order, with fixed metadata."""
-    src = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
+def _retar(src_path: Path, rw: _Rewrite, out_path: Path) -> None:
+    """Write to ``out_path`` a tar with the members and contents of ``src_path`` (plus ``rw.extra`` files in
+    the info tar, ``rw.recipe`` in place of the recipe folder's copy, less the ``rw.drop`` members and their
+    ``info/paths.json`` entries), in name order, with fixed metadata."""
+    with tarfile.open(src_path, mode="r:") as src, open(out_path, "wb") as out:
+        _retar_members(src, rw, out)
+
+
+def _retar_members(src: tarfile.TarFile, rw: _Rewrite, out: "IO[bytes]") -> None:
     written, lost = _written_members(src, rw)
     kept = [m for m in src.getmembers() if m.name not in rw.drop and m.name not in lost and m.name not in written]
     members = sorted(kept + [tarfile.TarInfo(n) for n in written], key=lambda m: m.name.encode())
-    out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:", format=tarfile.PAX_FORMAT) as dst:
         for m in members:
             payload = written.get(m.name)
@@ -224,7 +230,6 @@ def _retar(data: bytes, rw: _Rewrite) -> bytes:
                 m.size = len(content)
             m.pax_headers = {}
             dst.addfile(rw.fixed(m), io.BytesIO(content) if content is not None else None)
-    return out.getvalue()
 
 
 def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, str]] = None,
@@ -236,25 +241,58 @@ def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, 
     id names it (:func:`recipe_members`), written in place of rattler-build's copy of the recipe folder
     (its generated ``rendered_recipe.yaml`` and ``variant_config.yaml`` stay).
 
-    Idempotent: normalizing a normalized package gives the same bytes (a dropped pyc stays dropped)."""
+    Idempotent: normalizing a normalized package gives the same bytes (a dropped pyc stays dropped).
+
+    The tars go through files beside ``path``, one at a time, so a package the size of PyTorch's closure
+    (2.5 GB, 4.4 GB of tar) never has more than one tar and its compressed form in memory; the members are
+    the .conda's own order (``metadata.json``, ``pkg-*``, ``info-*``), so the pycs the payload drops are
+    known before ``info/paths.json`` is rewritten."""
     path = Path(path)
     if not path.name.endswith(".conda"):
         return False   # .tar.bz2 is not produced by our builder (DEEPEP_ENV_PACKAGE_FORMAT=conda:N)
-    original = path.read_bytes()
-    out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(original)) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
-        tars = {i.filename: _zstd_decompress(zin.read(i)) for i in zin.infolist() if i.filename.endswith(".tar.zst")}
-        drop = frozenset().union(*(stale_pycs(t) for n, t in tars.items() if n.startswith("pkg-")))
-        rw = _Rewrite(epoch, channel_aliases, info_files, recipe, drop)
-        for info in zin.infolist():   # the tars were read above, once
-            data = _zstd_compress(_retar(tars[info.filename], rw)) if info.filename in tars else zin.read(info)
-            zi = zipfile.ZipInfo(info.filename, date_time=_ZIP_TIME)
-            zi.compress_type = zipfile.ZIP_STORED
-            zi.external_attr = 0o644 << 16
-            zi.create_system = 3
-            zout.writestr(zi, data)
-    new = out.getvalue()
-    if new == original:
-        return False
-    write_bytes(path, new)
+    with tempfile.TemporaryDirectory(prefix=".normalize-", dir=path.parent) as tmp:
+        new = Path(tmp) / path.name
+        with zipfile.ZipFile(path) as zin, zipfile.ZipFile(new, "w", zipfile.ZIP_STORED) as zout:
+            _payload_first(path, [i.filename for i in zin.infolist()])
+            rw = _Rewrite(epoch, channel_aliases, info_files, recipe)
+            for info in zin.infolist():
+                if info.filename.endswith(".tar.zst"):
+                    data, rw = _rewritten_tar(zin, info, rw, Path(tmp))
+                else:
+                    data = zin.read(info)
+                zi = zipfile.ZipInfo(info.filename, date_time=_ZIP_TIME)
+                zi.compress_type = zipfile.ZIP_STORED
+                zi.external_attr = 0o644 << 16
+                zi.create_system = 3
+                zout.writestr(zi, data)
+                del data
+        if file_sha256(new) == file_sha256(path):
+            return False
+        with open(new, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.chmod(new, 0o644)
+        os.replace(new, path)
     return True
+
+
+def _payload_first(path: Path, names: list[str]) -> None:
+    """The payload tars come before the info tar (as rattler-build and conda write them): the pycs a payload
+    drops must be known when ``info/paths.json`` is rewritten."""
+    kinds = [n.split("-", 1)[0] for n in names if n.endswith(".tar.zst")]
+    if "pkg" in kinds and "info" in kinds and kinds.index("info") < len(kinds) - 1 - kinds[::-1].index("pkg"):
+        raise UserError("an info tar before a payload tar: not a .conda as rattler-build writes it", file=path,
+                        accepted="metadata.json, pkg-*.tar.zst, info-*.tar.zst in that order")
+
+
+def _rewritten_tar(zin: zipfile.ZipFile, info: zipfile.ZipInfo, rw: _Rewrite, tmp: Path) -> tuple[bytes, _Rewrite]:
+    """One ``*.tar.zst`` member rewritten and compressed; the payload's stale pycs join ``rw.drop``."""
+    raw, fixed = tmp / "member.tar", tmp / "fixed.tar"
+    with zin.open(info) as src:
+        _zstd_decompress_to(src, raw)
+    if info.filename.startswith("pkg-"):
+        rw = dataclasses.replace(rw, drop=rw.drop | stale_pycs(raw))
+    _retar(raw, rw, fixed)
+    raw.unlink()
+    data = _zstd_compress(fixed.read_bytes())
+    fixed.unlink()
+    return data, rw

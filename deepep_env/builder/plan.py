@@ -31,6 +31,7 @@ from deepep_env.envspec.catalog import SourcePin
 from deepep_env.envspec.resolved import RPatch, ResolvedSpec
 from deepep_env.envspec.wheels import require_wheel
 from deepep_env.envspec.cuda_wheels import require_toolkit, toolkit_sources
+from deepep_env.envspec.torch_wheels import torch_sources
 from deepep_env.builder.toolpkg import TOOL, VERSION, tool_source
 
 
@@ -76,10 +77,11 @@ class BuildPlan:
         raise KeyError(package)
 
     def roots(self) -> tuple[BuildNode, ...]:
-        """The nodes no other node builds against: what an environment asks for by name (the others
-        come in as their dependencies)."""
+        """The nodes no other node builds against, and those marked ``in_env`` (a package of the env no run
+        requirement names: a wheel PyTorch): what an environment asks for by name (the others come in as
+        their dependencies, or not at all: a wheel CUDA's toolkit)."""
         depended = {d for n in self.nodes for d in n.deps}
-        return tuple(n for n in self.nodes if n.package not in depended)
+        return tuple(n for n in self.nodes if n.package not in depended or n.meta.get("in_env"))
 
 
 def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -112,6 +114,11 @@ def _externals(r: ResolvedSpec, names: tuple[str, ...]) -> tuple[dict[str, Any],
         meta["python_executable"] = r.python.executable or f"python{r.python.version}"
     if "pytorch" in names and r.pytorch.provider in ("host", "pip"):
         ident["pytorch"] = {"provider": r.pytorch.provider, "version": r.pytorch.version, "cuda": r.pytorch.cuda}
+    if "pytorch" in names and r.pytorch.provider == "wheel":
+        # the graph's pytorch node (deepep-pytorch, a dependency: its id enters this one's), put first on the
+        # host interpreter's path for the build (builder/python_home.py); nothing of it is read from the machine
+        ident["pytorch"] = {"provider": "wheel", "version": r.pytorch.version, "cuda": r.pytorch.cuda}
+        meta["torch_from"] = "wheel"
     # DeepEP V2 builds against NCCL (and may build against pip's NVSHMEM) without us building them.
     for comp in ("nccl", "nvshmem"):
         c = getattr(r, comp)
@@ -313,8 +320,25 @@ def _cuda_wheel_node(r: ResolvedSpec, project: Project) -> BuildNode:
         package="cuda", recipe_dir=_recipe(project, "cuda-wheel"), version=version,
         variant={"version": version, "cuda_version": r.cuda.version},
         sources=toolkit_sources(parts), patches=(), externals={"c_compiler": {"provider": "host"}}, deps=(),
-        meta={"file_sources": {p: w.filename for p, w in parts.items()}, "file_sizes": {p: w.size for p, w in parts.items()},
-              "catalog_recipe": "cuda-wheel"},
+        meta={**_wheel_files(parts), "catalog_recipe": "cuda-wheel"},
+    )
+
+
+def _wheel_files(parts: Mapping[str, Any]) -> dict[str, Any]:
+    """A wheel is a single-file source: fetch keeps the download as that file (its name, its size cap)."""
+    return {"file_sources": {p: w.filename for p, w in parts.items()}, "file_sizes": {p: w.size for p, w in parts.items()}}
+
+
+def _pytorch_wheel_node(r: ResolvedSpec, project: Project) -> BuildNode:
+    """pip's closure of torch (each wheel pinned by sha256, recipes/pytorch-wheel/sources.toml) laid out as pip
+    installs it, in one package, deepep-pytorch: a package of the env (``in_env``: nothing asks for it by a
+    run requirement, so the env asks for it by name) and what DeepEP builds against. Nothing is compiled."""
+    parts = r.pytorch.wheels
+    return BuildNode(
+        package="pytorch", recipe_dir=_recipe(project, "pytorch-wheel"), version=r.pytorch.version,
+        variant={"version": r.pytorch.version, "python_version": r.python.version, "cuda_version": r.pytorch.cuda},
+        sources=torch_sources(parts), patches=(), externals={}, deps=(),
+        meta={**_wheel_files(parts), "catalog_recipe": "pytorch-wheel", "in_env": True},
     )
 
 
@@ -376,6 +400,8 @@ def _spec_nodes(r: ResolvedSpec, project: Project) -> list[BuildNode]:
         nodes.append(tool)
     if r.cuda.provider == "wheel":
         nodes.append(_cuda_wheel_node(r, project))
+    if r.pytorch.provider == "wheel":
+        nodes.append(_pytorch_wheel_node(r, project))
     if r.gdrcopy is not None and r.nvshmem.gdrcopy:
         nodes.append(_gdrcopy_node(r, project))
     if r.nvshmem.provider == "source":
@@ -388,15 +414,22 @@ def _spec_nodes(r: ResolvedSpec, project: Project) -> list[BuildNode]:
     return nodes
 
 
-def _with_toolkit_edges(edges: dict[str, Edges], nodes: Mapping[str, BuildNode]) -> dict[str, Edges]:
-    """The one edge no recipe names: a node reading a wheel-provided CUDA builds against the graph's cuda
-    node. Its recipe reads the toolkit in host mode (``cuda_prefix``, set by the builder to the unpacked
-    package: builder/cuda_home.py), so the requirement is the spec's, not the recipe's."""
-    if "cuda" not in nodes or nodes["cuda"].recipe_dir.name != "cuda-wheel":
-        return edges
-    return {p: (Edges(e.build | {"cuda"}, e.run - {"cuda"})
-                if nodes[p].externals.get("cuda", {}).get("provider") == "wheel" else e)
-            for p, e in edges.items()}
+# The edges no recipe names: a node reading a wheel-provided component builds against the graph's node of
+# it. Its recipe reads the component in host mode (``cuda_prefix``, ``python_executable``: set by the
+# builder to the unpacked package, builder/cuda_home.py and python_home.py), so the requirement is the
+# spec's, not the recipe's. (component, the node's package, its recipe)
+WHEEL_NODES = (("cuda", "cuda", "cuda-wheel"), ("pytorch", "pytorch", "pytorch-wheel"))
+
+
+def _with_wheel_edges(edges: dict[str, Edges], nodes: Mapping[str, BuildNode]) -> dict[str, Edges]:
+    out = dict(edges)
+    for comp, pkg, recipe in WHEEL_NODES:
+        if pkg not in nodes or nodes[pkg].recipe_dir.name != recipe:
+            continue
+        out = {p: (Edges(e.build | {pkg}, e.run - {pkg})
+                   if nodes[p].externals.get(comp, {}).get("provider") == "wheel" else e)
+               for p, e in out.items()}
+    return out
 
 
 # (env, package) -> the resolution of its build/host environments (builder/resolution.py), or {}
@@ -417,7 +450,7 @@ def plan(r: ResolvedSpec, project: Project, host: Optional[HostInputs] = None,
     # The edges are the recipes' own: a build/host requirement or an exact pin is a dependency (its id
     # enters the pre-image); a run requirement by version range only is a run dependency (DeepEP's
     # `deepep-env >=0.2,<1`: in the channel of its recipe test, not an input of its bytes).
-    edges = _with_toolkit_edges(recipe_edges({p: read_recipe(n.recipe_dir) for p, n in nodes.items()}), nodes)
+    edges = _with_wheel_edges(recipe_edges({p: read_recipe(n.recipe_dir) for p, n in nodes.items()}), nodes)
     order = build_order(list(nodes), {p: edges[p].build | edges[p].run for p in nodes})
     vps = build_virtual_packages(r.subdirs[0], r.cuda.version)
     ordered = []

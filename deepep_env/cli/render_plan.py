@@ -101,8 +101,15 @@ def _render_nvshmem_options(c: Console, opts: list[dict[str, Any]]) -> None:
     c.print(t)
 
 
-def _render_cuda_wheels(c: Console, rows: list[dict[str, Any]]) -> None:
-    t = Table(title="CUDA toolkit (recipes/cuda-wheel: NVIDIA's wheels by sha256, repacked into deepep-cuda-toolkit)")
+WHEEL_TABLES = (
+    ("cuda_wheels", "CUDA toolkit (recipes/cuda-wheel: NVIDIA's wheels by sha256, repacked into deepep-cuda-toolkit)"),
+    ("pytorch_wheels", "PyTorch (recipes/pytorch-wheel: pip's closure of torch by sha256, NCCL's wheel included, "
+                       "repacked into deepep-pytorch)"),
+)
+
+
+def _render_wheels(c: Console, title: str, rows: list[dict[str, Any]]) -> None:
+    t = Table(title=title)
     for col in ("part", "wheel", "sha256", "MB"):
         t.add_column(col)
     for w in rows:
@@ -137,8 +144,9 @@ def verified_line(v: dict[str, Any]) -> str:
 
 def render_plan(c: Console, d: dict[str, Any]) -> None:
     render_resolved(c, d)
-    if d.get("cuda_wheels"):
-        _render_cuda_wheels(c, d["cuda_wheels"])
+    for key, title in WHEEL_TABLES:
+        if d.get(key):
+            _render_wheels(c, title, d[key])
     if d.get("nvshmem_options"):
         _render_nvshmem_options(c, d["nvshmem_options"])
     if d.get("nvshmem_suggestion"):

@@ -17,7 +17,7 @@ from deepep_env.base.errors import UserError
 from deepep_env.envspec.catalog import SourcePin
 from deepep_env.envspec.load import show
 from deepep_env.envspec.model import Strict
-from deepep_env.envspec.wheels import WheelPin, read_wheel_catalog, wheel_source
+from deepep_env.envspec.wheel_pins import WheelPin, read_wheel_catalog, wheel_source
 
 PACKAGE = "cuda-wheel"
 CATALOG = f"recipes/{PACKAGE}/sources.toml"

@@ -160,7 +160,9 @@ class PythonSpec(Strict):
 class PytorchSpec(Strict):
     version: str
     cuda: str = Field(pattern=CUDA_VERSION_RE, description="CUDA the PyTorch build targets, e.g. '12.9' (cu129)")
-    provider: Literal["host", "conda", "pip"] = "conda"
+    # ``wheel``: pip's closure of torch from PyPI, pinned by sha256 in recipes/pytorch-wheel/sources.toml and
+    # repacked into deepep-pytorch, a package of the env (envspec/torch_wheels.py)
+    provider: Literal["host", "conda", "pip", "wheel"] = "conda"
     build: Optional[str] = Field(None, pattern=r"^[A-Za-z0-9_.+*]+$", max_length=MAX_VERSION_LEN,
                                  description="conda build-string glob, e.g. 'cuda129*'")
 
@@ -172,10 +174,11 @@ class PytorchSpec(Strict):
 
 class NcclSpec(Strict):
     """``source``: built by recipes/nccl from NVIDIA's source (version exact or a range, resolved
-    against recipes/nccl/sources.toml), for the spec's CUDA architectures only."""
+    against recipes/nccl/sources.toml), for the spec's CUDA architectures only. ``wheel``: the
+    nvidia-nccl-cuNN wheel of a wheel-provided PyTorch's closure (torch pins it exactly), inside deepep-pytorch."""
 
     version: str
-    provider: Literal["host", "conda", "pip", "source"] = "conda"
+    provider: Literal["host", "conda", "pip", "source", "wheel"] = "conda"
 
     _v = field_validator("version")(lambda cls, v: _check_range(v))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import cmp_to_key
 from pathlib import Path
+from typing import Any
 
 from deepep_env.base.errors import UnknownEnvError, UserError
 from deepep_env.platform.profiles_data import PROFILES
@@ -19,8 +20,10 @@ from deepep_env.envspec.resolved import (
     RCuda, RDeepEP, RGdrcopy, RNccl, RNvshmem, RPatch, RPytorch, RPython, ResolvedSpec,
 )
 from deepep_env.envspec.rules import Rule, violations
-from deepep_env.envspec.wheels import require_wheel, wheel_source
+from deepep_env.envspec.wheels import require_wheel
+from deepep_env.envspec.wheel_pins import wheel_source
 from deepep_env.envspec.cuda_wheels import require_toolkit
+from deepep_env.envspec.torch_wheels import require_torch
 from deepep_env.base.versions import exact_value, is_exact, version_cmp, version_matches
 
 
@@ -64,6 +67,13 @@ def _check_platforms(spec: EnvSpec, file: Path | None) -> None:
                             accepted=", ".join(sorted(PROFILES)))
 
 
+def _torch_closure(spec: EnvSpec, recipes: Path, file: Path | None) -> dict[str, Any]:
+    """A wheel-provided PyTorch's pinned closure, read up front (a torch with none is refused in one line)."""
+    if spec.pytorch.provider != "wheel":
+        return {}
+    return require_torch(recipes, _exact(spec.pytorch.version, "pytorch.version", file), spec.subdirs[0], file)
+
+
 def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> ResolvedSpec:
     decisions: list[str] = []
     _check_platforms(spec, file)
@@ -100,7 +110,8 @@ def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> Resolv
         subdirs=list(spec.subdirs), channels=spec.channels, publish_url=spec.publish_url,
         python=RPython(**spec.python.model_dump()),
         cuda=RCuda(**spec.cuda.model_dump()),
-        pytorch=RPytorch(**{**spec.pytorch.model_dump(), "version": _exact(spec.pytorch.version, "pytorch.version", file)}),
+        pytorch=RPytorch(**{**spec.pytorch.model_dump(), "version": _exact(spec.pytorch.version, "pytorch.version", file),
+                            "wheels": _torch_closure(spec, recipes, file)}),
         gdrcopy=gdr,
         deepep=RDeepEP(
             revision=rev, version=rentry.version, label=rentry.label, engine=rentry.engine,

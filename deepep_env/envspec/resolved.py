@@ -37,8 +37,11 @@ class RCuda(Strict):
 class RPytorch(Strict):
     version: str
     cuda: str
-    provider: Literal["host", "conda", "pip"]
+    provider: Literal["host", "conda", "pip", "wheel"]
     build: Optional[str] = None
+    # provider "wheel": the pinned closure (part -> wheel, envspec/torch_wheels.py); not part of any dump
+    # (torch_wheels.PyPIWheel values; typed Any: that module reads envspec.wheels, which reads this one)
+    wheels: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
     @property
     def build_glob(self) -> str:
@@ -48,7 +51,7 @@ class RPytorch(Strict):
 
 class RNccl(Strict):
     version: str
-    provider: Literal["host", "conda", "pip", "source"]
+    provider: Literal["host", "conda", "pip", "source", "wheel"]
     source: Optional[SourcePin] = None  # provider = "source": the catalogued upstream tree
 
 

@@ -14,6 +14,7 @@ from deepep_env.envspec.resolved import ResolvedSpec
 from deepep_env.base.engines import engine_only_rules
 from deepep_env.base.versions import version_lt, version_matches
 from deepep_env.platform.gpus import ARCH_MIN_CUDA
+from deepep_env.envspec.torch_wheels import CATALOG as CATALOG_TORCH, built_for, nccl_wheel
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,40 @@ def _wheel_cuda_host_mode(r: ResolvedSpec) -> Optional[str]:
     # conda-forge's compilers and CUDA from the env, where a second toolkit has no place.
     if r.cuda.provider == "wheel" and (r.python.provider != "host" or r.pytorch.provider == "conda"):
         return ("cuda.provider = 'wheel' builds in host mode (the recipes read the toolkit as CUDA_HOME): it needs "
-                "python.provider = 'host' and a host/pip PyTorch")
+                "python.provider = 'host' and a host, pip or wheel PyTorch")
+    return None
+
+
+def _wheel_torch_build(r: ResolvedSpec) -> Optional[str]:
+    # pip's closure is built for one CPython and one CUDA (envspec/torch_wheels.built_for): the spec must name
+    # them, and the host interpreter runs it (the env's site-packages first on PYTHONPATH, as for host Python).
+    if r.pytorch.provider != "wheel":
+        return None
+    if r.python.provider != "host":
+        return "pytorch.provider = 'wheel' installs into the host interpreter's search path: it needs python.provider = 'host'"
+    if r.cuda.provider == "conda":
+        return "pytorch.provider = 'wheel' builds DeepEP in host mode: it needs cuda.provider 'wheel' or 'host', not 'conda'"
+    py, cuda = built_for(r.pytorch.wheels)
+    if py != r.python.version:
+        return f"the pinned torch {r.pytorch.version} wheel is for CPython {py} ({CATALOG_TORCH}), spec has python.version = {r.python.version!r}"
+    if cuda != r.pytorch.cuda:
+        return (f"the pinned torch {r.pytorch.version} closure is built for CUDA {cuda} (its nvidia-cuda-runtime wheel), "
+                f"spec has pytorch.cuda = {r.pytorch.cuda!r}: set pytorch.cuda = \"{cuda}\"")
+    return None
+
+
+def _wheel_nccl(r: ResolvedSpec) -> Optional[str]:
+    # NCCL's wheel is the one torch pins exactly, a part of deepep-pytorch: there is no other to choose.
+    if r.nccl.provider != "wheel":
+        return None
+    if r.pytorch.provider != "wheel":
+        return "nccl.provider = 'wheel' is the NCCL wheel of a wheel-provided PyTorch: it needs pytorch.provider = 'wheel'"
+    w = nccl_wheel(r.pytorch.wheels)
+    if w is None:
+        return f"the pinned torch {r.pytorch.version} closure has no nvidia-nccl wheel ({CATALOG_TORCH})"
+    if w.version != r.nccl.version:
+        return (f"torch {r.pytorch.version} pins {w.project}=={w.version} ({CATALOG_TORCH}), spec has "
+                f"nccl.version = {r.nccl.version!r}: set nccl.version = \"{w.version}\"")
     return None
 
 
@@ -325,8 +359,13 @@ RULES: tuple[Rule, ...] = (
     Rule("nvshmem-pip-needs-host-python", "a pip-provided NVSHMEM is the host Python's wheel",
          "DeepEP deep_ep/utils/find_pkgs.py (importlib.metadata of the running Python)", _pip_nvshmem_host_python,
          "nvshmem.provider"),
-    Rule("cuda-wheel-host-mode", "a wheel-provided CUDA is read as a host toolkit: Python and PyTorch are the host's too",
+    Rule("cuda-wheel-host-mode", "a wheel-provided CUDA is read as a host toolkit: Python is the host's, PyTorch not conda's",
          "recipes/deep-ep/recipe.yaml (host mode), deepep_env/builder/cuda_home.py", _wheel_cuda_host_mode, "cuda.provider"),
+    Rule("pytorch-wheel-build", "PyPI's torch closure is built for one CPython and one CUDA: the spec names them",
+         "recipes/pytorch-wheel/sources.toml (torch's cpXY tag, nvidia-cuda-runtime's version)", _wheel_torch_build,
+         "pytorch.provider"),
+    Rule("nccl-wheel-is-torchs", "a wheel-provided NCCL is the nvidia-nccl wheel torch pins, in the same closure",
+         "PyPI torch-2.11.0 METADATA (Requires-Dist nvidia-nccl-cu13==2.28.9)", _wheel_nccl, "nccl.provider"),
     Rule("cuda-wheel-no-jit", "a wheel-provided CUDA is in the builds only: no nvcc in the env for a JIT engine",
          "DeepEP EPv2 release README (nvcc at run time); deepep_env/builder/cuda_home.py", _wheel_cuda_no_jit,
          "cuda.provider"),

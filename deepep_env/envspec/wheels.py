@@ -9,22 +9,16 @@ cannot fetch a source tarball sees which pinned wheel it could use.
 from __future__ import annotations
 
 import functools
-import sys
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, Optional
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field
 
 from deepep_env.base.errors import UserError
-from deepep_env.base.hashing import file_tree_sha256, is_digest
-from deepep_env.envspec.catalog import CATALOG_FORMAT, SourcePin, load_catalog
-from deepep_env.envspec.load import read_spec_bytes, show
+from deepep_env.envspec.catalog import load_catalog
+from deepep_env.envspec.load import show
 from deepep_env.envspec.model import Strict
+from deepep_env.envspec.wheel_pins import WheelPin, read_wheel_catalog
 from deepep_env.envspec.resolved import ResolvedSpec
 from deepep_env.envspec.rules import violations
 from deepep_env.base.versions import version_cmp, version_lt
@@ -33,45 +27,10 @@ PACKAGE = "nvshmem-wheel"
 LAYOUT_CHANGE = "3.5.19"  # NVSHMEM 3.5.21 release notes: RC-QP layout changed starting in 3.5.19
 
 
-class WheelPin(Strict):
-    filename: str = Field(pattern=r"^nvidia_nvshmem_cu1[0-9]-[0-9.]+-py3-none-[A-Za-z0-9_.]+\.whl$")
-    url: str = Field(pattern=r"^https://files\.pythonhosted\.org/packages/[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{60}/[A-Za-z0-9_.-]+\.whl$")
-    sha256: str
-    size: int = Field(gt=0)
-
-    _d = field_validator("sha256")(lambda cls, v: v if is_digest(v) else (_ for _ in ()).throw(
-        ValueError("must be 'sha256:' followed by 64 lowercase hex digits")))
-
-
 class WheelCatalog(Strict):
     format: int
     package: str
     versions: dict[str, dict[str, dict[str, WheelPin]]] = Field(default_factory=dict)  # V -> cuNN -> subdir -> pin
-
-
-C = TypeVar("C", bound=Strict)
-
-
-def read_wheel_catalog(path: Path, model: type[C], package: str, what: str) -> C:
-    """A wheel catalog (``recipes/<package>/sources.toml``) as ``model``: empty when the file is absent;
-    unreadable TOML, a field the model refuses, or another format/package is one line naming the file
-    and the field. ``what`` names the catalog in the first of those (``wheel``, ``toolkit``)."""
-    if not path.exists():
-        return model.model_validate({"format": CATALOG_FORMAT, "package": package})
-    try:
-        data = tomllib.loads(read_spec_bytes(path).decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise UserError(f"unreadable {what} catalog: {type(exc).__name__}", file=path, accepted="TOML 1.0, UTF-8") from None
-    try:
-        cat = model.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise UserError(err["msg"], file=path, field=".".join(str(p) for p in err["loc"])) from None
-    fmt, pkg = getattr(cat, "format"), getattr(cat, "package")
-    if fmt != CATALOG_FORMAT or pkg != package:
-        raise UserError(f"format/package {show(fmt)}/{show(pkg)}", file=path,
-                        accepted=f"format = {CATALOG_FORMAT}, package = {package!r}")
-    return cat
 
 
 def load_wheels(recipes_dir: Path) -> WheelCatalog:
@@ -87,13 +46,6 @@ def load_wheels(recipes_dir: Path) -> WheelCatalog:
 
 def wheel_pin(cat: WheelCatalog, version: str, cuda_version: str, subdir: str) -> Optional[WheelPin]:
     return cat.versions.get(version, {}).get(f"cu{cuda_version.split('.')[0]}", {}).get(subdir)
-
-
-def wheel_source(pin: WheelPin) -> SourcePin:
-    """The wheel as a build source: a tree holding the one file ``pin.filename``, so the source cache,
-    staging and the build id treat it like any pinned tree (its ``tree_sha256`` follows from the
-    wheel's published sha256: :func:`deepep_env.base.hashing.file_tree_sha256`)."""
-    return SourcePin(urls=[pin.url], tree_sha256=file_tree_sha256(pin.filename, pin.sha256))
 
 
 def require_wheel(recipes_dir: Path, version: str, cuda_version: str, subdir: str,

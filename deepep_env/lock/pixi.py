@@ -240,6 +240,9 @@ def env_for_spec(r: ResolvedSpec, project: Project, warnings: list[str], ws: Opt
     if r.cuda.provider == "wheel":
         comments.append(f"cuda {r.cuda.version} from NVIDIA's wheels (recipes/cuda-wheel): a build input of DeepEP, "
                         "not a package of the env")
+    if r.pytorch.provider == "wheel":
+        comments.append(f"pytorch {r.pytorch.version} (cu{r.pytorch.cuda.replace('.', '')}) and nccl {r.nccl.version} from "
+                        "PyPI's wheels (recipes/pytorch-wheel): deepep-pytorch, on the host Python's path when activated")
     return PixiEnv(spec=r.name, name=name, platform=platform_for(r.subdirs[0], r.cuda.version), channels=channels,
                    dependencies=deps, env=dict(r.env), tasks=_tasks(r), comments=comments)
 

@@ -163,7 +163,10 @@ def cuda_wheel_facts(meta: Mapping[str, Any]) -> Facts:
     so only what the build still reads from this machine is a fact: the host compiler nvcc drives,
     and the headers of the CUDA libraries PyTorch's own headers include (cublas, cusparse, cusolver…),
     which come from the host Python's ``nvidia/cuNN/include`` (the wheels torch runs with) and are
-    put beside the toolkit's (builder/cuda_home.py)."""
+    put beside the toolkit's (builder/cuda_home.py). With a wheel PyTorch those headers are its package's
+    (a graph node, its id already an input), so nothing of them is read here."""
+    if meta.get("torch_from") == "wheel":
+        return {**host_compiler_facts(meta), "library_headers": "deepep-pytorch"}
     p = python_probe(str(meta.get("python_executable") or "python3"))
     where = p.get("cuda_libraries") or ""
     return {**host_compiler_facts(meta),
@@ -293,6 +296,8 @@ _TORCH_LIBS = ("libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so", 
 
 
 def pytorch_facts(meta: Mapping[str, Any]) -> Facts:
+    if meta.get("torch_from") == "wheel":   # the graph's deepep-pytorch: its id is the node's input, not this machine
+        return {}
     p = python_probe(str(meta.get("python_executable") or "python3"))
     if "missing" in p or not p.get("torch"):
         return {"torch": p.get("missing") or "missing: torch"}

@@ -92,8 +92,9 @@ def _expected_edges(p) -> dict[str, tuple[set[str], set[str]]]:
         against = _names(reqs["build"] + reqs["host"]) | {m for s in every for m in _PIN.findall(s)}
         exact = {m for s in every for m in _EXACT.findall(s)}
         build = {o for o in nodes if o != name and (produced[o] & against or ident(o) in exact)}
-        if n.externals.get("cuda", {}).get("provider") == "wheel":
-            build.add("cuda")   # the one edge the spec adds, not a recipe (plan._with_toolkit_edges)
+        for comp in ("cuda", "pytorch"):   # the edges the spec adds, not a recipe (plan._with_wheel_edges)
+            if n.externals.get(comp, {}).get("provider") == "wheel":
+                build.add(comp)
         run = {o for o in nodes if o != name and produced[o] & _names(reqs["run"])} - build
         out[name] = (build, run)
     return out
@@ -121,7 +122,8 @@ def test_plan_edges_are_what_the_recipes_name_and_order_follows_them(spec):
             ids = {m.package: m.id for m in p.nodes}
             assert n.preimage.get("dependencies", {}) == {d: ids[d] for d in n.deps}
     # what an environment asks for by name: DeepEP, and the tool (a run dependency only)
-    assert {r.package for r in p.roots()} == {"deep-ep", "deepep-env"}
+    # (and a wheel PyTorch, a package of the env no run requirement names)
+    assert {r.package for r in p.roots()} == {"deep-ep", "deepep-env"} | ({"pytorch"} & set(order))
     assert order[-1] == "deep-ep"
 
 
@@ -133,9 +135,10 @@ GOLDEN = {
     "h200-nvlink-v2": {"deepep-env": ((), ()), "nccl": ((), ()), "deep-ep": (("nccl",), ("deepep-env",))},
     "gcp-b200-v2": {"deepep-env": ((), ()), "nvshmem": ((), ()), "nccl": ((), ()),
                     "deep-ep": (("nvshmem", "nccl"), ("deepep-env",))},
-    # a wheel CUDA: the toolkit node, built against by DeepEP (NVSHMEM's wheel repack reads no CUDA)
-    "gcp-b200-wheel": {"deepep-env": ((), ()), "cuda": ((), ()), "nvshmem": ((), ()),
-                       "deep-ep": (("cuda", "nvshmem"), ("deepep-env",))},
+    # a wheel CUDA and a wheel PyTorch: the toolkit and deepep-pytorch, built against by DeepEP (NVSHMEM's
+    # wheel repack reads neither)
+    "gcp-b200-wheel": {"deepep-env": ((), ()), "cuda": ((), ()), "pytorch": ((), ()), "nvshmem": ((), ()),
+                       "deep-ep": (("cuda", "pytorch", "nvshmem"), ("deepep-env",))},
 }
 
 
