@@ -46,6 +46,7 @@ from deepep_env.lock.next_step import next_step
 from deepep_env.base.channels.urls import file_url
 from deepep_env.formats.lock_platforms import platform_for
 from deepep_env.lock.request import component_requirements, workspace_platforms
+from deepep_env.builder.recipegraph import read_recipe
 from deepep_env.lock.workspace import Workspace, workspace
 from deepep_env.base.project import pixi_env_name
 from deepep_env.lock.pixi_model import PIXI_ACCEPTED
@@ -190,12 +191,16 @@ def _built_dependencies(r: ResolvedSpec, project: Project, comments: list[str], 
     deps: dict[str, Any] = {}
     try:
         for n in workspace(project, ws).plan_of(r).roots():
-            if n.meta.get("tool"):
-                deps[n.package] = f"=={n.version}"   # pinned by version: deepep_env/builder/toolpkg.py
-            elif n.id:
-                deps[n.package] = {"version": f"=={n.version}", "build": n.build_string}
-            else:
-                deps[n.package] = f"=={n.version}"
+            # by the conda name(s) its recipe makes (the pytorch node's package is deepep-pytorch)
+            names = read_recipe(n.recipe_dir).outputs or [n.package]
+            for name in names:
+                if n.meta.get("tool"):
+                    deps[name] = f"=={n.version}"   # pinned by version: deepep_env/builder/toolpkg.py
+                elif n.id:
+                    deps[name] = {"version": f"=={n.version}", "build": n.build_string}
+                else:
+                    deps[name] = f"=={n.version}"
+            if not n.id and not n.meta.get("tool"):
                 comments.append(f"{n.package}: build id unknown until {', '.join(n.unpinned)} is pinned "
                                 f"(`deepep-env fetch {r.name}`), so its build string is not pinned here")
     except UserError as exc:

@@ -220,6 +220,10 @@ def test_build_repacks_pytorch_deepep_imports_it_and_the_env_runs_it(tmp_path, m
     assert cli_in_process(capsys, "lock", "h200-nvlink", *p)[0] == 0
     lock = (fp.root / "pixi.lock").read_text()
     assert "deepep-pytorch-2.11.0-h" in lock
+    # pixi.toml asks for it by its conda name, pinned to the locked build (the node is "pytorch")
+    assert cli_in_process(capsys, "pixi", "sync", *p)[0] == 0
+    build = re.search(r"deepep-pytorch-2\.11\.0-(h[0-9a-f]{10}_0)\.conda", lock).group(1)
+    assert f'deepep-pytorch = {{ version = "==2.11.0", build = "{build}" }}' in (fp.root / "pixi.toml").read_text()
     rc, out, err = cli_in_process(capsys, "install", "h200-nvlink", *p)
     assert rc == 0, err
     prefix = fp.project.prefix_for("h200-nvlink")
