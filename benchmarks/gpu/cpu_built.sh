@@ -6,7 +6,8 @@
 # sha256: install checks it); every other package (NVSHMEM from NVIDIA's wheel, deepep-env) is rebuilt
 # here from the lock and must come out byte-identical. The spec's interpreter, /opt/deepep-cu130, is the
 # image's own torch 2.11.0+cu130 venv (a link: the same PyPI release the package was built against).
-# Then DeepEP's intranode test on every GPU of the host through `deepep-env task`, nothing set by hand.
+# Then DeepEP's intranode and low-latency tests on every GPU of the host through `deepep-env task`, nothing
+# set by hand (round fourteen needed a third call for the second: one call now does both).
 # Figures as name=value lines, the last one the headline. The test's record lands in this working tree,
 # which the device's next call replaces with the local one (one record was lost so, 2026-11-28), so it is
 # copied to $WORK/verified, which common.sh packs into the caller's $OUT/results.tgz at exit.
@@ -39,11 +40,16 @@ $PY benchmarks/gpu/same_as_lock.py "$ENV_NAME" "$DEEPEP_ENV_STATE/channel" cpu_b
 "${DE[@]}" doctor "$ENV_NAME" > "$WORK/doctor.txt" 2>&1; fig cpu_built_doctor_exit $?
 grep -E "^(ERROR|WARN)|errors," "$WORK/doctor.txt" | head -8
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-t=$(now)
-timeout 300 "${DE[@]}" task deepep-test-intranode -e "$ENV_NAME" -- --num-processes "$NGPU" > "$WORK/intranode.log" 2>&1
-ok=$?
-fig cpu_built_intranode_exit "$ok"; fig cpu_built_intranode_s "$(since "$t")"
-tail -3 "$WORK/intranode.log"
-$PY benchmarks/gpu/parse_deepep.py "$WORK/intranode.log" "cpu_built_intranode_" | figs
+cpu_built_test() {  # cpu_built_test TASK NAME: one DeepEP test on every GPU through `deepep-env task`
+  local t rc; t=$(now)
+  timeout 300 "${DE[@]}" task "$1" -e "$ENV_NAME" -- --num-processes "$NGPU" > "$WORK/$2.log" 2>&1
+  rc=$?
+  fig "cpu_built_$2_exit" "$rc"; fig "cpu_built_$2_s" "$(since "$t")"
+  tail -3 "$WORK/$2.log"
+  $PY benchmarks/gpu/parse_deepep.py "$WORK/$2.log" "cpu_built_$2_" | figs
+  return "$rc"
+}
+cpu_built_test deepep-test-intranode intranode; ok=$?
+cpu_built_test deepep-test-low-latency lowlatency || ok=1
 rm -rf "$WORK/verified" && mkdir -p "$WORK/verified" && cp -r "verified/$ENV_NAME" "$WORK/verified/" 2>/dev/null
 fig headline_cpu_built_ok "$([ "$ok" = 0 ] && echo 1 || echo 0)"
