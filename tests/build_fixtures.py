@@ -211,6 +211,59 @@ def read_in_package(conda: Path, member: str) -> bytes:
 
 
 
+def write_wheel(path: Path, members: dict[str, tuple[str, int]]) -> Path:
+    """A stand-in wheel: a zip of ``members`` (name -> (text, mode)) in name order, at one fixed time."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as z:
+        for name, (text, mode) in sorted(members.items()):
+            info = zipfile.ZipInfo(name, date_time=(2025, 1, 1, 0, 0, 0))
+            info.external_attr = (0o100000 | mode) << 16
+            z.writestr(info, text)
+    return path
+
+
+def wheel_catalog(package: str, version: str, pins: dict[str, tuple[str, str, Path]], fill: str) -> str:
+    """A wheel catalog (recipes/<package>/sources.toml) pinning stand-in wheels by their real sha256 and size:
+    ``pins`` is part -> (project, version, wheel file); ``fill`` makes the URL's 60-hex folder."""
+    from deepep_env.base.hashing import file_sha256
+
+    text = f'format = 1\npackage = "{package}"\n'
+    for part, (project, ver, f) in pins.items():
+        url = f"https://files.pythonhosted.org/packages/00/11/{fill * 60}/{f.name}"
+        text += (f'\n[versions."{version}".linux-64.{part}]\nproject = "{project}"\nversion = "{ver}"\n'
+                 f'filename = "{f.name}"\nurl = "{url}"\nsha256 = "{file_sha256(f)}"\nsize = {f.stat().st_size}\n')
+    return text
+
+
+def fetched(fp: FakeProject, env: str, tmp_path: Path, monkeypatch: Any, capsys: Any) -> list[str]:
+    """A state folder and source cache of the test's own, the fake upstream fetched offline for ``env``:
+    the ``--project`` arguments the test's commands take."""
+    from cli_runner import cli_in_process
+
+    monkeypatch.setenv("DEEPEP_ENV_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(tmp_path / "cache"))
+    p = ["--project", str(fp.root)]
+    assert cli_in_process(capsys, "fetch", env, *p, "--from", str(fp.upstream), "--offline")[0] == 0
+    return p
+
+
+def refusal_after_edit(fp: FakeProject, env: str, old: str, new: str, count: int = -1) -> str:
+    """The error ``load_resolved`` gives once ``old`` (which must be there) becomes ``new`` in the spec
+    (``count`` occurrences, every one by default), as text."""
+    import pytest
+
+    from deepep_env.base.errors import UserError
+    from deepep_env.envspec import load_resolved
+
+    f = fp.root / "env_specs" / f"{env}.toml"
+    assert old in f.read_text()
+    f.write_text(f.read_text().replace(old, new, count))
+    with pytest.raises(UserError) as ei:
+        load_resolved(env, fp.project)
+    return str(ei.value)
+
+
 # --- conda-forge-shaped solves (tests/builder/test_conda_mode.py, tests/doctor/test_deepep_v2.py) -----
 
 FORGE = Path(__file__).resolve().parent / "fixtures" / "conda-forge"

@@ -13,13 +13,13 @@ import re
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from build_fixtures import REPO, fake_project, read_in_package, stand_in_deepep
+from build_fixtures import (REPO, fake_project, fetched, read_in_package, refusal_after_edit, stand_in_deepep,
+                            wheel_catalog, write_wheel)
 from cli_runner import cli_in_process
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256
@@ -62,24 +62,13 @@ def make_wheels(where: Path) -> dict[str, Path]:
     where.mkdir(parents=True, exist_ok=True)
     out = {}
     for part in PARTS:
-        path = where / f"nvidia_cuda_{part}-13.0.88-py3-none-manylinux2014_x86_64.whl"
-        with zipfile.ZipFile(path, "w") as z:
-            for name, (text, mode) in sorted(_members(part).items()):
-                info = zipfile.ZipInfo(name, date_time=(2025, 1, 1, 0, 0, 0))
-                info.external_attr = (0o100000 | mode) << 16
-                z.writestr(info, text)
-        out[part] = path
+        out[part] = write_wheel(where / f"nvidia_cuda_{part}-13.0.88-py3-none-manylinux2014_x86_64.whl", _members(part))
     return out
 
 
 def _catalog(wheels: dict[str, Path]) -> str:
-    text = 'format = 1\npackage = "cuda-wheel"\n'
-    for part, w in wheels.items():
-        url = f"https://files.pythonhosted.org/packages/00/11/{'3' * 60}/{w.name}"
-        text += (f'\n[versions."13.0".linux-64.{part}]\nproject = "nvidia-cuda-{part.replace("_", "-")}"\n'
-                 f'version = "13.0.88"\nfilename = "{w.name}"\nurl = "{url}"\nsha256 = "{file_sha256(w)}"\n'
-                 f'size = {w.stat().st_size}\n')
-    return text
+    return wheel_catalog("cuda-wheel", "13.0", {part: (f"nvidia-cuda-{part.replace('_', '-')}", "13.0.88", w)
+                                                for part, w in wheels.items()}, "3")
 
 
 def host_venv(tmp_path: Path) -> Path:
@@ -152,15 +141,9 @@ def test_another_toolkit_wheel_is_another_deepep_id(tmp_path):
     (('provider = "wheel"', 'provider = "wheel"\nprefix = "/usr/local/cuda"'), "cuda.prefix is only for provider = 'host'"),
 ])
 def test_a_toolkit_that_is_not_pinned_is_one_clear_line(tmp_path, edit, msg):
-    from deepep_env.envspec import load_resolved
-
     fp, _ = cuda_project(tmp_path)
-    f = fp.root / "env_specs" / "h200-nvlink.toml"
-    assert edit[0] in f.read_text()
-    f.write_text(f.read_text().replace(edit[0], edit[1], 1))
-    with pytest.raises(UserError) as ei:
-        load_resolved("h200-nvlink", fp.project)
-    assert msg in str(ei.value) and "\n" not in str(ei.value)
+    err = refusal_after_edit(fp, "h200-nvlink", *edit, count=1)
+    assert msg in err and "\n" not in err
 
 
 def test_a_catalog_wheel_named_for_another_project_is_refused(tmp_path):
@@ -201,10 +184,7 @@ def test_build_repacks_the_toolkit_builds_read_it_and_the_env_never_holds_it(tmp
     from deepep_env.doctor.elf import read_dynamic_path
 
     fp, wheels = cuda_project(tmp_path)
-    monkeypatch.setenv("DEEPEP_ENV_STATE", str(tmp_path / "state"))
-    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(tmp_path / "cache"))
-    p = ["--project", str(fp.root)]
-    assert cli_in_process(capsys, "fetch", "h200-nvlink", *p, "--from", str(fp.upstream), "--offline")[0] == 0
+    p = fetched(fp, "h200-nvlink", tmp_path, monkeypatch, capsys)
     rc, out, err = cli_in_process(capsys, "build", "h200-nvlink", *p, "--offline", "--json")
     assert rc == 0, err
     nodes = {n["package"]: n for n in json.loads(out)["nodes"]}
@@ -256,10 +236,7 @@ def test_the_toolkit_and_its_readers_rebuild_to_the_same_bytes(tmp_path, monkeyp
     """Same id, same bytes: `build --check` rebuilds the toolkit (the unpacked wheels and the compiled
     libcuda stub) and the node that read it, and compares the archives."""
     fp, _ = cuda_project(tmp_path)
-    monkeypatch.setenv("DEEPEP_ENV_STATE", str(tmp_path / "state"))
-    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(tmp_path / "cache"))
-    p = ["--project", str(fp.root)]
-    assert cli_in_process(capsys, "fetch", "h200-nvlink", *p, "--from", str(fp.upstream), "--offline")[0] == 0
+    p = fetched(fp, "h200-nvlink", tmp_path, monkeypatch, capsys)
     rc, out, err = cli_in_process(capsys, "build", "h200-nvlink", *p, "--offline", "--check", "--json")
     assert rc == 0, err
     checks = {c["package"]: c for c in json.loads(out)["checks"]}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from build_fixtures import REPO, fake_project, read_in_package, stand_in_deepep
+from build_fixtures import REPO, fake_project, fetched, read_in_package, refusal_after_edit, stand_in_deepep
 from cli_runner import cli_in_process, cli_subprocess
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256, file_tree_sha256, tree_sha256
@@ -102,15 +102,9 @@ def test_spec_resolves_to_the_pinned_wheel_and_plans_a_repack_node(tmp_path):
     (('version = "3.4.5"\nprovider = "wheel"', 'version = ">=3.4"\nprovider = "wheel"'), "nvshmem.version"),
 ])
 def test_a_wheel_that_is_not_pinned_is_one_clear_line(tmp_path, edit, msg):
-    from deepep_env.envspec import load_resolved
-
     fp, _ = wheel_project(tmp_path)
-    f = fp.root / "env_specs" / "h200-wheel.toml"
-    assert edit[0] in f.read_text()
-    f.write_text(f.read_text().replace(*edit))
-    with pytest.raises(UserError) as ei:
-        load_resolved("h200-wheel", fp.project)
-    assert msg in str(ei.value) and "\n" not in str(ei.value)
+    err = refusal_after_edit(fp, "h200-wheel", *edit)
+    assert msg in err and "\n" not in err
 
 
 def test_fetch_from_imports_the_wheel_by_sha256_and_refuses_another(tmp_path, monkeypatch):
@@ -169,11 +163,7 @@ def test_fetch_downloads_the_wheel_from_its_url(tmp_path, monkeypatch):
 
 def test_build_repacks_the_wheel_deep_ep_builds_against_it_lock_and_install(tmp_path, monkeypatch, capsys):
     fp, whl = wheel_project(tmp_path)
-    state = tmp_path / "state"
-    monkeypatch.setenv("DEEPEP_ENV_STATE", str(state))
-    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(tmp_path / "cache"))
-    p = ["--project", str(fp.root)]
-    assert cli_in_process(capsys, "fetch", "h200-wheel", *p, "--from", str(fp.upstream), "--offline")[0] == 0
+    p = fetched(fp, "h200-wheel", tmp_path, monkeypatch, capsys)
     rc, out, err = cli_in_process(capsys, "build", "h200-wheel", *p, "--offline", "--json")
     assert rc == 0, err
     rep = json.loads(out)

@@ -15,13 +15,13 @@ import re
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from build_fixtures import REPO, fake_project, read_in_package, stand_in_deepep
+from build_fixtures import (REPO, fake_project, fetched, read_in_package, refusal_after_edit, stand_in_deepep,
+                            wheel_catalog, write_wheel)
 from cli_runner import cli_in_process
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256
@@ -76,24 +76,13 @@ def make_wheels(where: Path) -> dict[str, Path]:
     out = {}
     for part, w in sorted(REAL.items()):
         tags = "cp312-cp312-manylinux_2_28_x86_64" if part == "torch" else "py3-none-any"
-        path = where / f"{_stem(w['project'])}-{w['version']}-{tags}.whl"
-        with zipfile.ZipFile(path, "w") as z:
-            for name, (text, mode) in sorted(_members(part, w).items()):
-                info = zipfile.ZipInfo(name, date_time=(2025, 1, 1, 0, 0, 0))
-                info.external_attr = (0o100000 | mode) << 16
-                z.writestr(info, text)
-        out[part] = path
+        out[part] = write_wheel(where / f"{_stem(w['project'])}-{w['version']}-{tags}.whl", _members(part, w))
     return out
 
 
 def _catalog(wheels: dict[str, Path]) -> str:
-    text = 'format = 1\npackage = "pytorch-wheel"\n'
-    for part, f in wheels.items():
-        w = REAL[part]
-        url = f"https://files.pythonhosted.org/packages/00/11/{'4' * 60}/{f.name}"
-        text += (f'\n[versions."2.11.0".linux-64.{part}]\nproject = "{w["project"]}"\nversion = "{w["version"]}"\n'
-                 f'filename = "{f.name}"\nurl = "{url}"\nsha256 = "{file_sha256(f)}"\nsize = {f.stat().st_size}\n')
-    return text
+    return wheel_catalog("pytorch-wheel", "2.11.0", {part: (REAL[part]["project"], REAL[part]["version"], f)
+                                                     for part, f in wheels.items()}, "4")
 
 
 def bare_venv(tmp_path: Path) -> Path:
@@ -162,15 +151,9 @@ def test_another_wheel_of_the_closure_is_another_deepep_id(tmp_path):
      "nccl.provider = 'wheel' is the NCCL wheel of a wheel-provided PyTorch"),
 ])
 def test_a_closure_the_spec_does_not_match_is_one_clear_line(tmp_path, edit, msg):
-    from deepep_env.envspec import load_resolved
-
     fp, _ = torch_project(tmp_path)
-    f = fp.root / "env_specs" / "h200-nvlink.toml"
-    assert edit[0] in f.read_text()
-    f.write_text(f.read_text().replace(edit[0], edit[1], 1))
-    with pytest.raises(UserError) as ei:
-        load_resolved("h200-nvlink", fp.project)
-    assert msg in str(ei.value) and "\n" not in str(ei.value)
+    err = refusal_after_edit(fp, "h200-nvlink", *edit, count=1)
+    assert msg in err and "\n" not in err
 
 
 def test_a_catalog_without_a_torch_wheel_is_refused(tmp_path):
@@ -200,10 +183,7 @@ def test_the_real_catalog_is_pips_closure_of_torch_2_11_for_cp312_and_cuda_13():
 
 def test_build_repacks_pytorch_deepep_imports_it_and_the_env_runs_it(tmp_path, monkeypatch, capsys):
     fp, wheels = torch_project(tmp_path)
-    monkeypatch.setenv("DEEPEP_ENV_STATE", str(tmp_path / "state"))
-    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(tmp_path / "cache"))
-    p = ["--project", str(fp.root)]
-    assert cli_in_process(capsys, "fetch", "h200-nvlink", *p, "--from", str(fp.upstream), "--offline")[0] == 0
+    p = fetched(fp, "h200-nvlink", tmp_path, monkeypatch, capsys)
     rc, out, err = cli_in_process(capsys, "build", "h200-nvlink", *p, "--offline", "--json")
     assert rc == 0, err
     nodes = {n["package"]: n for n in json.loads(out)["nodes"]}
@@ -249,10 +229,7 @@ def test_build_repacks_pytorch_deepep_imports_it_and_the_env_runs_it(tmp_path, m
 
 def test_the_pytorch_package_and_its_reader_rebuild_to_the_same_bytes(tmp_path, monkeypatch, capsys):
     fp, _ = torch_project(tmp_path)
-    monkeypatch.setenv("DEEPEP_ENV_STATE", str(tmp_path / "state"))
-    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(tmp_path / "cache"))
-    p = ["--project", str(fp.root)]
-    assert cli_in_process(capsys, "fetch", "h200-nvlink", *p, "--from", str(fp.upstream), "--offline")[0] == 0
+    p = fetched(fp, "h200-nvlink", tmp_path, monkeypatch, capsys)
     rc, out, err = cli_in_process(capsys, "build", "h200-nvlink", *p, "--offline", "--check", "--json")
     assert rc == 0, err
     checks = {c["package"]: c for c in json.loads(out)["checks"]}
