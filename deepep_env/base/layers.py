@@ -73,6 +73,31 @@ LAZY_REASON = "# lazy:"
 LAZY_EXEMPT: frozenset[str] = frozenset({"cli"})
 
 
+# The activation package (issue 50): the modules that compute the host overlay at every activation,
+# shipped into each environment as its ``deepep-env`` package (recipes/deepep-env), while the tool
+# itself is installed beside the environments. Its entry points are the conda hook and the stdlib-only
+# ``activate`` fast path; tests/base/test_activation_closure.py checks that their import closure
+# (function-level imports and ``TYPE_CHECKING`` blocks included) is exactly this set, so the package
+# stays small, and the package's build id (builder/toolpkg.py: the tree of these files alone) moves
+# only when one of them moves. A tool-only change (builder, lock, envspec, views, publish, launch, the
+# other commands) leaves every lock and every GPU record as it was. Data only.
+ACTIVATION_ENTRIES: tuple[str, ...] = ("deepep_env.cli.hook", "deepep_env.cli.fast_activate")
+ACTIVATION: frozenset[str] = frozenset({
+    "deepep_env", "deepep_env.cli", "deepep_env.cli.hook", "deepep_env.cli.fast_activate",
+    "deepep_env.base", "deepep_env.base.atomic", "deepep_env.base.engines", "deepep_env.base.errors",
+    "deepep_env.base.project", "deepep_env.base.readfile", "deepep_env.base.safetext",
+    "deepep_env.formats", "deepep_env.formats.prefix", "deepep_env.formats.stamps",
+    "deepep_env.host", "deepep_env.host.context",
+    "deepep_env.overlay", "deepep_env.overlay.activation", "deepep_env.overlay.changes",
+    "deepep_env.overlay.known_vars", "deepep_env.overlay.render", "deepep_env.overlay.rulebase",
+    "deepep_env.overlay.rules", "deepep_env.overlay.rules_efa", "deepep_env.overlay.rules_v2",
+    "deepep_env.platform", "deepep_env.platform.facts", "deepep_env.platform.gpus",
+    "deepep_env.platform.libraries", "deepep_env.platform.probes", "deepep_env.platform.probes_gpu",
+    "deepep_env.platform.probes_rdma", "deepep_env.platform.probing", "deepep_env.platform.profiles",
+    "deepep_env.platform.profiles_data", "deepep_env.platform.rootfs", "deepep_env.platform.topology",
+})
+
+
 def layer_of(top: str) -> "tuple[int, str] | None":
     """(index, name) of the layer holding top-level module ``top``, or None when none does."""
     for i, (name, mods, _) in enumerate(LAYERS):

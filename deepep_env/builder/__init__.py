@@ -4,7 +4,7 @@ Modules, in the order the data flows through them:
 
 - :mod:`~deepep_env.builder.recipegraph`: recipes read with rattler-build's parser; their edges
   and build order.
-- :mod:`~deepep_env.builder.toolpkg`: deepep-env's own package, its source the running tree.
+- :mod:`~deepep_env.builder.toolpkg`: the deepep-env package every env holds: the activation modules alone.
 - :mod:`~deepep_env.builder.plan`: the build plan: :class:`BuildNode` per package, pre-images,
   build ids (docs/build-id.md).
 - :mod:`~deepep_env.builder.build`: the builder: walk a plan in dependency order, build what the

@@ -28,8 +28,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print a script for `eval`: the env's prefix activation plus the host overlay."""
         from deepep_env.cli.fast_activate import run_activate
+        from deepep_env.cli.main import tool_activation
 
-        code = run_activate(env, root=root, shell=shell, prefix=prefix, platform=platform, demo_host=demo_host)
+        code = run_activate(env, root=root, shell=shell, prefix=prefix, platform=platform, demo_host=demo_host,
+                            tool=tool_activation())
         if code:
             raise typer.Exit(code)
 
@@ -46,9 +48,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run CMD inside ENV: `deepep-env run ENV -- python tests/test_intranode.py`."""
         from deepep_env.host.context import activation_context
+        from deepep_env.install.prefixes import find_meta
         from deepep_env.overlay.activation import exec_in_env, run_environment
 
-        act = activation_context(env, root=root, prefix=prefix, platform=platform)
+        act = activation_context(env, root=root, platform=platform, meta=find_meta(env, prefix))
         for w in act.warnings:
             print(f"deepep-env: warning: {w}", file=sys.stderr)
         sys.stderr.flush()

@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Mapping, NoReturn, Optional
+from typing import TYPE_CHECKING, Callable, ContextManager, Mapping, NamedTuple, NoReturn, Optional
 
 if TYPE_CHECKING:  # annotations only: argparse loads in _parser
     import argparse
 
+    from deepep_env.formats.prefix import NeedsProject, PrefixMeta
     from deepep_env.host.context import EnvContext
+
+
+class ToolSide(NamedTuple):
+    """What only the full tool can do for ``activate`` (cli/main.py passes it; the activation package's
+    own code never needs it): build a bundled demo host, and read a prefix the marker alone does not
+    describe (pixi installed it, or nothing is installed: install/prefixes.py)."""
+
+    demo_root: Callable[[str, Optional[str]], ContextManager[str]]
+    resolve: Callable[["NeedsProject"], "PrefixMeta"]
 
 SHELL_CHOICES = ("bash", "zsh", "fish", "json")
 
@@ -32,6 +42,7 @@ def run_activate(
     prefix: Optional[str] = None,
     platform: Optional[str] = None,
     demo_host: Optional[str] = None,
+    tool: Optional[ToolSide] = None,
 ) -> int:
     from deepep_env.base.errors import UserError
 
@@ -39,7 +50,7 @@ def run_activate(
         if shell is not None and shell not in SHELL_CHOICES:
             raise UserError(f"unknown shell {shell!r}", field="--shell", accepted=", ".join(SHELL_CHOICES))
         shell = shell or default_shell()
-        act = _activation(env, root, prefix, platform, demo_host)
+        act = _activation(env, root, prefix, platform, demo_host, tool)
         if shell == "json":
             import json
 
@@ -65,18 +76,25 @@ def run_activate(
 
 
 def _activation(env: str, root: str, prefix: Optional[str], platform: Optional[str],
-                demo_host: Optional[str]) -> EnvContext:
+                demo_host: Optional[str], tool: Optional[ToolSide]) -> EnvContext:
     """The activation of ``env``'s prefix on the host under ``root``, or on a bundled capture
     (``--demo-host``, read from a temporary tree only while the overlay is computed: only the
-    demo path loads the capture's code)."""
+    demo path loads the capture's code, through the tool)."""
+    from deepep_env.base.errors import UserError
+    from deepep_env.formats.prefix import NeedsProject
     from deepep_env.host.context import activation_context
 
-    if demo_host is None:
-        return activation_context(env, root=root, prefix=prefix, platform=platform)
-    from deepep_env.platform.demo import host_root
-
-    with host_root(root, demo_host) as host_dir:
-        return activation_context(env, root=host_dir, prefix=prefix, platform=platform)
+    if demo_host is not None and tool is None:
+        raise UserError("--demo-host needs the deepep-env tool", field="--demo-host", accepted="`deepep-env activate`")
+    if tool is None or demo_host is None:
+        try:
+            return activation_context(env, root=root, prefix=prefix, platform=platform)
+        except NeedsProject as need:
+            if tool is None:
+                raise
+            return activation_context(env, root=root, platform=platform, meta=tool.resolve(need))
+    with tool.demo_root(root, demo_host) as host_dir:
+        return _activation(env, host_dir, prefix, platform, None, tool)
 
 
 def hook_main(argv: list[str]) -> int:
@@ -108,7 +126,7 @@ def _parser(prog: str, description: str) -> argparse.ArgumentParser:
                          description=description)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], tool: Optional[ToolSide] = None) -> int:
     from deepep_env.base.project import DEFAULT_PREFIX   # stdlib only; host.context imports it anyway
 
     parser = _parser("deepep-env activate",
@@ -122,7 +140,7 @@ def main(argv: list[str]) -> int:
                         help="a bundled captured host (gcp-b200-demo, h200x8-nvlink) instead of this machine")
     args = parser.parse_args(argv)
     return run_activate(args.env, root=args.root, shell=args.shell, prefix=args.prefix, platform=args.platform,
-                        demo_host=args.demo_host)
+                        demo_host=args.demo_host, tool=tool)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from deepep_env.formats.prefix import PrefixMeta
 from deepep_env.overlay.render import fish_quote, sh_quote
 
 UNDO_VAR = "_DEEPEP_ENV_UNDO"
-SHELLS = ("sh", "bash", "zsh", "fish")
+SHELLS = ("sh", "bash", "zsh", "fish", "json")   # json: the overlay as data (what a test record keeps)
 # Test and operator overrides: read the host under another root (a captured tree), force a
 # platform profile, or skip the overlay altogether.
 ROOT_VAR = "DEEPEP_ENV_HOST_ROOT"
@@ -80,7 +80,12 @@ def _fish(name: str, value: Optional[str]) -> str:
 
 
 def hook_script(ov: Overlay, shell: str, environ: Mapping[str, str]) -> str:
-    """Shell code that applies ``ov`` to ``environ`` and records how to undo it in ``_DEEPEP_ENV_UNDO``."""
+    """Shell code that applies ``ov`` to ``environ`` and records how to undo it in ``_DEEPEP_ENV_UNDO``;
+    for ``json``, the overlay's changes as data (``deepep-env task``/``record`` keep them in the record)."""
+    if shell == "json":
+        import json
+
+        return json.dumps(ov.to_dict(), sort_keys=True) + "\n"
     put = _fish if shell == "fish" else _sh
     after = ov.apply(environ)
     names = [c.name for c in ov.changes if hasattr(c, "name")]

@@ -16,6 +16,9 @@ if TYPE_CHECKING:  # annotations only: typer loads after the fast paths
 
     import typer
 
+    from deepep_env.cli import fast_activate
+    from deepep_env.formats.prefix import NeedsProject, PrefixMeta
+
     class _ClickError(Protocol):
         """click's ``ClickException`` (click's own or typer's vendored copy): a usage error."""
 
@@ -91,12 +94,35 @@ def _error(line: str) -> None:
     print(f"deepep-env: error: {redact(line)}", file=sys.stderr)
 
 
+def tool_activation() -> "fast_activate.ToolSide":
+    """What the tool adds to the stdlib-only ``activate`` (cli/fast_activate.py): bundled demo hosts and
+    prefixes the marker alone does not describe. Each loads its code only when it is used."""
+    from contextlib import contextmanager
+    from typing import Iterator, Optional
+
+    from deepep_env.cli.fast_activate import ToolSide
+
+    @contextmanager
+    def demo_root(root: str, demo_host: Optional[str]) -> Iterator[str]:
+        from deepep_env.platform.demo import host_root
+
+        with host_root(root, demo_host) as d:
+            yield d
+
+    def resolve(need: "NeedsProject") -> "PrefixMeta":
+        from deepep_env.install.prefixes import resolve as resolve_need
+
+        return resolve_need(need)
+
+    return ToolSide(demo_root, resolve)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["activate"]:
         from deepep_env.cli import fast_activate   # the fast paths: stdlib only, no typer (module docstring)
 
-        return fast_activate.main(argv[1:])
+        return fast_activate.main(argv[1:], tool_activation())
     if argv[:1] == ["hook"]:   # run by every conda activation of an env with the deepep-env package
         from deepep_env.cli import fast_activate
 

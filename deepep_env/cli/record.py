@@ -19,6 +19,8 @@ def register(app: typer.Typer) -> None:
         log: Optional[str] = typer.Option(None, "--log", help="its output (figures are read from it; the last 8 MiB)"),
         root: Optional[str] = typer.Option(None, "--root", help="the host (default: $DEEPEP_ENV_HOST_ROOT, else /)"),
         platform: Optional[str] = typer.Option(None, "--platform", help="platform profile instead of the detected one"),
+        prefix: Optional[str] = typer.Option(None, "--prefix", help="the env's prefix, whose activation the record keeps "
+                                             "(default: $CONDA_PREFIX when it holds ENV, else the project's)"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -28,14 +30,17 @@ def register(app: typer.Typer) -> None:
         from pathlib import Path
 
         from deepep_env.base.readfile import read_tail
-        from deepep_env.verify.records import (OUTPUT_TAIL_BYTES, build_record, check_inputs, host_root, short_test,
-                                               write_record)
+        from deepep_env.verify.activation import activation_for
+        from deepep_env.verify.records import (OUTPUT_TAIL_BYTES, build_record, check_inputs, host_root, record_prefix,
+                                               short_test, write_record)
 
         proj = project(project_dir)
         check_inputs(proj, env, short_test(test), exit_code)   # before the log is read
         output = read_tail(Path(log), OUTPUT_TAIL_BYTES, accepted="a test's output log").decode("utf-8", "replace") if log else ""
-        rec = build_record(proj, env, test, args or (), exit_code, output, root=root or host_root(),
-                           platform=platform or os.environ.get("DEEPEP_ENV_PLATFORM") or None)
+        where = root or host_root()
+        chosen = platform or os.environ.get("DEEPEP_ENV_PLATFORM") or None
+        act = activation_for(record_prefix(proj, env, prefix), os.environ, root=where, platform=chosen)
+        rec = build_record(proj, env, test, args or (), exit_code, output, root=where, platform=chosen, activation=act)
         path = write_record(proj, rec)
         if as_json:
             print_json({**rec, "path": str(path)})

@@ -13,7 +13,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from deepep_env.doctor.context import DoctorContext, EnvView, PathView, effective_environment, site_dirs_of_python
 from deepep_env.doctor.model import Evidence, Finding, one_line
-from deepep_env.host.context import HostContext, host_overlay, platform_mismatch, prefix_meta, with_prefix_activation
+from deepep_env.host.context import HostContext, host_overlay, platform_mismatch, with_prefix_activation
+from deepep_env.install.prefixes import prefix_meta
 from deepep_env.base.errors import UnknownEnvError, UserError
 from deepep_env.overlay.activation import run_environment
 from deepep_env.overlay.changes import Overlay, Source

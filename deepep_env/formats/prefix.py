@@ -268,3 +268,31 @@ def parse_prefix_meta(data: Any, path: str, prefix: str, env: Optional[str] = No
         python_executable=executable,
         spec_env=dict(spec_env),
     )
+
+
+class NeedsProject(UserError):
+    """A prefix with no marker of ours, in a project whose spec can say more: pixi installed it
+    (``kind="unmarked"``: the spec stands in for the marker) or nothing is installed there
+    (``kind="missing"``: the lock and the spec name the next step). The stdlib-only activation reads
+    neither: it raises this, and the tool (``install/prefixes.py``) resolves or words it."""
+
+    def __init__(self, err: UserError, *, env: str, prefix: str, root: Path, kind: str) -> None:
+        self.env, self.prefix, self.root, self.kind, self.cause = env, prefix, root, kind, err
+        super().__init__(err.message, file=err.file, field=err.field, accepted=err.accepted)
+
+
+def marked_prefix_meta(env: str, pfx: "str | os.PathLike[str]", cwd: Optional[str] = None,
+                       environ: Optional[Mapping[str, str]] = None) -> PrefixMeta:
+    """The prefix's marker; :class:`NeedsProject` for a prefix with none in a project that has the spec."""
+    root = None if has_marker(pfx) else nearest_root(Path(cwd or os.getcwd()), environ)
+    if root is None or not (root / "env_specs" / f"{env}.toml").is_file():
+        return read_prefix_meta(pfx, env)      # the one-line "not installed" refusal
+    prefix = os.path.abspath(os.fspath(pfx))
+    if not is_conda_prefix(pfx):
+        try:
+            return read_prefix_meta(pfx, env)
+        except UserError as err:
+            raise NeedsProject(err, env=env, prefix=prefix, root=root, kind="missing") from None
+    raise NeedsProject(UserError(f"{prefix}: installed by pixi, no deepep-env marker"), env=env, prefix=prefix,
+                       root=root, kind="unmarked")
+

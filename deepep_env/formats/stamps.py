@@ -132,5 +132,5 @@ OVERLAY_DOC = Format("deepep-env/overlay", 1, "overlay")   # convention 2: overl
 HOST_FACTS = Format("deepep-env/host-facts", 1, "host facts")   # convention 2: detect --json
 HOST_DESCRIPTION = Format("deepep-env/host-description", 1, "host description")   # convention 4
 BUILD_INPUTS = Format("deepep-env/build-inputs", 1, "build inputs record")   # lockfiles/build-inputs.json
-TEST_RECORD = Format("deepep-env/test-record", 1, "test record")   # verified/ENV/*.json
+TEST_RECORD = Format("deepep-env/test-record", 2, "test record")   # verified/ENV/*.json (v2: the activation it ran under)
 FLEET_REPORT = Format("deepep-env/fleet-report", 1, "fleet report")   # fleet report --json

@@ -12,23 +12,18 @@ Stdlib-only: ``deepep-env activate`` and the conda activation hook import it on 
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, NamedTuple, Optional, Sequence
+from typing import Mapping, NamedTuple, Optional, Sequence
 
 from deepep_env.base.errors import UserError
 from deepep_env.overlay.activation import prefix_changes
 from deepep_env.overlay.changes import Overlay
-from deepep_env.formats.prefix import PrefixMeta, find_prefix, has_marker, is_conda_prefix, read_prefix_meta
-from deepep_env.base.project import Project, nearest_root
+from deepep_env.formats.prefix import PrefixMeta, find_prefix, has_marker, marked_prefix_meta, read_prefix_meta
 from deepep_env.overlay.rules import build_overlay
 from deepep_env.platform import Detection, detect
 from deepep_env.platform.facts import HostFacts
 from deepep_env.platform.probes import check_root
 from deepep_env.platform.profiles import PlatformChoice
 from deepep_env.platform.rootfs import RootFS
-
-if TYPE_CHECKING:  # annotations only: the activate path imports no lock code
-    from deepep_env.lock.workspace import Workspace
 
 
 class HostContext(NamedTuple):
@@ -119,44 +114,16 @@ def _warnings(host: HostContext, meta: Optional[PrefixMeta], ov: Overlay) -> tup
     return head + tuple(n.message for n in ov.warnings())
 
 
-def prefix_meta(env: str, pfx: "str | os.PathLike[str]", cwd: Optional[str] = None,
-                environ: Optional[Mapping[str, str]] = None, ws: Optional[Workspace] = None) -> PrefixMeta:
-    """The prefix's marker; for a prefix pixi installed (package records, no marker of ours), the
-    same fields from the project's spec, so pixi and deepep-env share ``.pixi/envs/ENV``."""
-    root = None if has_marker(pfx) else nearest_root(Path(cwd or os.getcwd()), environ)
-    if root is None or not (root / "env_specs" / f"{env}.toml").is_file():
-        return read_prefix_meta(pfx, env)      # the one-line "not installed" refusal
-    if not is_conda_prefix(pfx):
-        try:
-            return read_prefix_meta(pfx, env)
-        except UserError as err:               # not installed: name the step the tool will run (install, or before it)
-            raise _with_next_step(err, env, Project(root)) from None
-    from deepep_env.envspec.resolved import spec_marker   # lazy: pydantic, off the marked fast path
-    from deepep_env.formats.installed import unmarked_prefix_meta  # lazy: rattler, auth; off the marked fast path
-    from deepep_env.lock.workspace import workspace       # lazy: the spec (pydantic), off the marked fast path
-
-    r = workspace(Project(root), ws).resolved(env)
-    return unmarked_prefix_meta(env, r.name, Path(pfx), spec_marker(r))
-
-
-def _with_next_step(err: UserError, env: str, project: Project) -> UserError:
-    """``err`` (the prefix has no install) with the one step that gets ``env`` installed from this
-    checkout: ``install`` when it is locked, else what comes before it (never a refused install)."""
-    from deepep_env.lock.next_step import next_step   # lazy: the lock and the spec, only on this refusal
-
-    step = next_step(project, env)
-    if step.state == "locked":
-        return err
-    return UserError(f"{err.message}; {env} is {step.why}", file=err.file,
-                     accepted=f"`{step.command}` first{step.note()}, {step.then_install(env)}; or pass --prefix")
-
-
 def activation_context(env: str, *, root: "str | os.PathLike[str]" = "/",
                        prefix: "Optional[str | os.PathLike[str]]" = None, platform: Optional[str] = None,
-                       cwd: Optional[str] = None, environ: Optional[Mapping[str, str]] = None) -> EnvContext:
-    """``activate``/``run``: the installed prefix of ``env`` (its marker is required) on this host."""
+                       cwd: Optional[str] = None, environ: Optional[Mapping[str, str]] = None,
+                       meta: Optional[PrefixMeta] = None) -> EnvContext:
+    """``activate``/``run``: the installed prefix of ``env`` on this host. Its marker is read here
+    (``NeedsProject`` for a prefix without one in a project: the tool resolves it, install/prefixes.py,
+    and passes ``meta``)."""
     environ = os.environ if environ is None else environ
-    meta = prefix_meta(env, find_prefix(env, prefix, cwd, environ), cwd, environ)
+    if meta is None:
+        meta = marked_prefix_meta(env, find_prefix(env, prefix, cwd, environ), cwd, environ)
     host = read_host(root, platform, environ)
     ov = with_prefix_activation(meta, host_overlay(host, meta=meta))
     return EnvContext(host, env, meta.prefix, meta, ov, _warnings(host, meta, ov))

@@ -94,6 +94,18 @@ def host_root(environ: Optional[dict[str, str]] = None) -> str:
     return env.get("DEEPEP_ENV_HOST_ROOT") or "/"
 
 
+def record_prefix(project: Project, env: str, prefix: Optional[str] = None) -> Optional[str]:
+    """The prefix whose activation a record of ``env`` keeps: ``prefix``, else ``$CONDA_PREFIX`` when it
+    is an activated ``env``, else the project's prefix of ``env`` (None when none is installed)."""
+    if prefix:
+        return prefix
+    active = os.environ.get("CONDA_PREFIX")
+    if active and os.environ.get("CONDA_DEFAULT_ENV") in (env, pixi_env_name(env)):
+        return active
+    own = project.prefix_for(env)
+    return str(own) if own.is_dir() else None
+
+
 def check_inputs(project: Project, env: str, test: str, exit_code: int) -> None:
     """What a record is about, refused in one line before anything is read or written: an env this
     project has a spec for (a path or an unknown name is not one), a test name that is a file-name
@@ -119,7 +131,9 @@ def _result(test: str, args: Sequence[str], exit_code: int, output: str, gpu_cou
 
 def build_record(project: Project, env: str, test: str, args: Sequence[str], exit_code: int, output: str, *,
                  root: str = "/", platform: Optional[str] = None, lock_platform: Optional[str] = None,
-                 now: Optional[datetime] = None) -> dict[str, Any]:
+                 now: Optional[datetime] = None, activation: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """The record of one finished test. ``activation``: what the environment's own activation set for
+    it (verify/activation.py); the tool's version is metadata, never part of what the record binds to."""
     name = short_test(test)
     check_inputs(project, env, name, exit_code)
     host = host_fingerprint(read_host(root, platform, {}))
@@ -132,6 +146,7 @@ def build_record(project: Project, env: str, test: str, args: Sequence[str], exi
         "test": name,
         "args": [redact(a) for a in args],
         **_result(name, args, exit_code, output, int(host.get("gpu_count") or 0)),
+        "activation": activation,
         "time": when.isoformat().replace("+00:00", "Z"),
         "tool_version": __version__,
     }

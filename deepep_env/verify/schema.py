@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from deepep_env.base.errors import UserError
 from deepep_env.formats.stamps import TEST_RECORD
+from deepep_env.verify.activation import check_activation
 
 EXIT_CODES = range(-255, 256)     # a shell's $? (0-255), or Python's -N for a child killed by signal N
 MAX_RANKS = 1 << 20
@@ -59,6 +60,9 @@ FIELDS: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
     "why": (False, _text, "a string or null"),
     "evidence": (False, _text, "a string or null"),
     "tool_version": (False, _text, "a string or null"),
+    # v2: the activation the test ran under (verify/activation.py), its digest checked against its variables
+    "activation": (False, check_activation, "null, or {package, variables: [{name, op, value, rule}], digest} "
+                   "whose digest is the sha256 of its variables"),
 }
 
 

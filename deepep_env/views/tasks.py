@@ -35,6 +35,7 @@ from deepep_env.overlay.activation import source_activation_scripts, spec_python
 from deepep_env.formats.prefix import has_marker, read_prefix_meta
 from deepep_env.lock.pixi_model import DependsOn, PixiManifest, Task, TaskArg, load_manifest
 from deepep_env.base.project import pixi_env_name
+from deepep_env.verify.activation import activation_of
 from deepep_env.verify.records import build_record, host_root, write_record
 
 if TYPE_CHECKING:  # annotations only: no import at run time
@@ -253,6 +254,13 @@ def task_environment(project: Project, plan: TaskPlan, base: Optional[dict[str, 
     """What pixi exports for a task of ``plan.environment``: its variables, the features'
     ``activation.env``, then the prefix's ``activate.d`` ``*.sh`` scripts sourced in order (as
     ``pixi run`` runs them) — the deepep-env package's applies the host overlay."""
+    return source_activation_scripts(plan.prefix, pre_activation(project, plan, base, manifest))
+
+
+def pre_activation(project: Project, plan: TaskPlan, base: Optional[dict[str, str]] = None,
+                   manifest: Optional[PixiManifest] = None) -> dict[str, str]:
+    """The environment the prefix's ``activate.d`` scripts start from: the caller's, pixi's variables,
+    the features' ``activation.env`` and ``DEEPEP_ENV_PYTHON``."""
     env = dict(os.environ if base is None else base)
     prefix = plan.prefix
     env.update({
@@ -270,7 +278,7 @@ def task_environment(project: Project, plan: TaskPlan, base: Optional[dict[str, 
     if manifest is not None and plan.environment in manifest.environments:
         env.update(manifest.activation_env(plan.environment))  # the features' activation.env, in order
     env.update(_spec_python(prefix))
-    return source_activation_scripts(prefix, env)
+    return env
 
 
 def _spec_python(prefix: str) -> dict[str, str]:
@@ -326,11 +334,13 @@ def run_teed(argv: list[str], *, cwd: str, env: dict[str, str], limit: int = 8 <
     return rc, "\n".join(b"".join(k).decode("utf-8", "replace") for k in outs)
 
 
-def write_task_record(project: Project, plan: TaskPlan, rc: int, output: str, env: dict[str, str]) -> None:
-    """The test record of a finished ``deepep-test-*`` task; one that cannot be written is a warning."""
+def write_task_record(project: Project, plan: TaskPlan, rc: int, output: str, env: dict[str, str],
+                      activation: Optional[dict[str, Any]] = None) -> None:
+    """The test record of a finished ``deepep-test-*`` task, with the activation it ran under; one that
+    cannot be written is a warning."""
     try:
         rec = build_record(project, plan.spec, plan.task, plan.args, rc, output, root=host_root(env),
-                           platform=env.get("DEEPEP_ENV_PLATFORM") or None)
+                           platform=env.get("DEEPEP_ENV_PLATFORM") or None, activation=activation)
         path = write_record(project, rec)
     except (UserError, OSError) as exc:
         print(f"deepep-env task: warning: no test record written: {redact(exc)}", file=sys.stderr, flush=True)
@@ -350,7 +360,9 @@ def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, s
     result written as a test record (``verified/ENV/``) whether it passed or failed."""
     if install:
         ensure_installed(project, plan, workspace(project, ws))
-    env = task_environment(project, plan, base_env, load_manifest(project.pixi_toml))
+    pre = pre_activation(project, plan, base_env, load_manifest(project.pixi_toml))
+    env = source_activation_scripts(plan.prefix, pre)
+    activation = activation_of(plan.prefix, pre) if record and plan.records else None
     shell = shutil.which("bash") or "/bin/sh"
     for step in plan.steps:
         step_env = dict(env)
@@ -366,7 +378,7 @@ def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, s
         except OSError as exc:
             raise UserError(f"cannot run task {step.name!r}: {exc}", field="cmd") from None
         if teed:
-            write_task_record(project, plan, rc, output, dict(os.environ if base_env is None else base_env))
+            write_task_record(project, plan, rc, output, dict(os.environ if base_env is None else base_env), activation)
         if rc != 0:
             print(f"deepep-env task: {step.name} failed (exit {rc})", file=sys.stderr, flush=True)
             return rc

@@ -109,7 +109,7 @@ def test_silent_and_safe(installed, tmp_path):
     prefix = tmp_path / "pixi-env"
     shutil.copytree(installed_prefix, prefix, symlinks=True)
     (prefix / "conda-meta" / "deepep-env").unlink()
-    hook = [str(prefix / "bin" / "deepep-env"), "hook", "--shell", "sh", "--prefix", str(prefix)]
+    hook = [sys.executable, str(prefix / "share" / "deepep-env" / "hook.py"), "--shell", "sh", "--prefix", str(prefix)]
     empty = tmp_path / "nogpu"   # a machine with nothing under /sys and /proc to act on
     (empty / "sys").mkdir(parents=True)
     (empty / "proc").mkdir()
@@ -123,14 +123,19 @@ def test_silent_and_safe(installed, tmp_path):
     assert (res.returncode, res.stdout) == (0, "")
 
 
-def test_the_package_runs_the_cli_of_its_own_tree(installed):
-    """bin/deepep-env runs the package's own copy of deepep_env (never another on sys.path)."""
+def test_the_package_holds_the_activation_alone(installed):
+    """The package is the activation (issue 50): its hook runs the package's own copy of deepep_env (never
+    another on sys.path), which holds exactly base/layers.py's ACTIVATION modules: no builder, lock,
+    envspec or views, and no bin/deepep-env (the tool is installed beside the environment)."""
+    from deepep_env.base.layers import ACTIVATION
+
     proj, prefix = installed
-    res = subprocess.run([str(prefix / "bin" / "deepep-env"), "hook", "--help"], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=""))
+    share = prefix / "share" / "deepep-env"
+    res = subprocess.run([sys.executable, "-I", str(share / "hook.py"), "--help"], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=""), cwd=str(prefix))
     assert res.returncode == 0 and "--shell" in res.stdout
-    probe = subprocess.run([sys.executable, "-c", "import runpy, sys; sys.argv = ['x', 'hook', '--help']; "
-                            f"runpy.run_path({str(prefix / 'share' / 'deepep-env' / 'main.py')!r})"],
-                           capture_output=True, text=True)
-    assert probe.returncode == 0
-    assert (prefix / "share" / "deepep-env" / "lib" / "deepep_env" / "cli" / "hook.py").is_file()
+    assert not (prefix / "bin" / "deepep-env").exists()
+    lib = share / "lib"
+    shipped = {".".join(p.relative_to(lib).with_suffix("").parts).removesuffix(".__init__")
+               for p in lib.rglob("*.py")}
+    assert shipped == set(ACTIVATION)
