@@ -30,8 +30,7 @@ from deepep_env.builder.recipegraph import Edges, build_order, check_recipe_link
 from deepep_env.envspec.catalog import SourcePin
 from deepep_env.envspec.resolved import RPatch, ResolvedSpec
 from deepep_env.envspec.wheels import require_wheel
-from deepep_env.envspec.cuda_wheels import require_toolkit, toolkit_sources
-from deepep_env.envspec.torch_wheels import torch_sources
+from deepep_env.envspec.wheel_pins import wheel_sources
 from deepep_env.builder.toolpkg import TOOL, VERSION, tool_source
 
 
@@ -313,13 +312,12 @@ def _cuda_wheel_node(r: ResolvedSpec, project: Project) -> BuildNode:
     deepep-cuda-toolkit: a build input of every node that reads CUDA (builder/cuda_home.py unpacks it
     beside their builds), never a package of the env. Its libcuda link stub is compiled here, so the C
     compiler and linker are its host externals."""
-    subdir = r.subdirs[0] if r.subdirs else "linux-64"
-    parts = require_toolkit(project.recipes, r.cuda.version, subdir)
+    parts = r.cuda.wheels   # read and checked by resolve (envspec/cuda_wheels.py)
     version = parts["nvcc"].version
     return BuildNode(
         package="cuda", recipe_dir=_recipe(project, "cuda-wheel"), version=version,
         variant={"version": version, "cuda_version": r.cuda.version},
-        sources=toolkit_sources(parts), patches=(), externals={"c_compiler": {"provider": "host"}}, deps=(),
+        sources=wheel_sources(parts), patches=(), externals={"c_compiler": {"provider": "host"}}, deps=(),
         meta={**_wheel_files(parts), "catalog_recipe": "cuda-wheel"},
     )
 
@@ -337,7 +335,7 @@ def _pytorch_wheel_node(r: ResolvedSpec, project: Project) -> BuildNode:
     return BuildNode(
         package="pytorch", recipe_dir=_recipe(project, "pytorch-wheel"), version=r.pytorch.version,
         variant={"version": r.pytorch.version, "python_version": r.python.version, "cuda_version": r.pytorch.cuda},
-        sources=torch_sources(parts), patches=(), externals={}, deps=(),
+        sources=wheel_sources(parts), patches=(), externals={}, deps=(),
         meta={**_wheel_files(parts), "catalog_recipe": "pytorch-wheel", "in_env": True},
     )
 

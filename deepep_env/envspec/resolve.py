@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from functools import cmp_to_key
 from pathlib import Path
-from typing import Any
 
 from deepep_env.base.errors import UnknownEnvError, UserError
 from deepep_env.platform.profiles_data import PROFILES
@@ -24,6 +23,7 @@ from deepep_env.envspec.wheels import require_wheel
 from deepep_env.envspec.wheel_pins import wheel_source
 from deepep_env.envspec.cuda_wheels import require_toolkit
 from deepep_env.envspec.torch_wheels import require_torch
+from deepep_env.envspec.wheel_pins import PyPIWheel
 from deepep_env.base.versions import exact_value, is_exact, version_cmp, version_matches
 
 
@@ -67,7 +67,7 @@ def _check_platforms(spec: EnvSpec, file: Path | None) -> None:
                             accepted=", ".join(sorted(PROFILES)))
 
 
-def _torch_closure(spec: EnvSpec, recipes: Path, file: Path | None) -> dict[str, Any]:
+def _torch_closure(spec: EnvSpec, recipes: Path, file: Path | None) -> dict[str, PyPIWheel]:
     """A wheel-provided PyTorch's pinned closure, read up front (a torch with none is refused in one line)."""
     if spec.pytorch.provider != "wheel":
         return {}
@@ -105,11 +105,12 @@ def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> Resolv
         decisions.append("nvshmem.nic_handler: auto -> gpu (no GDRCopy needed; CPU handler hangs on GCP B200, seed 000)")
 
     arch_list = ";".join(spec.cuda.architectures)
+    cuda = RCuda(**spec.cuda.model_dump())   # its wheels, when pinned, are read below
     base = dict(
         name=spec.name, version=spec.version, description=spec.description, platforms=spec.platforms,
         subdirs=list(spec.subdirs), channels=spec.channels, publish_url=spec.publish_url,
         python=RPython(**spec.python.model_dump()),
-        cuda=RCuda(**spec.cuda.model_dump()),
+        cuda=cuda,
         pytorch=RPytorch(**{**spec.pytorch.model_dump(), "version": _exact(spec.pytorch.version, "pytorch.version", file),
                             "wheels": _torch_closure(spec, recipes, file)}),
         gdrcopy=gdr,
@@ -125,7 +126,7 @@ def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> Resolv
     nccls = [RNccl(version=v, provider=spec.nccl.provider, source=nccl_cat.versions[v].source if nccl_cat else None)
              for v in _source_candidates(spec.nccl.version, spec.nccl.provider, nccl_cat, "nccl.version", "NCCL", file)]
     if spec.cuda.provider == "wheel":   # read up front: a CUDA with no pinned toolkit is refused here
-        require_toolkit(recipes, spec.cuda.version, spec.subdirs[0], file)
+        base["cuda"] = cuda.model_copy(update={"wheels": require_toolkit(recipes, spec.cuda.version, spec.subdirs[0], file)})
     wheel = None
     if spec.nvshmem.provider == "wheel":
         wheel = wheel_source(require_wheel(recipes, _exact(spec.nvshmem.version, "nvshmem.version", file),

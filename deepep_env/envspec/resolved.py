@@ -8,6 +8,7 @@ from pydantic import Field
 
 from deepep_env.base.engines import Engine, get_engine
 from deepep_env.envspec.catalog import PatchPin, SourcePin
+from deepep_env.envspec.wheel_pins import PyPIWheel
 from deepep_env.envspec.model import HostSpec, Strict, ToolchainSpec, VerifySpec
 
 
@@ -27,6 +28,8 @@ class RCuda(Strict):
     architectures: list[str]
     provider: Literal["host", "conda", "wheel"]
     prefix: Optional[str] = None
+    # provider "wheel": the pinned toolkit (part -> wheel, envspec/cuda_wheels.py); not part of any dump
+    wheels: dict[str, PyPIWheel] = Field(default_factory=dict, exclude=True)
 
     @property
     def sm_list(self) -> list[str]:
@@ -40,8 +43,7 @@ class RPytorch(Strict):
     provider: Literal["host", "conda", "pip", "wheel"]
     build: Optional[str] = None
     # provider "wheel": the pinned closure (part -> wheel, envspec/torch_wheels.py); not part of any dump
-    # (torch_wheels.PyPIWheel values; typed Any: that module reads envspec.wheels, which reads this one)
-    wheels: dict[str, Any] = Field(default_factory=dict, exclude=True)
+    wheels: dict[str, PyPIWheel] = Field(default_factory=dict, exclude=True)
 
     @property
     def build_glob(self) -> str:

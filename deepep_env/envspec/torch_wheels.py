@@ -21,21 +21,13 @@ from typing import Optional
 from pydantic import Field
 
 from deepep_env.base.errors import UserError
-from deepep_env.envspec.catalog import SourcePin
-from deepep_env.envspec.load import show
 from deepep_env.envspec.model import Strict
-from deepep_env.envspec.wheel_pins import WheelPin, read_wheel_catalog, wheel_source
+from deepep_env.envspec.wheel_pins import PartsCatalog, PyPIWheel, check_wheel_names, pinned_parts, read_wheel_catalog
 
 PACKAGE = "pytorch-wheel"
 CATALOG = f"recipes/{PACKAGE}/sources.toml"
+KIND = PartsCatalog(CATALOG, "torch", "PyTorch wheels", "wheels", "pytorch.version")
 _CP_TAG = re.compile(r"-cp3([0-9]{1,2})-")
-
-
-class PyPIWheel(WheelPin):
-    """One wheel of the closure: a wheel pin (URL, sha256, size) of any project."""
-    project: str = Field(pattern=r"^[a-z0-9]+([-_.][a-z0-9]+)*$")
-    version: str = Field(pattern=r"^[0-9]+(\.[0-9]+)*([a-z]+[0-9]*)?(\.post[0-9]+)?$")
-    filename: str = Field(pattern=r"^[A-Za-z0-9_]+-[0-9][A-Za-z0-9_.]*-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+\.whl$")
 
 
 class TorchCatalog(Strict):
@@ -44,19 +36,13 @@ class TorchCatalog(Strict):
     versions: dict[str, dict[str, dict[str, PyPIWheel]]] = Field(default_factory=dict)  # torch -> subdir -> part
 
 
-def _stem(project: str) -> str:
-    return re.sub(r"[-_.]+", "_", project).lower()
-
-
 def load_torch_wheels(recipes_dir: Path) -> TorchCatalog:
     path = recipes_dir / PACKAGE / "sources.toml"
     cat = read_wheel_catalog(path, TorchCatalog, PACKAGE, "PyTorch wheel")
     for v, per_subdir in cat.versions.items():
         for sd, parts in per_subdir.items():
             where = f"versions.{v}.{sd}"
-            for part, w in parts.items():
-                if not w.filename.lower().startswith(f"{_stem(w.project)}-{w.version}-") or w.url.rsplit("/", 1)[-1] != w.filename:
-                    raise UserError(f"{w.filename} is not {w.project}=={w.version}", file=path, field=f"{where}.{part}")
+            check_wheel_names(path, where, parts)
             torch = parts.get("torch")
             if torch is None or torch.version != v or not _CP_TAG.search(torch.filename):
                 raise UserError(f"torch {v} has no torch=={v} wheel of a CPython tag for {sd}", file=path, field=where,
@@ -86,26 +72,4 @@ def built_for(parts: dict[str, PyPIWheel]) -> tuple[str, str]:
 
 def require_torch(recipes_dir: Path, version: str, subdir: str, file: Optional[Path] = None) -> dict[str, PyPIWheel]:
     """The pinned closure of ``pytorch.provider = "wheel"`` (part name -> wheel), or one line saying what is missing."""
-    cat = load_torch_wheels(recipes_dir)
-    if version not in cat.versions:
-        raise UserError(f"no pinned PyTorch wheels for torch {show(version)} in {CATALOG}", file=file,
-                        field="pytorch.version", accepted=", ".join(sorted(cat.versions)) or "no version is catalogued")
-    parts = cat.versions[version].get(subdir)
-    if not parts:
-        raise UserError(f"torch {version} has no pinned wheels for {subdir} in {CATALOG}", file=file,
-                        field="subdirs", accepted=", ".join(sorted(cat.versions[version])))
-    return dict(sorted(parts.items()))
-
-
-def torch_sources(parts: dict[str, PyPIWheel]) -> dict[str, SourcePin]:
-    """Each wheel as a build source: a tree holding that one file (as NVSHMEM's wheel is)."""
-    return {part: wheel_source(w) for part, w in parts.items()}
-
-
-def torch_rows(provider: str, version: str, subdir: str, recipes_dir: Path) -> list[dict[str, object]]:
-    """What ``plan`` shows for a wheel-provided PyTorch: each wheel with its pin (empty for another provider)."""
-    if provider != "wheel":
-        return []
-    return [{"part": part, "project": w.project, "version": w.version, "sha256": w.sha256, "size": w.size,
-             "filename": w.filename}
-            for part, w in require_torch(recipes_dir, version, subdir).items()]
+    return pinned_parts(KIND, load_torch_wheels(recipes_dir).versions, version, subdir, file)

@@ -1,12 +1,15 @@
 """Pinned PyPI wheels as build sources: the pin, the catalog reader every wheel catalog shares
-(recipes/{nvshmem,cuda,pytorch}-wheel/sources.toml: envspec/wheels.py, cuda_wheels.py, torch_wheels.py) and
-the wheel as a source tree. Below the catalogs' own rules, so any of them can import it.
+(recipes/{nvshmem,cuda,pytorch}-wheel/sources.toml: envspec/wheels.py, cuda_wheels.py, torch_wheels.py), the
+checks and lookups the two catalogs of many parts share (CUDA's toolkit, PyTorch's closure) and the wheel as
+a source tree. Below the catalogs' own rules, so any of them can import it.
 """
 from __future__ import annotations
 
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Mapping, Optional, TypeVar
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,7 +35,15 @@ class WheelPin(Strict):
         ValueError("must be 'sha256:' followed by 64 lowercase hex digits")))
 
 
+class PyPIWheel(WheelPin):
+    """A wheel pin (URL, sha256, size) of any project, with its project and version."""
+    project: str = Field(pattern=r"^[a-z0-9]+([-_.][a-z0-9]+)*$")
+    version: str = Field(pattern=r"^[0-9]+(\.[0-9]+)*([a-z]+[0-9]*)?(\.post[0-9]+)?$")
+    filename: str = Field(pattern=r"^[A-Za-z0-9_]+-[0-9][A-Za-z0-9_.]*-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+\.whl$")
+
+
 C = TypeVar("C", bound=Strict)
+W = TypeVar("W", bound=PyPIWheel)
 
 
 def read_wheel_catalog(path: Path, model: type[C], package: str, what: str) -> C:
@@ -62,3 +73,46 @@ def wheel_source(pin: WheelPin) -> SourcePin:
     staging and the build id treat it like any pinned tree (its ``tree_sha256`` follows from the
     wheel's published sha256: :func:`deepep_env.base.hashing.file_tree_sha256`)."""
     return SourcePin(urls=[pin.url], tree_sha256=file_tree_sha256(pin.filename, pin.sha256))
+
+
+def check_wheel_names(path: Path, where: str, parts: Mapping[str, PyPIWheel]) -> None:
+    """Each part's file name is its project and version (PEP 427's escaped name), and its URL's last segment."""
+    for part, w in parts.items():
+        stem = re.sub(r"[-_.]+", "_", w.project).lower()
+        if not w.filename.lower().startswith(f"{stem}-{w.version}-") or w.url.rsplit("/", 1)[-1] != w.filename:
+            raise UserError(f"{w.filename} is not {w.project}=={w.version}", file=path, field=f"{where}.{part}")
+
+
+@dataclass(frozen=True)
+class PartsCatalog:
+    """How a catalog of many parts names what it pins, in its one-line refusals."""
+    catalog: str   # recipes/<package>/sources.toml
+    label: str     # what a version key is: "CUDA", "torch"
+    pins: str      # what the catalog pins: "CUDA toolkit wheels"
+    short: str     # the same, after the version: "toolkit wheels"
+    field: str     # the spec field the version key comes from
+    hint: str = ""  # after the first refusal, why a version may be missing
+
+
+def pinned_parts(kind: PartsCatalog, versions: Mapping[str, Mapping[str, dict[str, W]]], key: str, subdir: str,
+                 file: Optional[Path] = None) -> dict[str, W]:
+    """The parts pinned for version ``key`` on ``subdir`` (part name -> wheel, sorted), or one line saying what is missing."""
+    if key not in versions:
+        raise UserError(f"no pinned {kind.pins} for {kind.label} {show(key)} in {kind.catalog}{kind.hint}", file=file,
+                        field=kind.field, accepted=", ".join(sorted(versions)) or "no version is catalogued")
+    parts = versions[key].get(subdir)
+    if not parts:
+        raise UserError(f"{kind.label} {key} has no pinned {kind.short} for {subdir} in {kind.catalog}", file=file,
+                        field="subdirs", accepted=", ".join(sorted(versions[key])))
+    return dict(sorted(parts.items()))
+
+
+def wheel_sources(parts: Mapping[str, WheelPin]) -> dict[str, SourcePin]:
+    """Each wheel as a build source: a tree holding that one file (as NVSHMEM's wheel is)."""
+    return {part: wheel_source(w) for part, w in parts.items()}
+
+
+def wheel_rows(parts: Mapping[str, PyPIWheel]) -> list[dict[str, object]]:
+    """What ``plan`` shows for a wheel-provided component: each wheel with its pin (none for another provider)."""
+    return [{"part": part, "project": w.project, "version": w.version, "sha256": w.sha256, "size": w.size,
+             "filename": w.filename} for part, w in parts.items()]

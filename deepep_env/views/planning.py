@@ -24,8 +24,7 @@ from deepep_env.base.project import Project
 from deepep_env.sources import hostprint
 from deepep_env.envspec.resolved import ResolvedSpec
 from deepep_env.envspec.wheels import nvshmem_options, wheel_suggestion
-from deepep_env.envspec.cuda_wheels import toolkit_rows
-from deepep_env.envspec.torch_wheels import torch_rows
+from deepep_env.envspec.wheel_pins import wheel_rows
 from deepep_env.verify.matrix import plan_verification
 
 
@@ -167,8 +166,8 @@ def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_h
     data = _resolved_data(r, project, ws)
     data["nvshmem_options"] = nvshmem_options(r, project)
     data["nvshmem_suggestion"] = wheel_suggestion(r, data["nvshmem_options"])
-    data["cuda_wheels"] = toolkit_rows(r.cuda.provider, r.cuda.version, r.subdirs[0], Path(project.recipes))
-    data["pytorch_wheels"] = torch_rows(r.pytorch.provider, r.pytorch.version, r.subdirs[0], Path(project.recipes))
+    data["cuda_wheels"] = wheel_rows(r.cuda.wheels)          # the pins resolve read (empty unless provider = wheel)
+    data["pytorch_wheels"] = wheel_rows(r.pytorch.wheels)
     data["lock"] = _lock_status(name, project, ws)
     data["verified"] = _verified(name, project, ws)
     data["prefix"] = {"path": str(project.prefix_for(name)),
