@@ -77,7 +77,8 @@ def _built_records(project: Project, node: BuildNode) -> Callable[[], RepoDataRe
 
 def relock_tool(project: Project, envs: Optional[list[str]] = None, *, lock: Optional[Path] = None) -> ToolRelock:
     """Build this checkout's tool package and swap it into ``envs`` (default: every environment that
-    locks it); nothing else in the lock changes."""
+    locks it); nothing else in the lock changes. The build-inputs record is the project lock's: a lock
+    written elsewhere (``--output``) leaves it alone, as ``lock_env`` does."""
     path = lock or Path(project.pixi_lock)
     node = this_checkout_tool(project)
     if node is None:
@@ -93,8 +94,9 @@ def relock_tool(project: Project, envs: Optional[list[str]] = None, *, lock: Opt
         record = _built_records(project, node)
         sections = env_sections(path)
         write_envs(path, {env: _swapped(sections[env], record(), node) for env in todo}, workspace_platforms(project))
-        for env in todo:
-            swap_tool_inputs(project, env, node)
+        if path.resolve() == Path(project.pixi_lock).resolve():   # as lock_env: the record is the project lock's
+            for env in todo:
+                swap_tool_inputs(project, env, node)
     return ToolRelock(node.build_string, todo, [e for e in wanted if e not in todo])
 
 

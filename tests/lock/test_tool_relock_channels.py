@@ -20,9 +20,14 @@ def test_every_environment_keeps_its_channel(repo_root, tmp_path, monkeypatch, c
     old = sorted(set(re.findall(r"deepep-env-0\.2\.0-(h[0-9a-f]{10}_0)\.conda", text)))
     assert len(old) == 1, old
     lock.write_text(text.replace(old[0], "h0000000000_0"))   # every env locks a build this checkout is not
+    record = repo_root / "lockfiles" / "build-inputs.json"
+    before = (record.read_bytes(), record.stat().st_mtime_ns, record.stat().st_ino)
     rc, out, err = cli_in_process(capsys, "lock", "all", "--only", "deepep-env", "--output", lock,
                                   "--project", repo_root)
     assert rc == 0 and "re-locked at" in out, err
+    # the lock went to --output: the project's build-inputs record is not rewritten (it was, found 2026-11-28:
+    # the checkout's record changed whenever deepep-env's own code had moved since the last relock)
+    assert (record.read_bytes(), record.stat().st_mtime_ns, record.stat().st_ino) == before
     doc = yaml.safe_load(lock.read_text())
     channels = {}
     for env, body in doc["environments"].items():
