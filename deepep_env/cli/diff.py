@@ -39,6 +39,7 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"unknown format {fmt!r}", field="--format", accepted="table, markdown, json, pixi-json")
         d = diff_locks(old, new, envs=env)
         dropped = _dropped(d, env)
+        moved = _activation_line(d)
         if fmt == "pixi-json":
             mpath = Path(manifest) if manifest else manifest_beside(new)
             if manifest or present(mpath):
@@ -55,10 +56,14 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         elif fmt == "markdown":
             sys.stdout.write(render.diff_markdown(d))
+            if moved:
+                sys.stdout.write("\n" + moved + "\n")
             if dropped:
                 sys.stdout.write("\n" + _dropped_line(dropped) + "\n")
         else:
             render.diff_table(d, console())
+            if moved:
+                print(moved)
             if dropped:
                 print(_dropped_line(dropped))
 
@@ -76,6 +81,17 @@ def _dropped(d: LockDiff, envs: Optional[list[str]]) -> Optional[list[dict]]:
              "platform": r.data["host"].get("platform"), "node": r.data["host"].get("node"),
              "digest": r.data.get("digest")}
             for r in dropped_records(proj, d.digests_old, d.digests_new, envs)]
+
+
+def _activation_line(d: LockDiff) -> str:
+    """Where the change moves an env's activation (the code its tests run under), or nothing."""
+    moved = d.activation_moved()
+    if not moved:
+        return ""
+    envs = ", ".join(sorted({m["env"] for m in moved}))
+    m = moved[0]
+    return (f"this change moves the activation of {envs} (deepep-env {m['old']} -> {m['new']}): "
+            "the overlay those environments' tests run under is computed by other code, so their records go stale")
 
 
 def _dropped_line(dropped: list[dict]) -> str:

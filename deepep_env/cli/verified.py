@@ -40,6 +40,15 @@ def register(app: typer.Typer) -> None:
         render_table(m)
 
 
+def _activation(c: dict[str, Any]) -> str:
+    """The activation the deciding record ran under: its variables (names) and digest, or why there is none."""
+    a = c.get("activation") or {}
+    if not a.get("recorded"):
+        return f"not recorded ({a.get('why') or '?'})"
+    names = ", ".join(dict.fromkeys(v["name"] for v in a["variables"])) or "nothing set"
+    return f"{names} ({str(a['digest'])[7:19]})"
+
+
 def render_table(m: dict[str, Any]) -> None:
     """The matrix as a table; every value from a record printed as data (``Text``: no markup, controls shown)."""
     from rich.table import Table
@@ -49,7 +58,7 @@ def render_table(m: dict[str, Any]) -> None:
     from deepep_env.cli._common import console
 
     t = Table(title=f"verified ({m['records']} records; lock: {m['lock']})")
-    for col in ("env", "platform", "test", "result", "ranks", "lock", "records", "newest", "figures"):
+    for col in ("env", "platform", "test", "result", "ranks", "lock", "records", "newest", "activation", "figures"):
         t.add_column(col, overflow="fold")   # a long value wraps, never cut with an ellipsis: data shown whole
     for c in m["cells"]:
         lock = "matches" if c["matches_lock"] else "stale"
@@ -60,7 +69,8 @@ def render_table(m: dict[str, Any]) -> None:
         ranks = str(c["ranks"] or "?") + (f"/{c['ranks_required']}" if c.get("ranks_required") else "")   # ran/needed
         data = [c["env"], c["platform"], c["test"]]
         t.add_row(*(Text(terminal(x)) for x in data), res, ranks, lock, f"{c['current_records']}/{c['records']}",
-                  Text(terminal(f"{c['newest']['time']} {c['newest']['node']}")), Text(terminal(figs or "-")))
+                  Text(terminal(f"{c['newest']['time']} {c['newest']['node']}")), Text(terminal(_activation(c))),
+                  Text(terminal(figs or "-")))
     console().print(t)
     if m.get("lock_error"):
         print(f"lock: {terminal(m['lock_error'])}")

@@ -57,6 +57,10 @@ def order_key(name: str) -> tuple[int, str]:
     return (len(PINNED_GROUPS), name)
 
 
+# The package every env holds that is deepep-env's activation (builder/toolpkg.py TOOL).
+ACTIVATION_PACKAGE = "deepep-env"
+
+
 @dataclass(frozen=True)
 class PackageEntry:
     name: str
@@ -157,6 +161,13 @@ class LockDiff:
                     or self.platforms_removed or self.platforms_changed or self.virtual_packages
                     or any(not s.empty for s in self.sections))
 
+    def activation_moved(self) -> list[dict[str, str]]:
+        """Each env whose activation package (``deepep-env``: the code that computes the overlay its
+        tests run under, builder/toolpkg.py) changes: every record of that env goes stale with it."""
+        return [{"env": s.env, "platform": s.platform, "old": f"{c.old_version}-{c.old_build}",
+                 "new": f"{c.new_version}-{c.new_build}"}
+                for s in self.sections for c in s.changed if c.name == ACTIVATION_PACKAGE]
+
     def summary(self) -> dict[str, int]:
         return {"added": sum(len(s.added) for s in self.sections),
                 "removed": sum(len(s.removed) for s in self.sections),
@@ -176,7 +187,8 @@ class LockDiff:
                 "platforms_removed": self.platforms_removed, "platforms_changed": self.platforms_changed,
                 "virtual_packages": [asdict(v) for v in self.virtual_packages],
                 "sections": [sec(s) for s in self.sections],
-                "build_ids": [asdict(b) for b in self.build_ids]}
+                "build_ids": [asdict(b) for b in self.build_ids],
+                "activation_moved": self.activation_moved()}
 
 
 def _pypi_name(name: str) -> str:

@@ -90,7 +90,21 @@ class Cell:
                        "exit_code": last.data.get("exit_code"), "digest": last.data.get("digest"),
                        "path": str(last.path)},
             "figures": dict(with_figures.data.get("figures") or {}) if with_figures else {},
+            "activation": activation_summary(last.data),
         }
+
+
+def activation_summary(data: dict[str, Any]) -> dict[str, Any]:
+    """What a record says it ran under (record v2's ``activation``): its package, digest and variables;
+    a v1 record (written before issue 50) did not keep it, and says so."""
+    act = data.get("activation")
+    if not isinstance(act, dict):
+        return {"recorded": False, "why": "v1 record"
+                if "activation" not in data else "no installed prefix to ask"}
+    if act.get("variables") is None:
+        return {"recorded": False, "package": act.get("package"), "why": act.get("why")}
+    return {"recorded": True, "package": act.get("package"), "digest": act.get("digest"),
+            "variables": list(act["variables"])}
 
 
 def build_matrix(project: Project, env: Optional[str] = None, base: Optional[Path] = None,

@@ -57,7 +57,7 @@ def test_record_binds_result_to_digest_and_host(proj, host_tree, monkeypatch):
     assert path.parent == proj.root / "verified" / "h200-nvlink"
     assert path.name == "20261125T120000Z-intranode-gcp-b200.json"
     rec = json.loads(path.read_text())
-    assert rec["format"] == "deepep-env/test-record/v1"
+    assert rec["format"] == "deepep-env/test-record/v2" and rec["activation"] is None   # no prefix given
     assert rec["digest"] == env_digest(read_lock(proj.pixi_lock), "h200-nvlink")[1]
     assert (rec["lock_env"], rec["lock_platform"]) == ("h200-nvlink", "linux-64-cuda130")
     assert rec["test"] == "intranode" and rec["exit_code"] == 0 and rec["passed"] is True
