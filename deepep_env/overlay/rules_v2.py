@@ -157,6 +157,12 @@ def no_gin_transport(ctx: RuleContext) -> None:
     if has_gin:
         ctx.note(r, fact, "EP_DISABLE_GIN left unset: ElasticBuffer's internode kernels need Gin")
         return
+    if "EP_DISABLE_GIN" in ctx.environ:   # the user's own choice is kept, never silently replaced (issue 52.9)
+        mine = ctx.environ["EP_DISABLE_GIN"]
+        ctx.note(r, f"EP_DISABLE_GIN={mine!r} is set in the environment",
+                 f"the environment's EP_DISABLE_GIN={mine!r} is kept; {fact}: unless it disables Gin (a non-zero "
+                 "integer), DeepEP 2.x's ElasticBuffer asserts on more than one rank", "warning")
+        return
     ctx.set("EP_DISABLE_GIN", "1", r,
             f"{fact}; DeepEP 2.x's ElasticBuffer on more than one rank asserts a Gin type unless EP_DISABLE_GIN "
             "(csrc/kernels/backend/nccl.cu:87): over NVLink it runs without Gin")

@@ -260,6 +260,17 @@ def test_efa_without_aws_ofi_nccl_has_no_gin_plugin(tmp_path):
     assert c is not None and "no aws-ofi-nccl" in c.fact
 
 
+@pytest.mark.parametrize("mine", ["0", "1", "", "4294967296"])
+def test_a_users_own_ep_disable_gin_is_kept_and_said(host_tree, tmp_path, mine):
+    """Issue 52.9: the overlay never silently replaces the user's EP_DISABLE_GIN (0 included); it keeps it and
+    says, as a warning, what DeepEP 2.x does with Gin on and no transport."""
+    o = ov(host_tree, "h200x8-nvlink", make_v2_prefix(tmp_path / "pfx"), {"HOME": "/home/u", "EP_DISABLE_GIN": mine})
+    assert _gin_change(o) is None
+    (note,) = [n for n in o.notes if n.rule == "no-gin-transport"]
+    assert note.level == "warning" and f"EP_DISABLE_GIN={mine!r} is kept" in note.message
+    assert o.apply({"EP_DISABLE_GIN": mine})["EP_DISABLE_GIN"] == mine
+
+
 def test_the_spec_env_still_wins_over_the_gin_rule(host_tree, tmp_path):
     d = detect(host_tree("h200x8-nvlink"), environ={})
     o = build_overlay(d.facts, d.platform, prefix=str(make_v2_prefix(tmp_path / "pfx")), environ={"HOME": "/home/u"},
