@@ -228,10 +228,10 @@ def test_the_forbidden_sets_name_real_packages():
 
 
 def test_the_reader_sees_function_level_and_relative_imports():
-    """The graph is the whole graph: a function-level import counts (host/context.py reads the spec
-    inside a function), and so does an import inside a package's ``__init__``."""
+    """The graph is the whole graph: a function-level import counts (cli/fast_activate.py loads the host
+    context inside a function), and so does an import inside a package's ``__init__``."""
     found = {(e.src, e.dst): e for e in edges(modules())}
-    assert found[("deepep_env.host.context", "deepep_env.lock.workspace")].in_function
+    assert found[("deepep_env.cli.fast_activate", "deepep_env.host.context")].in_function
     assert found[("deepep_env.launch", "deepep_env.launch.k8s")].in_function
     assert not found[("deepep_env.lock", "deepep_env.lock.solve")].in_function
 
