@@ -129,13 +129,20 @@ def build_root() -> Path:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """One builder per id at a time (two shells building the same env must not share a work dir)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    buildroot.private_folder(path.parent.parent, path.parent.name)     # 0700, this user's (issue 52.7)
+    try:        # never through a link: a planted .locks/<id>.lock -> /etc/x would be created or opened
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise UserError(f"cannot open the build lock {path} ({exc.strerror or exc}; a link there is refused)",
+                        field=buildroot.ENV_VAR, accepted="a build root of this user's alone; remove that entry") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _require_ids(nodes: Sequence[BuildNode], env: Optional[str]) -> None:
