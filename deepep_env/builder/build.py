@@ -46,6 +46,7 @@ from deepep_env.builder.plan import BuildNode, finish_node
 from deepep_env.builder.plan import live_host, plan as build_plan
 from deepep_env.base.errors import SolveError, UserError
 from deepep_env.builder import buildroot
+from deepep_env.builder.wheel_check import check_wheels
 from deepep_env.builder.buildroot import DEFAULT_BUILD_ROOT  # noqa: F401 - re-exported (builder.__init__)
 from deepep_env.formats.stamps import BUILD_MANIFEST, BUILD_REPORT
 from deepep_env.base.hashing import short_id, tree_sha256
@@ -241,6 +242,8 @@ class _Builder:
             shutil.rmtree(work)
         patches = [(p.name, _pinned(p.pin.sha256), p.pin.strip) for p in node.patches]
         staged = stage(node.package, self._to_stage(node), patches, self.cache, work / "src")
+        if wheels := node.meta.get("file_sources"):       # a wheel provider's pins: checked before its recipe runs
+            check_wheels(node.package, {part: staged[part] / name for part, name in wheels.items() if part in staged})
         channels, ctx = self._channels_and_context(node, by, staged, work / "deps-channel")
         site = None
         if reads_wheel_torch(node.externals):
