@@ -157,6 +157,12 @@ def no_gin_transport(ctx: RuleContext) -> None:
     if has_gin:
         ctx.note(r, fact, "EP_DISABLE_GIN left unset: ElasticBuffer's internode kernels need Gin")
         return
+    if ctx.environ.get("EP_DISABLE_GIN"):   # the user's own value, set on purpose: keep it and say so (issue 52.9)
+        ok = ctx.environ["EP_DISABLE_GIN"].strip() == "1"
+        ctx.note(r, f"{fact}; EP_DISABLE_GIN is set in the environment",
+                 "the environment's EP_DISABLE_GIN is kept" + ("" if ok else ": this host needs EP_DISABLE_GIN=1 for "
+                 "ElasticBuffer on more than one rank (csrc/kernels/backend/nccl.cu:87)"), "info" if ok else "warning")
+        return
     ctx.set("EP_DISABLE_GIN", "1", r,
             f"{fact}; DeepEP 2.x's ElasticBuffer on more than one rank asserts a Gin type unless EP_DISABLE_GIN "
             "(csrc/kernels/backend/nccl.cu:87): over NVLink it runs without Gin")

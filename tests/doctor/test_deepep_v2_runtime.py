@@ -335,3 +335,16 @@ def test_ep_disable_gin_is_read_as_deepeps_sscanf_reads_it(value, as_c_int):
     from deepep_env.doctor.checks_deepep_v2 import c_int
 
     assert c_int(value) == as_c_int
+
+
+@pytest.mark.parametrize("value, level", [("0", "warning"), ("1", "info"), ("yes", "warning"), (" 1 ", "info")])
+def test_a_users_own_ep_disable_gin_is_kept_with_a_note(host_tree, tmp_path, value, level):
+    """Issue 52.9: the overlay replaced a user's own EP_DISABLE_GIN=0 with 1, silently (the JIT-cache rule
+    keeps a user's EP_JIT_CACHE_DIR with a note). Kept now, and a value other than 1 is a warning."""
+    o = ov(host_tree, "h200x8-nvlink", make_v2_prefix(tmp_path / "pfx"), {"HOME": "/home/u", "EP_DISABLE_GIN": value})
+    assert _gin_change(o) is None
+    (note,) = [n for n in o.notes if n.rule == "no-gin-transport"]
+    assert "EP_DISABLE_GIN is kept" in note.message and note.level == level
+    assert ("needs EP_DISABLE_GIN=1" in note.message) is (level == "warning")
+    o = ov(host_tree, "h200x8-nvlink", make_v2_prefix(tmp_path / "pfx2"), {"HOME": "/home/u", "EP_DISABLE_GIN": ""})
+    assert _gin_change(o).value == "1"                         # the neighbour: set but empty is unset
