@@ -133,8 +133,14 @@ def ranks_in_args(args: Sequence[str]) -> Optional[int]:
     for i, a in enumerate(args):
         value = a.split("=", 1)[1] if a.startswith("--num-processes=") else \
             (args[i + 1] if a == "--num-processes" and i + 1 < len(args) else None)
-        if value is not None and value.strip().isascii() and value.strip().isdigit() and 0 < int(value) <= MAX_RANKS:
-            found = int(value)
+        if value is None:
+            continue
+        try:            # as argparse's type=int reads it (``８`` is 8); ``²`` passed isdigit() and crashed int()
+            n = int(value)
+        except ValueError:
+            continue
+        if 0 < n <= MAX_RANKS:
+            found = n
     return found
 
 

@@ -184,6 +184,7 @@ def test_ranks_read_from_the_output_are_bounded(out, ranks):
 
     assert ranks_in_output(out) == ranks
     assert ranks_in_args(["--num-processes", "\u00b2"]) is None and ranks_in_args(["--num-processes", "1048577"]) is None
+    assert ranks_in_args(["--num-processes", "\uff18"]) == 8                 # argparse's int() reads it so
 
 
 @pytest.mark.parametrize("time, ok", [
