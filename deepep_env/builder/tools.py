@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import csv
-import errno
 import functools
 import importlib.metadata
 import os
