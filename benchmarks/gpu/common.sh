@@ -32,6 +32,7 @@ rebuild_skeletons() {   # each wheel's rebuild time as a figure, and its sha256 
   for skel in "$GPU_DIR"/skeletons/*.skel; do
     [ -f "$skel" ] || continue
     whl="$($PY benchmarks/gpu/wheel_skeleton.py info "$skel" | sed -n '1s/^wheel=\([^ ]*\).*/\1/p')"
+    case "$whl" in ""|*/*) echo "rebuild_skeletons: $skel names no wheel file" >&2; return 1;; esac
     # the image's site, asked once (the same for every skeleton)
     [ -n "$site" ] || site="$(/opt/torch/.venv/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
     t=$(now)

@@ -30,6 +30,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import struct
 import sys
 import tempfile
@@ -219,8 +220,13 @@ def load(skeleton: str) -> dict:
             doc = json.loads(f.read())
     except (OSError, EOFError, ValueError) as exc:
         raise SkelError(f"{skeleton}: cannot read skeleton ({exc})")
-    if doc.get("format") != FORMAT:
-        raise SkelError(f"{skeleton}: not a wheel skeleton (format {doc.get('format')!r})")
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise SkelError(f"{skeleton}: not a wheel skeleton (format {doc.get('format') if isinstance(doc, dict) else doc!r})")
+    # common.sh writes the rebuilt wheel to sources/<this name>: a plain file name, never a path (issue 52.12)
+    w = doc.get("wheel")
+    if not isinstance(w, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*\.whl", w):
+        raise SkelError(f"{skeleton}: field 'wheel' {w!r} is not a wheel file name (letters, digits, _ . + -, "
+                        f"ending .whl, no '/')")
     return doc
 
 

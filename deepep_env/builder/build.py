@@ -46,6 +46,7 @@ from deepep_env.builder.plan import BuildNode, finish_node
 from deepep_env.builder.plan import live_host, plan as build_plan
 from deepep_env.base.errors import SolveError, UserError
 from deepep_env.builder import buildroot
+from deepep_env.builder.wheel_check import check_wheels
 from deepep_env.builder.buildroot import DEFAULT_BUILD_ROOT  # noqa: F401 - re-exported (builder.__init__)
 from deepep_env.formats.stamps import BUILD_MANIFEST, BUILD_REPORT
 from deepep_env.base.hashing import short_id, tree_sha256
@@ -129,13 +130,20 @@ def build_root() -> Path:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """One builder per id at a time (two shells building the same env must not share a work dir)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    buildroot.private_folder(path.parent.parent, path.parent.name)     # 0700, this user's (issue 52.7)
+    try:        # never through a link: a planted .locks/<id>.lock -> /etc/x would be created or opened
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise UserError(f"cannot open the build lock {path} ({exc.strerror or exc}; a link there is refused)",
+                        field=buildroot.ENV_VAR, accepted="a build root of this user's alone; remove that entry") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _require_ids(nodes: Sequence[BuildNode], env: Optional[str]) -> None:
@@ -234,6 +242,8 @@ class _Builder:
             shutil.rmtree(work)
         patches = [(p.name, _pinned(p.pin.sha256), p.pin.strip) for p in node.patches]
         staged = stage(node.package, self._to_stage(node), patches, self.cache, work / "src")
+        if wheels := node.meta.get("file_sources"):       # a wheel provider's pins: checked before its recipe runs
+            check_wheels(node.package, {part: staged[part] / name for part, name in wheels.items() if part in staged})
         channels, ctx = self._channels_and_context(node, by, staged, work / "deps-channel")
         site = None
         if reads_wheel_torch(node.externals):

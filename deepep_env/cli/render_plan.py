@@ -136,6 +136,8 @@ def verified_line(v: dict[str, Any]) -> str:
         return f"no: {v['matching']} record(s) for digest {digest}, none passing"
     if st == "unverified":
         stale = f"; {v['stale']} record(s) for other locks" if v.get("stale") else ""
+        if v.get("other_tests"):    # passing records of tests that are not DeepEP's prove nothing of it
+            stale += f"; passing records of {markup_free(', '.join(v['other_tests']))} beside (only DeepEP's tests verify)"
         return f"no passing record for digest {digest} (run `deepep-env task deepep-test-… -e ENV`){stale}"
     if st == "not locked":
         return "not locked: records need a lock digest"

@@ -303,8 +303,21 @@ def nccl_check_not_suppressed(ctx: DoctorContext, emit: Emitter) -> None:
 def gin_off(ctx: DoctorContext) -> bool:
     """EP_DISABLE_GIN turns Gin off: DeepEP reads it with ``sscanf("%d")`` (csrc/utils/system.hpp get_env),
     so a non-zero integer does; "0" does not, and a word ("true", "yes") leaves the int unset (undefined)."""
-    m = re.match(r"^\s*([+-]?\d+)", ctx.env.get("EP_DISABLE_GIN") or "")
-    return m is not None and int(m.group(1)) != 0
+    return c_int(ctx.env.get("EP_DISABLE_GIN") or "") not in (None, 0)
+
+
+def c_int(value: str) -> Optional[int]:
+    """``value`` as glibc's ``sscanf("%d")`` reads it into an ``int``: C-locale white space, then ASCII
+    digits (a fullwidth ``１`` or a leading NBSP is no number), the value wrapped to 32 bits as
+    ``strtol``'s long is stored into an int on x86-64 (``4294967296`` is 0); None when no digit."""
+    m = re.match(r"[ \t\n\v\f\r]*([+-]?)([0-9]+)", value)
+    if m is None:
+        return None
+    digits = m.group(2).lstrip("0") or "0"
+    n = int(digits) if len(digits) <= 20 else 1 << 64
+    n = max(-(1 << 63), min(-n if m.group(1) == "-" else n, (1 << 63) - 1))   # strtol saturates at LONG_MIN/MAX
+    v = n % (1 << 32)                                                        # stored into an int: the low 32 bits
+    return v - (1 << 32) if v >= 1 << 31 else v
 
 
 @check("deepep-v2", "deepep-v2.gin-disabled")

@@ -47,10 +47,12 @@ def _program_headers(fh: BinaryIO) -> Optional[tuple[list[tuple[int, int, int]],
         ph_fmt, dyn_fmt = e + "IIIIIIII", e + "iI"
     else:
         return None
-    if phnum > 4096 or phentsize < struct.calcsize(ph_fmt):
-        return None
+    if phnum > 4096 or phentsize != struct.calcsize(ph_fmt):   # the ELF size of one header (56, 32): a larger
+        return None                                            # one read up to 256 MiB for nothing (issue 52.12)
     fh.seek(phoff)
     table = fh.read(phentsize * phnum)
+    if len(table) < phentsize * phnum:
+        return None
     loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
     dyn: Optional[tuple[int, int]] = None
     for i in range(phnum):

@@ -5,6 +5,10 @@ sees half a package; the touched subdirs are then indexed with rattler's ``index
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -24,8 +28,30 @@ def _read_index(channel: Path, subdir: str) -> dict[str, Any] | None:
     return parse(readfile.read_bytes(path, what="repodata", limit=readfile.MAX_REPODATA_BYTES), str(path))
 
 
+# atomic.write_bytes's temp sibling of a package: ``.NAME.conda.XXXXXXXX.tmp``
+_LEFTOVER = re.compile(r"\.(.+\.(?:conda|tar\.bz2))\.[A-Za-z0-9_]{8}\.tmp")
+STALE_TMP_S = 600       # a copy in flight writes its temp file within seconds; one this old was killed
+
+
+def _sweep_leftovers(channel: Path, subdirs: set[str], report: PublishReport) -> None:
+    """Remove the temp copies a publish killed mid-copy left (issue 52.12: the next publish kept them in
+    the channel, served with it): regular files of that name, untouched for :data:`STALE_TMP_S`."""
+    now = time.time()
+    for sd in sorted(subdirs):
+        folder = channel / sd
+        if not folder.is_dir():
+            continue
+        for entry in os.scandir(folder):
+            if _LEFTOVER.fullmatch(entry.name) and entry.is_file(follow_symlinks=False) \
+                    and now - entry.stat(follow_symlinks=False).st_mtime > STALE_TMP_S:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                report.notes.append(f"removed {sd}/{entry.name}, left by a publish killed mid-copy")
+
+
 def publish_dir(channel: Path, packages: list[LocalPackage], report: PublishReport) -> PublishReport:
     channel.mkdir(parents=True, exist_ok=True)
+    _sweep_leftovers(channel, {p.subdir for p in packages} | {"noarch"}, report)
     indexes = {sd: _read_index(channel, sd) for sd in {p.subdir for p in packages}}
     todo, present = classify(packages, lambda p: listed(indexes[p.subdir], p.filename),
                              str(channel))

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Literal, Optional, Sequence
+from typing import Any, Iterable, Literal, Optional, Sequence
 
 from deepep_env.base.argv import operand
 from deepep_env.base.children import cleanup_on_sigterm
@@ -37,6 +38,7 @@ Status = Literal["cached", "fetched", "imported", "recorded", "missing"]
 DOWNLOAD_TIMEOUT_S = 60                  # each read; the whole download is bounded by the two below
 DEADLINE_ENV, DEFAULT_DEADLINE_S = "DEEPEP_ENV_FETCH_DEADLINE", 1800
 MAX_BYTES_ENV, DEFAULT_MAX_BYTES = "DEEPEP_ENV_FETCH_MAX_BYTES", 1 << 30   # the largest source (a wheel) is 153 MB
+MOST_DEADLINE_S, MOST_BYTES = 7 * 86400, 1 << 40     # the bounds of the bounds: a week, 1 TiB
 
 
 class DownloadBound(OSError):
@@ -192,31 +194,56 @@ def _file_tree(path: Path, name: str, dest: Path) -> Path:
 
 # --- network ------------------------------------------------------------------------------------
 
-def _bound(env: str, default: int) -> int:
+def _bound(env: str, default: int, most: int) -> int:
+    """``$env`` as ASCII digits from 1 to ``most`` (a 400-digit deadline overflowed the clock, ``²`` passed
+    ``isdigit()``: issue 52.11), else one line; ``default`` when unset."""
     raw = os.environ.get(env, "")
     if not raw:
         return default
-    if not raw.isdigit() or int(raw) < 1:
-        raise UserError(f"{env}={raw!r} is not a positive whole number", field=env,
-                        accepted=f"seconds or bytes, e.g. {default}")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 20 or not 1 <= int(raw) <= most:
+        raise UserError(f"{env}={raw!r} is not a positive whole number of at most {most}", field=env,
+                        accepted=f"seconds or bytes in ASCII digits, 1 to {most}, e.g. {default}")
     return int(raw)
+
+
+def _read_within(resp: Any, deadline: float) -> bytes:
+    """One read of at most 1 MiB that waits no longer than the deadline (nor 60 s): a server that sent
+    its headers and then nothing held a fetch 60 s past a 3 s deadline (issue 52.11)."""
+    sock = getattr(getattr(getattr(resp, "fp", None), "raw", None), "_sock", None)
+    left = deadline - time.monotonic()
+    if sock is not None:
+        sock.settimeout(max(0.05, min(DOWNLOAD_TIMEOUT_S, left)))
+    try:
+        return bytes(resp.read1(1 << 20))
+    except socket.timeout:
+        if left <= DOWNLOAD_TIMEOUT_S:
+            raise DownloadBound("nothing received before the deadline") from None
+        raise
 
 
 def _download(url: str, dest: Path, *, size: Optional[int] = None) -> None:
     """``url`` into ``dest``, bounded in all: at most ``size`` bytes where the catalogue records it (else
-    ``$DEEPEP_ENV_FETCH_MAX_BYTES``, 1 GiB) and ``$DEEPEP_ENV_FETCH_DEADLINE`` seconds (1800); each
-    read within 60 s. A declared ``Content-Length`` over the cap is refused before anything is read."""
-    cap = size if size is not None else _bound(MAX_BYTES_ENV, DEFAULT_MAX_BYTES)
+    ``$DEEPEP_ENV_FETCH_MAX_BYTES``, 1 GiB) and ``$DEEPEP_ENV_FETCH_DEADLINE`` seconds (1800), every
+    wait included; each read within 60 s. A declared ``Content-Length`` over the cap is refused before
+    anything is read."""
+    cap = size if size is not None else _bound(MAX_BYTES_ENV, DEFAULT_MAX_BYTES, MOST_BYTES)
     what = "the catalogued size" if size is not None else MAX_BYTES_ENV
-    limit_s = _bound(DEADLINE_ENV, DEFAULT_DEADLINE_S)
+    limit_s = _bound(DEADLINE_ENV, DEFAULT_DEADLINE_S, MOST_DEADLINE_S)
     deadline = time.monotonic() + limit_s
     req = urllib.request.Request(url, headers={"User-Agent": "deepep-env"})
-    with urllib.request.urlopen(req, timeout=DOWNLOAD_TIMEOUT_S) as resp, open(dest, "wb") as fh:
+    with urllib.request.urlopen(req, timeout=min(DOWNLOAD_TIMEOUT_S, limit_s)) as resp, open(dest, "wb") as fh:
         declared = resp.headers.get("Content-Length") if resp.headers else None
-        if declared and declared.isdigit() and int(declared) > cap:
+        if declared and declared.isascii() and declared.isdigit() and int(declared) > cap:
             raise DownloadBound(f"{declared} bytes declared, over {what} ({cap} bytes)")
         got = 0
-        while chunk := resp.read1(1 << 20):      # one read at a time, so the deadline is looked at
+        while True:     # one read at a time, so the deadline is looked at
+            try:
+                chunk = _read_within(resp, deadline)
+            except DownloadBound:
+                raise DownloadBound(f"still downloading after {limit_s} s ({DEADLINE_ENV}); stopped at {got} bytes") \
+                    from None
+            if not chunk:
+                break
             got += len(chunk)
             if got > cap:
                 raise DownloadBound(f"more than {what} ({cap} bytes); stopped")

@@ -16,7 +16,7 @@ from deepep_env.envspec.load import load_spec_file
 from deepep_env.formats.lockfile import read_lock
 from deepep_env.lock.digest import all_digests
 from deepep_env.verify.records import Record, load_records, lock_identity
-from deepep_env.verify.verdict import counts_as_pass
+from deepep_env.verify.verdict import counts_as_pass, verifies
 
 if TYPE_CHECKING:  # annotations only
     from pathlib import Path
@@ -134,15 +134,16 @@ def plan_verification(project: Project, env: str, ws: Optional[Workspace] = None
     records, _ = load_records(project, env)
     need = spec_ranks(project, env)
     same = [r for r in records if ident.get("digest") and r.data.get("digest") == ident["digest"]]
-    passes = [r for r in same if counts_as_pass(r.data)]
+    passes = [r for r in same if counts_as_pass(r.data) and verifies(str(r.data["test"]))]
     passing = [r for r in passes if enough_ranks(r, need)]
+    beside = [r for r in same if counts_as_pass(r.data) and not verifies(str(r.data["test"]))]
     if not ident.get("digest"):
         status = "not locked"
     elif passing:
         status = "verified"
     elif passes:
         status = "too few ranks"
-    elif same:
+    elif len(same) > len(beside):
         status = "failing"
     else:
         status = "unverified"
@@ -153,6 +154,7 @@ def plan_verification(project: Project, env: str, ws: Optional[Workspace] = None
                         for r in passing],
             "short": [{"test": r.data["test"], "ranks": r.data.get("ranks"), "path": str(r.path)}
                       for r in passes if r not in passing],
+            "other_tests": sorted({str(r.data["test"]) for r in beside}),   # pass, but prove nothing of DeepEP
             "stale": len(records) - len(same)}
 
 

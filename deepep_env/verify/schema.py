@@ -9,6 +9,8 @@ are left alone (a record is written by one tool version and read by others).
 from __future__ import annotations
 
 import math
+import re
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,6 +43,18 @@ def _optional(of: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda v: v is None or of(v)
 
 
+def _utc_time(v: Any) -> bool:
+    """``2026-11-25T12:00:00Z`` (what ``record`` writes), a real time, not past tomorrow: a record's time
+    orders its cell, so ``"zzzz"`` or year 9999 stayed the newest forever (issue 52.10)."""
+    if not isinstance(v, str) or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z", v):
+        return False
+    try:
+        when = datetime.fromisoformat(v[:-1]).replace(tzinfo=timezone.utc)
+    except ValueError:
+        return False
+    return when <= datetime.now(timezone.utc) + timedelta(days=1)
+
+
 _text = _optional(lambda v: isinstance(v, str))
 # field → (required, test, what is accepted)
 FIELDS: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
@@ -49,7 +63,7 @@ FIELDS: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
     "exit_code": (True, lambda v: _int(v) and v in EXIT_CODES, "an integer from -255 to 255"),
     "passed": (True, lambda v: isinstance(v, bool), "true or false"),
     "host": (True, _mapping(_scalar), "an object of strings, finite numbers, booleans and nulls"),
-    "time": (True, lambda v: isinstance(v, str) and v != "", "a UTC time (2026-11-25T12:00:00Z)"),
+    "time": (True, lambda v: _utc_time(v), "a UTC time no later than tomorrow (2026-11-25T12:00:00Z)"),
     "figures": (False, _mapping(number), "an object of finite numbers"),
     "args": (False, lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v), "a list of strings"),
     "ranks": (False, _optional(lambda v: _int(v) and 1 <= v <= MAX_RANKS), "a number of processes (1 or more) or null"),

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
+from deepep_env.verify.schema import MAX_RANKS
+
 DEEPEP_DEFAULT_RANKS = 8
 # test name (a record's ``test``) → what in the figures shows that it ran and passed, in words.
 Rule = Callable[[dict[str, Any]], Optional[str]]
@@ -51,6 +53,9 @@ EVIDENCE: dict[str, Rule] = {
     "elastic-agrs": _agrs,          # " > Seed N passed (128 ops)" (tests/elastic/test_agrs.py)
 }
 
+# lines a crashed rank leaves in a DeepEP test's output, wherever they are (a pass needs none of them)
+_CRASH = re.compile(r"^.*(?:Traceback \(most recent call last\)|Segmentation fault|core dumped|Fatal Python error"
+                    r"|terminate called after throwing|ChildFailedError|CUDA error: ).*$", re.M)
 _USAGE = re.compile(r"^usage: \S", re.M)
 _ARGPARSE = re.compile(r"^\S+: error: |show this help message and exit", re.M)
 
@@ -76,7 +81,16 @@ def judge(test: str, exit_code: int, output: str, figures: dict[str, Any]) -> Ve
                              "DeepEP's tests: no case line or figure to look for)")
     if shown is None:
         return Verdict(False, f"exit code 0, but none of the lines DeepEP's {test} test prints when it passes")
+    crash = _CRASH.search(output)
+    if crash:   # a launcher that swallows a rank's failure still exits 0 (issue 52.6)
+        return Verdict(False, f"exit code 0 and {shown}, but the output has a failure line: {crash.group(0).strip()[:120]!r}")
     return Verdict(True, shown)
+
+
+def verifies(test: str) -> bool:
+    """Whether a passing record of ``test`` may verify an env: DeepEP's own tests only (the ones with an
+    evidence rule); a record of any other name is shown beside, never as the proof (issue 52.5)."""
+    return test in EVIDENCE
 
 
 def counts_as_pass(data: dict[str, Any]) -> bool:
@@ -102,9 +116,15 @@ def ranks_in_output(output: str) -> Optional[int]:
     for pat in _LOG_RANKS:
         m = pat.search(output)
         if m:
-            return math.prod(int(g) for g in m.groups() if g)
+            return _bounded(math.prod(int(g) for g in m.groups() if g))
     ll = {int(r) for r in _LL_RANK.findall(output)}
-    return max(ll) + 1 if ll else None
+    return _bounded(max(ll) + 1) if ll else None
+
+
+def _bounded(n: int) -> Optional[int]:
+    """``n`` ranks when it is a number of processes a record may hold (1 to 2**20), else None: a printed
+    ``[rank 5000000]`` or ``Ranks: 99999 x 99999`` says nothing true (issue 52.10)."""
+    return n if 1 <= n <= MAX_RANKS else None
 
 
 def ranks_in_args(args: Sequence[str]) -> Optional[int]:
@@ -113,8 +133,14 @@ def ranks_in_args(args: Sequence[str]) -> Optional[int]:
     for i, a in enumerate(args):
         value = a.split("=", 1)[1] if a.startswith("--num-processes=") else \
             (args[i + 1] if a == "--num-processes" and i + 1 < len(args) else None)
-        if value is not None and value.strip().isdigit() and 0 < int(value) < 1 << 20:
-            found = int(value)
+        if value is None:
+            continue
+        try:            # as argparse's type=int reads it (``８`` is 8); ``²`` passed isdigit() and crashed int()
+            n = int(value)
+        except ValueError:
+            continue
+        if 0 < n <= MAX_RANKS:
+            found = n
     return found
 
 

@@ -358,3 +358,25 @@ def test_every_gpu_builds_all_at_once_then_tests_each_on_every_gpu(tmp_path):
     assert c.returncode == 0 and (out / "h200-nvlink-v2.pixi.lock").is_file() and (out / "every-gpu.tgz").is_file()
     assert len(list(out.iterdir())) <= 8
 
+
+
+@pytest.mark.parametrize("wheel", ["../../x.whl", "/tmp/x.whl", "a/b.whl", "..whl", "x.whl\n", "x.tar.gz", "", None, 7])
+def test_a_skeleton_whose_wheel_name_is_a_path_is_one_line(tmp_path, wheel):
+    """Issue 52.12: common.sh:rebuild_skeletons wrote to sources/<the skeleton's "wheel">, so ../../x.whl
+    wrote outside. wheel_skeleton.py refuses any name that is not a plain wheel file name."""
+    import gzip
+    import json
+
+    import wheel_skeleton
+
+    skel = tmp_path / "x.skel"
+    with gzip.open(skel, "wt") as f:
+        json.dump({"format": wheel_skeleton.FORMAT, "wheel": wheel, "size": 1, "sha256": "0", "members": []}, f)
+    r = subprocess.run([sys.executable, str(GPU / "wheel_skeleton.py"), "info", str(skel)], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout == ""
+    assert "field 'wheel'" in r.stderr and "is not a wheel file name" in r.stderr and r.stderr.count("\n") == 1
+    with gzip.open(skel, "wt") as f:     # the neighbour: a plain name is read
+        json.dump({"format": wheel_skeleton.FORMAT, "wheel": "torch-2.11.0-cp312-cp312-x.whl", "size": 1, "sha256": "0",
+                   "members": []}, f)
+    r = subprocess.run([sys.executable, str(GPU / "wheel_skeleton.py"), "info", str(skel)], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("wheel=torch-2.11.0-cp312-cp312-x.whl "), r.stderr

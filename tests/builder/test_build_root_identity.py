@@ -3,6 +3,8 @@ input that changes bytes may stay outside the id). The default root adds nothing
 stays what it was."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from build_fixtures import REPO, sandbox
@@ -124,15 +126,100 @@ def test_a_missing_root_is_made_this_users_and_closed_to_others(tmp_path, monkey
         assert folder.stat().st_mode & 0o7777 == 0o755 and folder.stat().st_uid == os.geteuid()
 
 
-def test_a_root_of_ours_that_others_can_write_is_narrowed(tmp_path, monkeypatch):
-    """deepep-env made the default root 1777 until issue 39: the same user's old root keeps working, closed."""
+@pytest.mark.parametrize("mode", [0o1777, 0o777, 0o1775, 0o757])
+def test_a_root_others_can_write_is_refused_and_its_mode_left_as_it_is(tmp_path, monkeypatch, mode):
+    """Issue 52.1: a shared root (``/tmp``, a 1777 root deepep-env made before issue 39) was chmod'ed 0755
+    in place, also when the build was then refused. Now one line, and nothing of it changes."""
+    import os
+
     root = tmp_path / "root"
     root.mkdir()
-    root.chmod(0o1777)
-    (root / ".tools").mkdir()
+    root.chmod(mode)
+    if mode & 0o020 and not mode & 0o002:
+        os.chown(root, -1, 65534)                # a group that is not this user's own
+    monkeypatch.setenv(buildroot.ENV_VAR, str(root))
+    with pytest.raises(UserError) as err:
+        buildroot.ensure()
+    msg = str(err.value)
+    assert f"build root {root} is not this user's alone: other users can write it (mode {mode:04o}" in msg
+    assert "\n" not in msg and "chmod go-w" in msg
+    assert root.stat().st_mode & 0o7777 == mode and list(root.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o700, 0o775, 0o1755])
+def test_a_root_only_this_user_can_write_is_taken_as_it_is(tmp_path, monkeypatch, mode):
+    """Neighbours: a private root keeps its mode (0775 of a user-private group, a sticky 1755)."""
+    import grp
+    import os
+    import pwd
+
+    if mode & 0o020 and grp.getgrgid(os.getegid()).gr_name != pwd.getpwuid(os.geteuid()).pw_name:
+        pytest.skip("this user's primary group is not a user-private group")
+    root = tmp_path / "root"
+    root.mkdir()
+    root.chmod(mode)
     monkeypatch.setenv(buildroot.ENV_VAR, str(root))
     assert buildroot.ensure() == root
-    assert root.stat().st_mode & 0o7777 == 0o755
+    assert root.stat().st_mode & 0o7777 == mode
+
+
+def test_the_build_root_named_tmp_is_refused_before_anything_changes(monkeypatch):
+    """``DEEPEP_ENV_BUILD_ROOT=/tmp``: /tmp is 1777 and stays so (only read here)."""
+    import os
+
+    before = os.stat("/tmp").st_mode
+    if not before & 0o002:
+        pytest.skip("/tmp is not writable by all here")
+    monkeypatch.setenv(buildroot.ENV_VAR, "/tmp")
+    with pytest.raises(UserError, match="other users can write it"):
+        buildroot.ensure()
+    assert os.stat("/tmp").st_mode == before
+
+
+@pytest.mark.parametrize("name", [".locks", ".tools"])
+@pytest.mark.parametrize("plant", ["mode 1777", "mode 0777", "a link", "a file"])
+def test_a_locks_or_tools_folder_others_can_write_is_refused(tmp_path, monkeypatch, name, plant):
+    """Issue 52.7: `.locks/` was never checked (a lock file was opened through whatever was there)."""
+    from deepep_env.builder import build, tools
+
+    root = tmp_path / "root"
+    root.mkdir()
+    d = root / name
+    if plant.startswith("mode"):
+        d.mkdir()
+        d.chmod(int(plant.split()[1], 8))
+    elif plant == "a link":
+        (tmp_path / "elsewhere").mkdir()
+        d.symlink_to(tmp_path / "elsewhere")
+    else:
+        d.write_text("")
+    before = os.lstat(d).st_mode
+    with pytest.raises(UserError) as err:
+        if name == ".locks":
+            with build._locked(d / "0123456789.lock"):
+                pass
+        else:
+            tools._folder(root)
+    msg = str(err.value)
+    assert f"build root {root} is not this user's alone: " in msg and f" {name} in it" in msg and "\n" not in msg
+    assert os.lstat(d).st_mode == before
+    assert not (tmp_path / "elsewhere").exists() or list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_locks_are_made_private_and_a_lock_file_link_is_not_followed(tmp_path):
+    from deepep_env.builder import build
+
+    root = tmp_path / "root"
+    root.mkdir()
+    with build._locked(root / ".locks" / "a.lock"):
+        pass
+    assert (root / ".locks").stat().st_mode & 0o7777 == 0o700
+    assert (root / ".locks" / "a.lock").stat().st_mode & 0o7777 == 0o600
+    (root / ".locks" / "b.lock").symlink_to(tmp_path / "victim")
+    with pytest.raises(UserError, match=r"cannot open the build lock .*b\.lock"):
+        with build._locked(root / ".locks" / "b.lock"):
+            pass
+    assert not (tmp_path / "victim").exists()
 
 
 def test_a_root_another_user_owns_is_refused_in_one_line(tmp_path, monkeypatch):

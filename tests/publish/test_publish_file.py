@@ -192,3 +192,31 @@ def test_publish_env_ships_its_test_records(tmp_path, pkgs, no_creds, captured: 
     assert cell["newest"]["path"].startswith(str(chan))
     none = captured.cli("verified", "--channel", str(tmp_path / "state"), "--project", proj.root)
     assert none.returncode != 0 and "holds no test records" in none.stderr
+
+
+def test_a_copy_a_killed_publish_left_is_removed_by_the_next(tmp_path, pkgs, no_creds):
+    """Issue 52.12: `publish` killed mid-copy left `.NAME.conda.XXXXXXXX.tmp` in the channel; the next
+    publish kept it. A stale one goes (with a note); a fresh one (a copy in flight beside) and other
+    hidden files stay."""
+    import os
+    import time
+
+    from deepep_env.publish.local import STALE_TMP_S
+
+    chan = tmp_path / "chan"
+    sd = chan / "linux-64"
+    sd.mkdir(parents=True)
+    stale = sd / f".{pkgs.linux.name}.abcd_123.tmp"
+    fresh = sd / f".{pkgs.linux.name}.zzzz9999.tmp"
+    other = sd / ".keep.tmp"
+    for f in (stale, fresh, other):
+        f.write_bytes(b"half a package")
+    old = time.time() - STALE_TMP_S - 60
+    os.utime(stale, (old, old))
+    os.utime(other, (old, old))
+    report = publish(None, str(chan), packages=[pkgs.linux])
+    assert not stale.exists() and fresh.exists() and other.exists()
+    assert any(stale.name in n and "killed mid-copy" in n for n in report.notes)
+    os.utime(fresh, (old, old))
+    report = publish(None, str(chan), packages=[pkgs.linux])          # already published: still swept
+    assert not fresh.exists() and report.packages[0].status == ALREADY_PRESENT

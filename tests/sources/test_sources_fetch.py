@@ -300,6 +300,10 @@ def endless(tmp_path):
             if self.path == "/declared":
                 self.send_header("Content-Length", str(10 ** 10))
             self.end_headers()
+            if self.path == "/silent":            # headers, then nothing (issue 52.11)
+                self.wfile.flush()
+                threading.Event().wait(30.0)
+                return
             chunk = b"\0" * (1 << 16)
             try:
                 while True:
@@ -329,15 +333,22 @@ def _tmp_entries(cache: SourceCache) -> list[str]:
     ("/fast", {"DEEPEP_ENV_FETCH_MAX_BYTES": str(8 << 20)}, "more than DEEPEP_ENV_FETCH_MAX_BYTES (8388608 bytes); stopped"),
     ("/declared", {}, "10000000000 bytes declared, over DEEPEP_ENV_FETCH_MAX_BYTES"),
     ("/slow", {"DEEPEP_ENV_FETCH_DEADLINE": "2"}, "still downloading after 2 s (DEEPEP_ENV_FETCH_DEADLINE)"),
+    ("/silent", {"DEEPEP_ENV_FETCH_DEADLINE": "2"}, "still downloading after 2 s (DEEPEP_ENV_FETCH_DEADLINE); stopped at 0"),
+    ("/silent", {"DEEPEP_ENV_FETCH_DEADLINE": "3"}, "still downloading after 3 s (DEEPEP_ENV_FETCH_DEADLINE); stopped at 0"),
 ])
 def test_an_endless_download_is_stopped_by_its_bound(tmp_path, endless, monkeypatch, path, env, needle):
+    import time
+
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     cache = SourceCache(tmp_path / "cache")
+    started = time.monotonic()
     with pytest.raises(UserError) as err:
         fetch([Want("libgreet", "source", "libgreet", "sha256:" + "1" * 64, (f"{endless}{path}",))], cache)
     assert needle in str(err.value) and "\n" not in str(err.value)
     assert _tmp_entries(cache) == []
+    if "DEEPEP_ENV_FETCH_DEADLINE" in env:         # the deadline holds, silence included
+        assert time.monotonic() - started < int(env["DEEPEP_ENV_FETCH_DEADLINE"]) + 5
 
 
 def test_the_catalogued_size_caps_a_download(tmp_path, endless):
@@ -347,11 +358,14 @@ def test_the_catalogued_size_caps_a_download(tmp_path, endless):
         fetch([w], cache)
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "1e9", "lots"])
-def test_a_bound_that_is_not_a_number_is_one_line(tmp_path, endless, monkeypatch, value):
-    monkeypatch.setenv("DEEPEP_ENV_FETCH_MAX_BYTES", value)
-    with pytest.raises(UserError, match="DEEPEP_ENV_FETCH_MAX_BYTES.*is not a positive whole number"):
+@pytest.mark.parametrize("env", ["DEEPEP_ENV_FETCH_MAX_BYTES", "DEEPEP_ENV_FETCH_DEADLINE"])
+@pytest.mark.parametrize("value", ["0", "-1", "1e9", "lots", "\u00b2", "\uff11", "\u0661", "9" * 400, "99999999999999"])
+def test_a_bound_that_is_not_a_number_is_one_line(tmp_path, endless, monkeypatch, env, value):
+    monkeypatch.setenv(env, value)
+    with pytest.raises(UserError) as err:
         fetch([Want("p", "source", "p", "sha256:" + "1" * 64, (f"{endless}/fast",))], SourceCache(tmp_path / "c"))
+    assert f"{env}=" in str(err.value) and "is not a positive whole number of at most" in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 def test_a_terminated_fetch_removes_its_partial_download(tmp_path, endless):

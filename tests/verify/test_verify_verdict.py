@@ -144,3 +144,84 @@ def test_a_one_rank_pass_does_not_verify_a_multi_gpu_claim(proj, host_tree, caps
     assert plan_verification(proj, "h200-nvlink")["status"] == "verified"
     (rec,) = [r for r in load_records(proj)[0] if r.data["test"] == "intranode"]
     assert rec.data["ranks"] == 8
+
+
+# -- issue 52.5, 52.6, 52.10 ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tail", [
+    "Traceback (most recent call last):\n  File \"test_intranode.py\", line 1\nRuntimeError: x\n",
+    "Segmentation fault (core dumped)\n",
+    "bash: line 1: 1234 Aborted (core dumped) python test_intranode.py\n",
+    "terminate called after throwing an instance of 'c10::Error'\n",
+    "Fatal Python error: Segmentation fault\n",
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n",
+    "RuntimeError: CUDA error: an illegal memory access was encountered\n",
+])
+def test_a_crash_line_after_the_passed_cases_is_a_fail_that_names_it(tail):
+    """Issue 52.6: a launcher that swallows a rank's failure exits 0 after the passed lines."""
+    for test, out in (("intranode", DEEPEP_OUTPUT), ("low-latency", LOW_LATENCY_OUTPUT), ("elastic-agrs", AGRS_OUTPUT)):
+        v = verdict(test, 0, out + tail)
+        assert not v.passed and "but the output has a failure line" in v.evidence, (test, v)
+        assert tail.strip().splitlines()[0][:40] in v.evidence
+
+
+@pytest.mark.parametrize("tail", ["", "done\n", "Testing error handling: passed\n", "[rank 0] traceback disabled\n"])
+def test_neighbours_without_a_crash_line_still_pass(tail):
+    assert verdict("intranode", 0, DEEPEP_OUTPUT + tail).passed
+
+
+@pytest.mark.parametrize("out, ranks", [
+    ("[rank 4999999] Dispatch + combine bandwidth: 1.0 GB/s\n", None),
+    ("[rank 1048575] Dispatch + combine bandwidth: 1.0 GB/s\n", 1 << 20),
+    (" > Ranks: 99999 x 99999\n", None),
+    (" > Ranks: 1024 x 1024\n", 1 << 20),
+    (" > Ranks: 0\n", None),
+    (" > Ranks: 2 x 4\n", 8),
+])
+def test_ranks_read_from_the_output_are_bounded(out, ranks):
+    """Issue 52.10: a record said 5,000,001 ranks, which `verified` then refused."""
+    from deepep_env.verify.verdict import ranks_in_output
+
+    assert ranks_in_output(out) == ranks
+    assert ranks_in_args(["--num-processes", "\u00b2"]) is None and ranks_in_args(["--num-processes", "1048577"]) is None
+    assert ranks_in_args(["--num-processes", "\uff18"]) == 8                 # argparse's int() reads it so
+
+
+@pytest.mark.parametrize("time, ok", [
+    ("2026-11-25T12:00:00Z", True), ("2026-11-25T12:00:00.5Z", True),
+    ("zzzz", False), ("9999-12-31T23:59:59Z", False), ("2026-13-01T00:00:00Z", False),
+    ("2026-11-25 12:00:00", False), ("2026-11-25T12:00:00+00:00", False), ("\uff12026-11-25T12:00:00Z", False),
+])
+def test_a_record_time_is_a_real_utc_time_not_past_tomorrow(time, ok):
+    from pathlib import Path
+
+    from deepep_env.base.errors import UserError
+    from deepep_env.formats.stamps import TEST_RECORD
+    from deepep_env.verify.schema import check_record
+
+    rec = {"format": TEST_RECORD.stamp, "env": "e", "test": "intranode", "exit_code": 0, "passed": True, "host": {},
+           "time": time}
+    if ok:
+        assert check_record(rec, Path("r.json")) is rec
+    else:
+        with pytest.raises(UserError, match="record field 'time'"):
+            check_record(rec, Path("r.json"))
+
+
+@pytest.mark.parametrize("test", ["smoke", "Intranode", "my-smoke"])
+def test_plan_is_verified_only_by_deepeps_own_tests(proj, host_tree, capsys, tmp_path, test):
+    """Issue 52.5: `record --test smoke` with "hello" made plan say verified."""
+    from deepep_env.verify.matrix import plan_verification
+
+    root = str(host_tree("h200x8-nvlink"))
+    log = tmp_path / "hello.log"
+    log.write_text("hello\n")
+    rc, o, err = cli_in_process(capsys, "record", "h200-nvlink", "--test", test, "--exit-code", "0", "--log", str(log),
+                                "--root", root, "--project", proj.root, "--json", "--", "--num-processes", "8")
+    assert rc == 0, err
+    v = plan_verification(proj, "h200-nvlink")
+    assert v["status"] == "unverified" and v["other_tests"] == [test] and v["passing"] == []
+    rc, out, err = cli_in_process(capsys, "plan", "h200-nvlink", "--root", root, "--project", proj.root)
+    assert "verified: no passing record" in out and f"passing records of {test} beside" in out
+    record_test(proj, "h200-nvlink", "intranode", ["--num-processes", "8"], 0, DEEPEP_OUTPUT, root=root, now=NOW)
+    assert plan_verification(proj, "h200-nvlink")["status"] == "verified"      # the neighbour: DeepEP's own test
