@@ -163,19 +163,6 @@ def test_a_root_only_this_user_can_write_is_taken_as_it_is(tmp_path, monkeypatch
     assert root.stat().st_mode & 0o7777 == mode
 
 
-def test_the_build_root_named_tmp_is_refused_before_anything_changes(monkeypatch):
-    """``DEEPEP_ENV_BUILD_ROOT=/tmp``: /tmp is 1777 and stays so (only read here)."""
-    import os
-
-    before = os.stat("/tmp").st_mode
-    if not before & 0o002:
-        pytest.skip("/tmp is not writable by all here")
-    monkeypatch.setenv(buildroot.ENV_VAR, "/tmp")
-    with pytest.raises(UserError, match="other users can write it"):
-        buildroot.ensure()
-    assert os.stat("/tmp").st_mode == before
-
-
 @pytest.mark.parametrize("name", [".locks", ".tools"])
 @pytest.mark.parametrize("plant", ["mode 1777", "mode 0777", "a link", "a file"])
 def test_a_locks_or_tools_folder_others_can_write_is_refused(tmp_path, monkeypatch, name, plant):
