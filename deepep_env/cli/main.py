@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "pixi",
     "task",
     "record",
+    "key",
     "verified",
     "doctor",
     "fleet",

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, SignOpt, print_json, project, signer
 
 
 def register(app: typer.Typer) -> None:
@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
         log: Optional[str] = typer.Option(None, "--log", help="its output (figures are read from it; the last 8 MiB)"),
         root: Optional[str] = typer.Option(None, "--root", help="the host (default: $DEEPEP_ENV_HOST_ROOT, else /)"),
         platform: Optional[str] = typer.Option(None, "--platform", help="platform profile instead of the detected one"),
+        sign: Optional[str] = SignOpt,
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -33,11 +34,18 @@ def register(app: typer.Typer) -> None:
 
         proj = project(project_dir)
         check_inputs(proj, env, short_test(test), exit_code)   # before the log is read
+        key = signer(sign)                                      # a bad key: refused before anything is written
         output = read_tail(Path(log), OUTPUT_TAIL_BYTES, accepted="a test's output log").decode("utf-8", "replace") if log else ""
         rec = build_record(proj, env, test, args or (), exit_code, output, root=root or host_root(),
                            platform=platform or os.environ.get("DEEPEP_ENV_PLATFORM") or None)
         path = write_record(proj, rec)
+        signed = None
+        if key is not None:
+            from deepep_env.verify.attest import sign_record
+
+            signed = sign_record(path, key, proj.pixi_lock)
         if as_json:
-            print_json({**rec, "path": str(path)})
+            print_json({**rec, "path": str(path), "attestation": str(signed) if signed else None})
         else:
-            print(f"wrote {path} ({'pass' if rec['passed'] else 'fail'}: {rec['evidence']}; {rec['ranks'] or '?'} rank(s))")
+            print(f"wrote {path} ({'pass' if rec['passed'] else 'fail'}: {rec['evidence']}; {rec['ranks'] or '?'} rank(s))"
+                  + (f"; signed by {key.name}: {signed}" if signed else ""))

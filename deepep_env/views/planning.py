@@ -26,6 +26,7 @@ from deepep_env.envspec.resolved import ResolvedSpec
 from deepep_env.envspec.wheels import nvshmem_options, wheel_suggestion
 from deepep_env.envspec.cuda_wheels import toolkit_rows
 from deepep_env.envspec.torch_wheels import torch_rows
+from deepep_env.verify.keys import TrustPolicy
 from deepep_env.verify.matrix import plan_verification
 
 
@@ -128,10 +129,12 @@ def _lock_status(name: str, project: Project, ws: Optional[Workspace] = None) ->
     return {"path": str(path.relative_to(project.root)), **_as_data(res)}
 
 
-def _verified(name: str, project: Project, ws: Optional[Workspace] = None) -> dict[str, Any]:
-    """Whether a passing test record (verified/) is bound to the env's current lock digest."""
+def _verified(name: str, project: Project, ws: Optional[Workspace] = None,
+              trust: Optional[TrustPolicy] = None) -> dict[str, Any]:
+    """Whether a passing test record (verified/) is bound to the env's current lock digest (and signed by
+    a trusted key, under a trust policy)."""
     try:
-        return plan_verification(project, name, ws)
+        return plan_verification(project, name, ws, trust)
     except UserError as err:
         return {"status": "error", "error": str(err)}
 
@@ -161,7 +164,8 @@ def _host_sections(name: str, project: Project, r: ResolvedSpec, root: Optional[
 
 
 def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_host: Optional[str] = None,
-              platform: Optional[str] = None, ws: Optional[Workspace] = None) -> dict[str, Any]:
+              platform: Optional[str] = None, ws: Optional[Workspace] = None,
+              trust: Optional[TrustPolicy] = None) -> dict[str, Any]:
     ws = workspace(project, ws)
     r = ws.resolved(name)
     data = _resolved_data(r, project, ws)
@@ -170,7 +174,7 @@ def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_h
     data["cuda_wheels"] = toolkit_rows(r.cuda.provider, r.cuda.version, r.subdirs[0], Path(project.recipes))
     data["pytorch_wheels"] = torch_rows(r.pytorch.provider, r.pytorch.version, r.subdirs[0], Path(project.recipes))
     data["lock"] = _lock_status(name, project, ws)
-    data["verified"] = _verified(name, project, ws)
+    data["verified"] = _verified(name, project, ws, trust)
     data["prefix"] = {"path": str(project.prefix_for(name)),
                       "installed": has_marker(project.prefix_for(name))}
     data.update(_host_sections(name, project, r, root, demo_host, platform, ws))
