@@ -50,7 +50,7 @@ def render_table(m: dict[str, Any]) -> None:
     from deepep_env.cli._common import console
 
     t = Table(title=f"verified ({m['records']} records; lock: {m['lock']})")
-    for col in ("env", "platform", "test", "result", "ranks", "lock", "signed", "records", "newest", "figures"):
+    for col in ("env", "platform", "test", "result", "ranks", "lock", "records", "newest", "figures"):
         t.add_column(col, overflow="fold")   # a long value wraps, never cut with an ellipsis: data shown whole
     for c in m["cells"]:
         lock = "matches" if c["matches_lock"] else "stale"
@@ -62,10 +62,10 @@ def render_table(m: dict[str, Any]) -> None:
             res = Text("pass, not trusted", style="yellow")
         ranks = str(c["ranks"] or "?") + (f"/{c['ranks_required']}" if c.get("ranks_required") else "")   # ran/needed
         data = [c["env"], c["platform"], c["test"]]
-        signed = c["signature"]["label"]
+        signed = c["signature"]["label"]       # under the lock: signed by NAME, unsigned, or why not trusted
         if c.get("untrusted_why"):
             signed = f"not verified: {c['untrusted_why']}"
-        t.add_row(*(Text(terminal(x)) for x in data), res, ranks, lock, Text(terminal(signed)),
+        t.add_row(*(Text(terminal(x)) for x in data), res, ranks, Text.assemble(lock, "\n", Text(terminal(signed))),
                   f"{c['current_records']}/{c['records']}",
                   Text(terminal(f"{c['newest']['time']} {c['newest']['node']}")), Text(terminal(figs or "-")))
     console().print(t)

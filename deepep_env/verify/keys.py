@@ -8,7 +8,8 @@
   file is a trust file. Several keys trust several signers (key rotation: add the new key, later
   remove the old one; a removed key's records stop verifying).
 
-A key's id is the sha256 (hex) of its raw public key: the DSSE ``keyid``.
+A key's id is the sha256 (hex) of its raw public key: the DSSE ``keyid``. ``cryptography`` is imported
+where a key is made, loaded or checked: ``verified`` and ``plan`` without a trust policy never load it.
 """
 from __future__ import annotations
 
@@ -20,14 +21,13 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING, Optional
 
 from deepep_env.base.errors import UserError
 from deepep_env.base.readfile import MAX_CONFIG_BYTES, decode, open_regular, read_bounded, read_fd
+
+if TYPE_CHECKING:  # annotations only: cryptography loads where a key is used
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 KEY_TYPE = "ed25519"
 MAX_KEY_BYTES = 64 << 10
@@ -42,6 +42,8 @@ def key_id(raw_public: bytes) -> str:
 
 
 def raw_public(pub: Ed25519PublicKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
@@ -55,6 +57,9 @@ class TrustedKey:
         return key_id(self.public)
 
     def verifies(self, sig: bytes, message: bytes) -> bool:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
         try:
             Ed25519PublicKey.from_public_bytes(self.public).verify(sig, message)
         except InvalidSignature:
@@ -104,6 +109,9 @@ def new_key(path: Path, name: Optional[str] = None) -> tuple[Path, Path]:
     for p in (path, pub_path):
         if os.path.lexists(p):
             raise UserError("already exists; a key is never overwritten", file=p, accepted="a new path")
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     try:
@@ -133,9 +141,13 @@ def load_signer(path: Path) -> Signer:
         data = read_fd(fd, MAX_KEY_BYTES, str(path))
     except OSError:
         raise UserError("not a signing key (too large)", file=path, accepted=_ACCEPT_KEY) from None
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     try:
         key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, UnsupportedAlgorithm):
         raise UserError("not an unencrypted PEM private key", file=path, accepted=_ACCEPT_KEY) from None
     if not isinstance(key, Ed25519PrivateKey):
         raise UserError("not an ed25519 key", file=path, accepted=_ACCEPT_KEY)
