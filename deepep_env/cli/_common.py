@@ -42,3 +42,32 @@ def console() -> Console:
 
     width = max(shutil.get_terminal_size((160, 24)).columns, 120)
     return Console(highlight=False, width=width)
+
+
+SignOpt = typer.Option(None, "--sign", metavar="KEY",
+                       help="sign the record with this ed25519 key (`deepep-env key new`): an in-toto attestation "
+                       "beside it (default: $DEEPEP_ENV_SIGNING_KEY)")
+TrustOpt = typer.Option(None, "--trust", metavar="FILE",
+                        help="a trust file (public keys, one a line; a .pub file is one): a record verifies only when "
+                        "one of its keys signed it (default: the spec's [verify] trust)")
+
+
+def signer(path: Optional[str]) -> Any:
+    """The signing key of ``--sign`` (else ``$DEEPEP_ENV_SIGNING_KEY``), loaded and checked before any work;
+    None when neither names one."""
+    import os
+    from pathlib import Path
+
+    from deepep_env.verify.keys import load_signer
+
+    path = path or os.environ.get("DEEPEP_ENV_SIGNING_KEY") or None
+    return load_signer(Path(path)) if path else None
+
+
+def trust(path: Optional[str]) -> Any:
+    """The trust policy of ``--trust FILE`` (None when not given)."""
+    from pathlib import Path
+
+    from deepep_env.verify.keys import load_trust
+
+    return load_trust(Path(path)) if path else None

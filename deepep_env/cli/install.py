@@ -5,7 +5,7 @@ from typing import List, Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, TrustOpt, print_json, print_warnings, project, trust
 from deepep_env.base.project import DEFAULT_PREFIX
 
 
@@ -17,6 +17,10 @@ def register(app: typer.Typer) -> None:
         lock: Optional[str] = typer.Option(None, "--lock", help="lock file (default: the project's pixi.lock)"),
         mirror: Optional[List[str]] = typer.Option(None, "--mirror", help="URL=DIR: take packages the lock names under URL from DIR"),
         force: bool = typer.Option(False, "--force", help="reinstall even when the prefix is up to date"),
+        require_verified: bool = typer.Option(False, "--require-verified", help="refuse, before touching the prefix, "
+                                              "an env with no passing test record for the lock's digest (signed by a "
+                                              "trusted key, under --trust or the spec's [verify] trust)"),
+        trust_file: Optional[str] = TrustOpt,
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -29,7 +33,19 @@ def register(app: typer.Typer) -> None:
 
         # a package no channel serves is rebuilt from its recipe: the same progress as `build` (stderr)
         progress = progress_printer(Console(stderr=True))
-        res = install_env(env, project(project_dir), prefix=prefix, lock_path=lock, mirrors=mirror or (), force=force,
+        proj = project(project_dir)
+        if trust_file and not require_verified:
+            from deepep_env.base.errors import UserError
+
+            raise UserError("--trust is a policy for --require-verified", field="--trust",
+                            accepted="--require-verified --trust FILE")
+        if require_verified:
+            from pathlib import Path
+
+            from deepep_env.verify.matrix import require_verified as gate
+
+            gate(proj, env, trust(trust_file), Path(lock) if lock else None)
+        res = install_env(env, proj, prefix=prefix, lock_path=lock, mirrors=mirror or (), force=force,
                           progress=progress)
         data = res.to_dict()
         print_warnings(data["warnings"])

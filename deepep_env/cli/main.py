@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "pixi",
     "task",
     "record",
+    "key",
     "verified",
     "doctor",
     "fleet",

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, console, print_json, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, TrustOpt, console, print_json, project, trust
 
 
 def register(app: typer.Typer) -> None:
@@ -18,13 +18,15 @@ def register(app: typer.Typer) -> None:
             help="use a bundled captured host (gcp-b200-demo, h200x8-nvlink) instead of this machine",
         ),
         platform: Optional[str] = typer.Option(None, "--platform", help="override the detected platform"),
+        trust_file: Optional[str] = TrustOpt,
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
         """Resolved pins, build graph with ids and store status, lock status, overlay and doctor findings."""
         from deepep_env.views.planning import make_plan
 
-        data = make_plan(name, project(project_dir), root=root, demo_host=demo_host, platform=platform)
+        data = make_plan(name, project(project_dir), root=root, demo_host=demo_host, platform=platform,
+                         trust=trust(trust_file))
         if as_json:
             print_json(data)
             return

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, SignOpt, print_json, project, signer
 
 
 def register(app: typer.Typer) -> None:
@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
         platform: Optional[str] = typer.Option(None, "--platform", help="platform profile instead of the detected one"),
         prefix: Optional[str] = typer.Option(None, "--prefix", help="the env's prefix, whose activation the record keeps "
                                              "(default: $CONDA_PREFIX when it holds ENV, else the project's)"),
+        sign: Optional[str] = SignOpt,
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -36,13 +37,20 @@ def register(app: typer.Typer) -> None:
 
         proj = project(project_dir)
         check_inputs(proj, env, short_test(test), exit_code)   # before the log is read
+        key = signer(sign)                                      # a bad key: refused before anything is written
         output = read_tail(Path(log), OUTPUT_TAIL_BYTES, accepted="a test's output log").decode("utf-8", "replace") if log else ""
         where = root or host_root()
         chosen = platform or os.environ.get("DEEPEP_ENV_PLATFORM") or None
         act = activation_for(record_prefix(proj, env, prefix), os.environ, root=where, platform=chosen)
         rec = build_record(proj, env, test, args or (), exit_code, output, root=where, platform=chosen, activation=act)
         path = write_record(proj, rec)
+        signed = None
+        if key is not None:
+            from deepep_env.verify.attest import sign_record
+
+            signed = sign_record(path, key, proj.pixi_lock)
         if as_json:
-            print_json({**rec, "path": str(path)})
+            print_json({**rec, "path": str(path), "attestation": str(signed) if signed else None})
         else:
-            print(f"wrote {path} ({'pass' if rec['passed'] else 'fail'}: {rec['evidence']}; {rec['ranks'] or '?'} rank(s))")
+            print(f"wrote {path} ({'pass' if rec['passed'] else 'fail'}: {rec['evidence']}; {rec['ranks'] or '?'} rank(s))"
+                  + (f"; signed by {key.name}: {signed}" if signed else ""))

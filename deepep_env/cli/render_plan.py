@@ -127,7 +127,11 @@ def verified_line(v: dict[str, Any]) -> str:
     if st == "verified":
         tests = ", ".join(sorted({f"{p['test']} on {p['platform']}" + (f", {p['ranks']} ranks" if p.get("ranks") else "")
                                   for p in v["passing"]}))
-        return f"yes: a passing record for digest {digest} ({markup_free(tests)})"
+        signed = ", ".join(sorted({p["signature"]["label"] for p in v["passing"] if p.get("signature")}))
+        return f"yes: a passing record for digest {digest} ({markup_free(tests)}; {markup_free(signed or 'unsigned')})"
+    if st == "untrusted":
+        return (f"no: passing records for digest {digest}, none signed by a key of {markup_free(str(v.get('trust')))} "
+                f"(newest: {markup_free(str(v.get('untrusted_why')))})")
     if st == "too few ranks":
         short = ", ".join(sorted({f"{p['test']} ({p['ranks'] or 'unknown'} ranks)" for p in v["short"]}))
         return (f"no: passing records for digest {digest} used fewer ranks than the spec's [verify] ranks = "

@@ -5,7 +5,7 @@ from typing import List, Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, SignOpt, print_json, project, signer
 from deepep_env.base.errors import UserError
 
 
@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
         environment: Optional[str] = typer.Option(None, "--environment", "-e", help="pixi environment"),
         dry_run: bool = typer.Option(False, "--dry-run", help="print the steps, run nothing"),
         record: bool = typer.Option(True, "--record/--no-record", help="deepep-test-* tasks: write a test record under verified/ENV/"),
+        sign: Optional[str] = SignOpt,
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -42,6 +43,7 @@ def register(app: typer.Typer) -> None:
                 for s in plan.steps:
                     print(f"{s.name}: {s.cmd}")
             return
-        rc = run_task(proj, plan, record=record)
+        key = signer(sign) if record and plan.records else None   # refused before the test runs
+        rc = run_task(proj, plan, record=record, signer=key)
         if rc:
             raise UserError(f"task {plan.task!r} failed (exit {rc})", field=plan.environment, exit_code=rc)

@@ -5,7 +5,7 @@ from typing import Any, Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, TrustOpt, print_json, print_warnings, project, trust
 
 
 def register(app: typer.Typer) -> None:
@@ -14,6 +14,7 @@ def register(app: typer.Typer) -> None:
         env: Optional[str] = typer.Option(None, "--env", "-e", help="only this environment"),
         channel: Optional[str] = typer.Option(None, "--channel", help="read the records a file channel holds (DIR or file:///DIR, as `publish` shipped them) instead of the project's"),
         ranks: Optional[int] = typer.Option(None, "--ranks", min=1, help="a record verifies only with at least N ranks (the spec's [verify] ranks when higher)"),
+        trust_file: Optional[str] = TrustOpt,
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -29,7 +30,7 @@ def register(app: typer.Typer) -> None:
             if not base.is_dir():
                 raise UserError("the channel holds no test records (no verified/ folder)", file=base, field="--channel",
                                 accepted="a file channel `deepep-env publish ENV` shipped records to")
-        m = build_matrix(project(project_dir), env, base, ranks)
+        m = build_matrix(project(project_dir), env, base, ranks, trust(trust_file))
         print_warnings(m["warnings"])
         if as_json:
             print_json(m)
@@ -66,9 +67,15 @@ def render_table(m: dict[str, Any]) -> None:
             lock = "stale (an older record matches)"
         figs = ", ".join(f"{k}={v:g}" for k, v in sorted(c["figures"].items()) if k.endswith(("_gbps", "_us")))
         res = Text("pass", style="green") if c["status"] == "pass" else Text("fail", style="red")
+        if c.get("untrusted_why"):
+            res = Text("pass, not trusted", style="yellow")
         ranks = str(c["ranks"] or "?") + (f"/{c['ranks_required']}" if c.get("ranks_required") else "")   # ran/needed
         data = [c["env"], c["platform"], c["test"]]
-        t.add_row(*(Text(terminal(x)) for x in data), res, ranks, lock, f"{c['current_records']}/{c['records']}",
+        signed = c["signature"]["label"]       # under the lock: signed by NAME, unsigned, or why not trusted
+        if c.get("untrusted_why"):
+            signed = f"not verified: {c['untrusted_why']}"
+        t.add_row(*(Text(terminal(x)) for x in data), res, ranks, Text.assemble(lock, "\n", Text(terminal(signed))),
+                  f"{c['current_records']}/{c['records']}",
                   Text(terminal(f"{c['newest']['time']} {c['newest']['node']}")), Text(terminal(_activation(c))),
                   Text(terminal(figs or "-")))
     console().print(t)

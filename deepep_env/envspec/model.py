@@ -286,6 +286,9 @@ class VerifySpec(Strict):
     ranks: Optional[int] = Field(None, ge=1, le=1 << 20,
                                  description="the fewest ranks a passing record must have used (8: a whole 8-GPU "
                                  "node); doctor also expects that many ranks")
+    trust: Optional[str] = Field(None, min_length=1, max_length=4096, pattern=r"^[^\x00]+$",
+                                 description="a trust file (relative to the project root): a record verifies only "
+                                 "with a valid signature from one of its keys (docs/verified.md)")
 
 
 class EnvSpec(Strict):

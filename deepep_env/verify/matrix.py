@@ -4,23 +4,28 @@ A record *matches* the lock when its digest is the current digest of its lock en
 platform (:func:`deepep_env.lock.digest.all_digests`); only a passing record that matches
 verifies an environment. *Passing* is :func:`deepep_env.verify.verdict.counts_as_pass` (the output's
 evidence, never ``passed`` alone), and where the spec (``[verify] ranks``) or the user (``verified
---ranks N``) asks for N ranks, a record counts for the claim only with at least N.
+--ranks N``) asks for N ranks, a record counts for the claim only with at least N. Under a trust
+policy (``--trust FILE``, else the spec's ``[verify] trust``) a record counts only with a signature of a
+trusted key over exactly it (:func:`deepep_env.verify.attest.check_signature`); without one, every cell
+still says whether its record is signed.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from deepep_env.base.errors import UserError
+from deepep_env.base.project import pixi_env_name
 from deepep_env.envspec.load import load_spec_file
 from deepep_env.formats.lockfile import read_lock
 from deepep_env.lock.digest import all_digests
+from deepep_env.verify.attest import SignatureCheck, check_signature
+from deepep_env.verify.keys import TrustPolicy, load_trust
 from deepep_env.verify.records import Record, load_records, lock_identity
 from deepep_env.verify.verdict import counts_as_pass, verifies
 
 if TYPE_CHECKING:  # annotations only
-    from pathlib import Path
-
     from deepep_env.lock.workspace import Workspace
     from deepep_env.base.project import Project
 
@@ -44,6 +49,23 @@ def spec_ranks(project: Project, env: str) -> Optional[int]:
         return None
 
 
+def spec_trust(project: Project, env: str) -> Optional[TrustPolicy]:
+    """The trust file the env's spec names (``[verify] trust``, relative to the project root), read; a
+    named file that cannot be read is refused in one line (a policy never silently lapses)."""
+    if env not in project.spec_names():
+        return None
+    try:
+        rel = load_spec_file(project.spec_path(env)).verify.trust
+    except UserError:
+        return None
+    return load_trust(project.root / rel) if rel else None
+
+
+def policy_for(project: Project, env: str, trust: Optional[TrustPolicy]) -> Optional[TrustPolicy]:
+    """``--trust FILE`` when given, else the spec's ``[verify] trust``, else none."""
+    return trust if trust is not None else spec_trust(project, env)
+
+
 def enough_ranks(rec: Record, need: Optional[int]) -> bool:
     """Whether ``rec`` ran with at least ``need`` ranks (no need: any record; unknown ranks: not enough)."""
     ranks = rec.data.get("ranks")
@@ -63,12 +85,29 @@ class Cell:
     test: str
     records: list[Record] = field(default_factory=list)   # oldest first
     need: Optional[int] = None                             # ranks the spec or the user asks for
+    policy: Optional[TrustPolicy] = None                   # a record counts only when a trusted key signed it
+    checks: dict[Path, SignatureCheck] = field(default_factory=dict)
+
+    def check(self, r: Record) -> SignatureCheck:
+        if r.path not in self.checks:
+            self.checks[r.path] = check_signature(r, self.policy)
+        return self.checks[r.path]
+
+    def trusted(self, r: Record) -> bool:
+        return self.policy is None or self.check(r).ok
 
     def newest(self, current_only: bool, digests: dict[tuple[str, str], str]) -> Optional[Record]:
-        """The newest record (matching the lock, with the ranks asked for, when ``current_only``)."""
-        recs = [r for r in self.records if matches(r, digests) and enough_ranks(r, self.need)] \
+        """The newest record (matching the lock, with the ranks asked for and trusted, when ``current_only``)."""
+        recs = [r for r in self.records if matches(r, digests) and enough_ranks(r, self.need) and self.trusted(r)] \
             if current_only else self.records
         return recs[-1] if recs else None
+
+    def why_untrusted(self, digests: dict[tuple[str, str], str]) -> Optional[str]:
+        """Under a policy, why the newest passing record for the lock does not verify (None: nothing to say)."""
+        if self.policy is None:
+            return None
+        recs = [r for r in self.records if matches(r, digests) and enough_ranks(r, self.need) and counts_as_pass(r.data)]
+        return self.check(recs[-1]).why if recs and not self.check(recs[-1]).ok else None
 
     def to_dict(self, digests: dict[tuple[str, str], str]) -> dict[str, Any]:
         cur = self.newest(True, digests)
@@ -91,6 +130,9 @@ class Cell:
                        "path": str(last.path)},
             "figures": dict(with_figures.data.get("figures") or {}) if with_figures else {},
             "activation": activation_summary(last.data),
+            "signature": self.check(last).to_dict(),
+            "trust": self.policy.source if self.policy is not None else None,
+            "untrusted_why": None if cur is not None else self.why_untrusted(digests),
         }
 
 
@@ -108,18 +150,21 @@ def activation_summary(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_matrix(project: Project, env: Optional[str] = None, base: Optional[Path] = None,
-                 ranks: Optional[int] = None) -> dict[str, Any]:
+                 ranks: Optional[int] = None, trust: Optional[TrustPolicy] = None) -> dict[str, Any]:
     """``deepep-env verified --json``; ``base``: the ``verified/`` folder of a channel instead of the project's;
-    ``ranks``: what the user asks a verifying record to have used (the spec's ``[verify] ranks`` when higher)."""
+    ``ranks``: what the user asks a verifying record to have used (the spec's ``[verify] ranks`` when higher);
+    ``trust``: the keys a record must be signed by (else each env's ``[verify] trust``, else none)."""
     records, warnings = load_records(project, env, base)
     digests, why = current_digests(project)
     cells: dict[tuple[str, str, str], Cell] = {}
     need: dict[str, Optional[int]] = {}
+    policies: dict[str, Optional[TrustPolicy]] = {}
     for r in records:
         e = r.key[0]
         if e not in need:
             need[e] = max((n for n in (ranks, spec_ranks(project, e)) if n is not None), default=None)
-        cells.setdefault(r.key, Cell(*r.key, need=need[e])).records.append(r)
+            policies[e] = policy_for(project, e, trust)
+        cells.setdefault(r.key, Cell(*r.key, need=need[e], policy=policies[e])).records.append(r)
     rows = [cells[k].to_dict(digests) for k in sorted(cells)]
     out: dict[str, Any] = {"cells": rows, "records": len(records), "warnings": warnings,
                            "lock": str(project.pixi_lock.name)}
@@ -128,19 +173,26 @@ def build_matrix(project: Project, env: Optional[str] = None, base: Optional[Pat
     return out
 
 
-def plan_verification(project: Project, env: str, ws: Optional[Workspace] = None) -> dict[str, Any]:
-    """``plan``: whether ``env`` has a passing record for its current digest."""
+def plan_verification(project: Project, env: str, ws: Optional[Workspace] = None,
+                      trust: Optional[TrustPolicy] = None) -> dict[str, Any]:
+    """``plan``: whether ``env`` has a passing record for its current digest (signed by a trusted key, under
+    a trust policy: ``trust``, else the spec's ``[verify] trust``)."""
     ident = lock_identity(project, env, ws=ws)
     records, _ = load_records(project, env)
     need = spec_ranks(project, env)
+    policy = policy_for(project, env, trust)
     same = [r for r in records if ident.get("digest") and r.data.get("digest") == ident["digest"]]
     passes = [r for r in same if counts_as_pass(r.data) and verifies(str(r.data["test"]))]
-    passing = [r for r in passes if enough_ranks(r, need)]
     beside = [r for r in same if counts_as_pass(r.data) and not verifies(str(r.data["test"]))]
+    enough = [r for r in passes if enough_ranks(r, need)]
+    checks = {r.path: check_signature(r, policy) for r in enough}
+    passing = [r for r in enough if policy is None or checks[r.path].ok]
     if not ident.get("digest"):
         status = "not locked"
     elif passing:
         status = "verified"
+    elif enough:
+        status = "untrusted"
     elif passes:
         status = "too few ranks"
     elif len(same) > len(beside):
@@ -149,8 +201,11 @@ def plan_verification(project: Project, env: str, ws: Optional[Workspace] = None
         status = "unverified"
     return {"status": status, "digest": ident.get("digest"), "lock_platform": ident.get("lock_platform"),
             "records": len(records), "matching": len(same), "ranks_required": need,
+            "trust": policy.source if policy is not None else None,
+            "untrusted_why": checks[enough[-1].path].why if status == "untrusted" else None,
             "passing": [{"test": r.data["test"], "platform": r.data["host"].get("platform"), "ranks": r.data.get("ranks"),
-                         "node": r.data["host"].get("node"), "time": r.data["time"], "path": str(r.path)}
+                         "node": r.data["host"].get("node"), "time": r.data["time"], "path": str(r.path),
+                         "signature": checks[r.path].to_dict()}
                         for r in passing],
             "short": [{"test": r.data["test"], "ranks": r.data.get("ranks"), "path": str(r.path)}
                       for r in passes if r not in passing],
@@ -171,3 +226,27 @@ def dropped_records(project: Project, old: dict[tuple[str, str], str], new: dict
         if counts_as_pass(d) and d.get("digest") and old.get(key) == d["digest"] and new.get(key) != d["digest"]:
             out.append(r)
     return out
+
+
+def require_verified(project: Project, env: str, trust: Optional[TrustPolicy] = None,
+                     lock_path: Optional[Path] = None) -> dict[str, Any]:
+    """``install --require-verified``: the plan's verdict when ``env`` has a passing record (signed by a
+    trusted key, under a trust policy) for the digest the install would use; else a one-line refusal.
+    ``lock_path``: another lock to install from; its section must have that same digest."""
+    v = plan_verification(project, env, trust=trust)
+    if v["status"] == "verified" and lock_path is not None and lock_path.resolve() != project.pixi_lock.resolve():
+        other = {d for (e, _), d in all_digests(read_lock(lock_path)).items() if e == pixi_env_name(env)}
+        if v["digest"] not in other:
+            raise UserError(f"{env}: the lock to install has another digest than the verified one ({str(v['digest'])[:19]}…)",
+                            file=lock_path, field="--require-verified",
+                            accepted="a lock whose section is the verified one, or install without --require-verified")
+    if v["status"] == "verified":
+        return v
+    why = {"not locked": "the env is not locked",
+           "untrusted": f"no passing record signed by a key of {v.get('trust')} ({v.get('untrusted_why')})",
+           "too few ranks": f"passing records used fewer ranks than [verify] ranks = {v.get('ranks_required')}",
+           "failing": "its records for this digest all fail"}.get(v["status"], "no passing record")
+    raise UserError(f"{env}: not verified for the lock's digest {str(v.get('digest'))[:19]}…: {why}",
+                    field="--require-verified",
+                    accepted="a passing test record for this digest" + (", signed by a trusted key" if v.get("trust") else "")
+                    + " (`deepep-env task deepep-test-… -e ENV --sign KEY`), or install without --require-verified")

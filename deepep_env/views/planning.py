@@ -25,6 +25,7 @@ from deepep_env.sources import hostprint
 from deepep_env.envspec.resolved import ResolvedSpec
 from deepep_env.envspec.wheels import nvshmem_options, wheel_suggestion
 from deepep_env.envspec.wheel_pins import wheel_rows
+from deepep_env.verify.keys import TrustPolicy
 from deepep_env.verify.matrix import plan_verification
 
 
@@ -127,10 +128,12 @@ def _lock_status(name: str, project: Project, ws: Optional[Workspace] = None) ->
     return {"path": str(path.relative_to(project.root)), **_as_data(res)}
 
 
-def _verified(name: str, project: Project, ws: Optional[Workspace] = None) -> dict[str, Any]:
-    """Whether a passing test record (verified/) is bound to the env's current lock digest."""
+def _verified(name: str, project: Project, ws: Optional[Workspace] = None,
+              trust: Optional[TrustPolicy] = None) -> dict[str, Any]:
+    """Whether a passing test record (verified/) is bound to the env's current lock digest (and signed by
+    a trusted key, under a trust policy)."""
     try:
-        return plan_verification(project, name, ws)
+        return plan_verification(project, name, ws, trust)
     except UserError as err:
         return {"status": "error", "error": str(err)}
 
@@ -160,7 +163,8 @@ def _host_sections(name: str, project: Project, r: ResolvedSpec, root: Optional[
 
 
 def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_host: Optional[str] = None,
-              platform: Optional[str] = None, ws: Optional[Workspace] = None) -> dict[str, Any]:
+              platform: Optional[str] = None, ws: Optional[Workspace] = None,
+              trust: Optional[TrustPolicy] = None) -> dict[str, Any]:
     ws = workspace(project, ws)
     r = ws.resolved(name)
     data = _resolved_data(r, project, ws)
@@ -169,7 +173,7 @@ def make_plan(name: str, project: Project, *, root: Optional[str] = None, demo_h
     data["cuda_wheels"] = wheel_rows(r.cuda.wheels)          # the pins resolve read (empty unless provider = wheel)
     data["pytorch_wheels"] = wheel_rows(r.pytorch.wheels)
     data["lock"] = _lock_status(name, project, ws)
-    data["verified"] = _verified(name, project, ws)
+    data["verified"] = _verified(name, project, ws, trust)
     data["prefix"] = {"path": str(project.prefix_for(name)),
                       "installed": has_marker(project.prefix_for(name))}
     data.update(_host_sections(name, project, r, root, demo_host, platform, ws))

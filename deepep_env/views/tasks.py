@@ -36,10 +36,12 @@ from deepep_env.formats.prefix import has_marker, read_prefix_meta
 from deepep_env.lock.pixi_model import DependsOn, PixiManifest, Task, TaskArg, load_manifest
 from deepep_env.base.project import pixi_env_name
 from deepep_env.verify.activation import activation_of
+from deepep_env.verify.attest import sign_record
 from deepep_env.verify.records import build_record, host_root, write_record
 
 if TYPE_CHECKING:  # annotations only: no import at run time
     from deepep_env.base.project import Project
+    from deepep_env.verify.keys import Signer
 
 
 RECORDED_PREFIX = "deepep-test-"
@@ -335,13 +337,15 @@ def run_teed(argv: list[str], *, cwd: str, env: dict[str, str], limit: int = 8 <
 
 
 def write_task_record(project: Project, plan: TaskPlan, rc: int, output: str, env: dict[str, str],
-                      activation: Optional[dict[str, Any]] = None) -> None:
-    """The test record of a finished ``deepep-test-*`` task, with the activation it ran under; one that
-    cannot be written is a warning."""
+                      activation: Optional[dict[str, Any]] = None, signer: Optional[Signer] = None) -> None:
+    """The test record of a finished ``deepep-test-*`` task, with the activation it ran under, signed when
+    ``signer`` is given (its attestation beside it); one that cannot be written is a warning."""
     try:
         rec = build_record(project, plan.spec, plan.task, plan.args, rc, output, root=host_root(env),
                            platform=env.get("DEEPEP_ENV_PLATFORM") or None, activation=activation)
         path = write_record(project, rec)
+        if signer is not None:
+            sign_record(path, signer, project.pixi_lock)
     except (UserError, OSError) as exc:
         print(f"deepep-env task: warning: no test record written: {redact(exc)}", file=sys.stderr, flush=True)
         return
@@ -350,14 +354,16 @@ def write_task_record(project: Project, plan: TaskPlan, rc: int, output: str, en
     except ValueError:
         shown = path
     verdict = f"{'pass' if rec['passed'] else 'fail'}: {rec['evidence']}; {rec['ranks'] or '?'} rank(s)"
-    print(f"deepep-env task: record {shown} ({verdict})", file=sys.stderr, flush=True)
+    signed = f"; signed by {signer.name}" if signer is not None else ""
+    print(f"deepep-env task: record {shown} ({verdict}{signed})", file=sys.stderr, flush=True)
 
 
 def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, str]] = None, install: bool = True,
-             record: bool = True, ws: Optional[Workspace] = None) -> int:
+             record: bool = True, ws: Optional[Workspace] = None, signer: Optional[Signer] = None) -> int:
     """Install (unless told not to), activate, run the steps in order; stop at the first failure and
     return its exit status. A ``deepep-test-*`` task's own step is teed and, when ``record``, its
-    result written as a test record (``verified/ENV/``) whether it passed or failed."""
+    result written as a test record (``verified/ENV/``) whether it passed or failed, signed by ``signer``
+    when given (the key's path never reaches the test: ``DEEPEP_ENV_SIGNING_KEY`` is dropped)."""
     if install:
         ensure_installed(project, plan, workspace(project, ws))
     pre = pre_activation(project, plan, base_env, load_manifest(project.pixi_toml))
@@ -366,6 +372,7 @@ def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, s
     shell = shutil.which("bash") or "/bin/sh"
     for step in plan.steps:
         step_env = dict(env)
+        step_env.pop("DEEPEP_ENV_SIGNING_KEY", None)
         for k, v in step.env.items():
             step_env[k] = _expand(v, step_env)
         print(f"deepep-env task: {step.name} ({plan.environment}): {step.cmd}", file=sys.stderr, flush=True)
@@ -378,7 +385,8 @@ def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, s
         except OSError as exc:
             raise UserError(f"cannot run task {step.name!r}: {exc}", field="cmd") from None
         if teed:
-            write_task_record(project, plan, rc, output, dict(os.environ if base_env is None else base_env), activation)
+            write_task_record(project, plan, rc, output, dict(os.environ if base_env is None else base_env),
+                              activation, signer)
         if rc != 0:
             print(f"deepep-env task: {step.name} failed (exit {rc})", file=sys.stderr, flush=True)
             return rc
