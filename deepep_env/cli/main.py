@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "pixi",
     "task",
     "record",
+    "admit",
     "verified",
     "doctor",
     "fleet",
