@@ -98,13 +98,19 @@ def _read_doc(path: Path) -> Any:
     return parse_json(decode(raw, path, what="node report", accepted=accepted), path, accepted=accepted)
 
 
+def _first_line(lines: Any) -> str:
+    return str(lines[0]) if isinstance(lines, list) and lines else "refused"
+
+
 def admission_of(doc: dict[str, Any], now: Optional[str] = None) -> tuple[Optional[str], dict[str, Any]]:
     """(host name, ``{admitted, valid_until, why}``) of an admission record; ``why``: its first refusal
     line, or that it has expired (``now``: a UTC time as records write it)."""
-    host = doc.get("host") if isinstance(doc.get("host"), dict) else {}
+    raw_host = doc.get("host")
+    host: dict[str, Any] = raw_host if isinstance(raw_host, dict) else {}
     until = str(doc.get("valid_until") or "")
-    tests = [t for t in doc.get("tests") or [] if isinstance(t, dict)]
-    why = next((f"{t.get('test')}: {(t.get('lines') or ['refused'])[0]}" for t in tests if not t.get("admitted")), None)
+    raw_tests = doc.get("tests")
+    tests = [t for t in raw_tests if isinstance(t, dict)] if isinstance(raw_tests, list) else []
+    why = next((f"{t.get('test')}: {_first_line(t.get('lines'))}" for t in tests if t.get("admitted") is not True), None)
     admitted = doc.get("admitted") is True
     if admitted and now is not None and until < now:
         admitted, why = False, f"admission expired at {until}"
