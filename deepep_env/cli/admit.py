@@ -25,6 +25,7 @@ def register(app: typer.Typer) -> None:
         timeout: float = typer.Option(300.0, "--timeout", min=1, help="on a node: seconds before a run is a hang"),
         attempts: int = typer.Option(3, "--attempts", min=1, max=10, help="on a node: runs before a refusal"),
         valid_hours: float = typer.Option(24.0, "--valid-hours", min=0.1, help="how long the admission holds"),
+        doctor: bool = typer.Option(True, "--doctor/--no-doctor", help="on a node: doctor first (an error stops admit)"),
         write: bool = typer.Option(True, "--write/--no-write", help="write the admission record under verified/ENV/admissions/"),
         root: Optional[str] = typer.Option(None, "--root", help="the host (default: $DEEPEP_ENV_HOST_ROOT, else /)"),
         platform: Optional[str] = typer.Option(None, "--platform", help="platform profile instead of the detected one"),
@@ -56,7 +57,8 @@ def register(app: typer.Typer) -> None:
                                 accepted="--tests intranode,low-latency")
             names = [t.strip() for t in (tests or "").split(",") if t.strip()]
             rec = admit_node(proj, env, names, root=host, platform=plat, ranks=ranks, args=args or (),
-                             timeout=timeout, attempts=attempts, valid_hours=valid_hours, write=write)
+                             timeout=timeout, attempts=attempts, valid_hours=valid_hours, write=write,
+                             doctor=doctor)
         if as_json:
             print_json(rec)
         else:

@@ -105,8 +105,9 @@ def admit_log(project: Project, env: str, test: str, output: str, args: Sequence
               platform: Optional[str] = None, ranks: Optional[int] = None, exit_code: int = 0,
               source: str = "log", valid_hours: float = 24.0, write: bool = True) -> dict[str, Any]:
     """The admission record of one captured run of ``test``."""
-    node = read_node(project, env, root, platform)
     name = short_test(test)
+    check_inputs(project, env, name, exit_code)
+    node = read_node(project, env, root, platform)
     n = _ranks(ranks, args, output, name)
     floors, records = floors_of(node, name, n)
     result = judge_output(node, name, output, n, floors, records, exit_code=exit_code)
@@ -145,7 +146,7 @@ def admit_node(project: Project, env: str, tests: Sequence[str], *, root: str = 
     names = [short_test(t) for t in tests] or default_tests(project, env)
     if not names:
         raise UserError(f"{env} has no engine test task in pixi.toml", field="--tests", accepted=", ".join(ENGINE_TESTS))
-    n = ranks or node.spec.verify.ranks or int(node.host.get("gpu_count") or 0) or 8
+    n = ranks or ranks_in_args(args) or node.spec.verify.ranks or int(node.host.get("gpu_count") or 0) or 8
     planned = {t: floors_of(node, t, n) for t in names}     # every refusal for want of a floor before any run
     if doctor:
         _doctor_first(node, root, platform)
@@ -156,8 +157,8 @@ def admit_node(project: Project, env: str, tests: Sequence[str], *, root: str = 
 def _attempts(node: Node, test: str, ranks: int, planned: tuple[dict[str, Floor], list[str]], args: Sequence[str],
               timeout: float, attempts: int, install: bool) -> TestAdmission:
     floors, records = planned
-    plan = plan_task(node.project, f"deepep-test-{test}", environment=pixi_env_name(node.env),
-                     args=["--num-processes", str(ranks), *args])
+    given = [] if ranks_in_args(args) else ["--num-processes", str(ranks)]
+    plan = plan_task(node.project, f"deepep-test-{test}", environment=pixi_env_name(node.env), args=[*given, *args])
     result: Optional[TestAdmission] = None
     for i in range(1, attempts + 1):
         rc, output = run_test_captured(node.project, plan, timeout=timeout, install=install and i == 1)

@@ -190,3 +190,15 @@ def test_a_hang_on_the_node_is_refused_naming_the_rank(proj, host_tree, capsys, 
     (t,) = rec["tests"]
     assert t["attempts"] == 2
     assert t["lines"][0] == "timed out after 3 s (a hang): rank(s) 1 did not finish"
+
+
+def test_on_a_node_doctor_comes_first(proj, host_tree, capsys, tmp_path):  # noqa: F811
+    """No env installed on the captured host: doctor's error stops admit before any test runs."""
+    root = host_tree(HOST)
+    record(capsys, proj, root, tmp_path, "intranode", intranode_log())
+    res = cli_in_process(capsys, "admit", "h200-nvlink", "--tests", "intranode", "--ranks", "2", "--root", root,
+                         "--project", proj.root)
+    assert res.returncode == 2 and res.stdout == ""
+    (line,) = res.stderr.strip().splitlines()
+    assert "doctor found" in line and "`deepep-env doctor h200-nvlink` says what" in line
+    assert not (proj.root / "verified" / "h200-nvlink" / "admissions").exists()
