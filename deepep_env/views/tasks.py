@@ -315,18 +315,20 @@ TIMED_OUT = 124      # run_teed's status for a run it killed at its timeout (as 
 
 
 def run_teed(argv: list[str], *, cwd: str, env: dict[str, str], limit: int = 8 << 20,
-             timeout: Optional[float] = None) -> tuple[int, str]:
+             timeout: Optional[float] = None, to_stderr: bool = False) -> tuple[int, str]:
     """Run ``argv`` with its stdout and stderr passed through as they come, and return its exit
     status with the last ``limit`` bytes of each (for the figures a test prints). ``timeout``: after
     that many seconds the run's whole process group (it runs in a session of its own, so DeepEP's
-    spawned ranks go too) is killed and the status is :data:`TIMED_OUT`."""
+    spawned ranks go too) is killed and the status is :data:`TIMED_OUT`. ``to_stderr``: both streams
+    pass through to this process's stderr (its stdout is kept for a report, ``admit --json``)."""
     sys.stdout.flush()
     sys.stderr.flush()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=timeout is not None)
     outs: list[collections.deque[bytes]] = [collections.deque(), collections.deque()]
     pumps = [threading.Thread(target=_pump, args=(pipe, dst, keep, limit), daemon=True)
-             for pipe, dst, keep in ((proc.stdout, sys.stdout, outs[0]), (proc.stderr, sys.stderr, outs[1]))]
+             for pipe, dst, keep in ((proc.stdout, sys.stderr if to_stderr else sys.stdout, outs[0]),
+                                     (proc.stderr, sys.stderr, outs[1]))]
     for t in pumps:
         t.start()
     try:
@@ -388,11 +390,19 @@ def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, s
     return 0
 
 
+def _stderr_fd() -> Optional[int]:
+    """This process's stderr as a descriptor for a child's stdout; None (inherit) when it has none."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):    # io.UnsupportedOperation is both
+        return None
+
+
 def run_test_captured(project: Project, plan: TaskPlan, *, timeout: float, base_env: Optional[dict[str, str]] = None,
                       install: bool = True, ws: Optional[Workspace] = None) -> tuple[int, str]:
     """A ``deepep-test-*`` task run as :func:`run_task` runs it (installed, activated, its
     dependencies first), its own step teed and killed after ``timeout`` seconds (status
-    :data:`TIMED_OUT`); no test record. Returns the step's status and output (``""`` when a
+    :data:`TIMED_OUT`); no test record; what they print goes to stderr. Returns the step's status and output (``""`` when a
     dependency failed first)."""
     if install:
         ensure_installed(project, plan, workspace(project, ws))
@@ -405,8 +415,9 @@ def run_test_captured(project: Project, plan: TaskPlan, *, timeout: float, base_
         print(f"deepep-env admit: {step.name} ({plan.environment}): {step.cmd}", file=sys.stderr, flush=True)
         try:
             if step.name == plan.task:
-                return run_teed([shell, "-c", step.cmd], cwd=step.cwd, env=step_env, timeout=timeout)
-            rc = subprocess.run([shell, "-c", step.cmd], cwd=step.cwd, env=step_env, check=False).returncode
+                return run_teed([shell, "-c", step.cmd], cwd=step.cwd, env=step_env, timeout=timeout, to_stderr=True)
+            rc = subprocess.run([shell, "-c", step.cmd], cwd=step.cwd, env=step_env, check=False,
+                                stdout=_stderr_fd()).returncode
         except OSError as exc:
             raise UserError(f"cannot run task {step.name!r}: {exc}", field="cmd") from None
         if rc != 0:

@@ -184,8 +184,11 @@ def test_a_hang_on_the_node_is_refused_naming_the_rank(proj, host_tree, capsys, 
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("DEEPEP_ENV_PYTHON", os.environ.get("PYTHON", "python3"))
     monkeypatch.setenv("DEEPEP_ENV_NO_OVERLAY", "1")
+    capsys.readouterr()
     rec = admit_node(proj, "h200-nvlink", ["low-latency"], root=str(root), ranks=2, timeout=3, attempts=2,
                      install=False, doctor=False, write=False)
+    out = capsys.readouterr()
+    assert "[rank 0] Dispatch bandwidth" in out.err and out.out == ""     # stdout is kept for --json
     assert rec["admitted"] is False
     (t,) = rec["tests"]
     assert t["attempts"] == 2
