@@ -205,3 +205,12 @@ def test_on_a_node_doctor_comes_first(proj, host_tree, capsys, tmp_path):  # noq
     (line,) = res.stderr.strip().splitlines()
     assert "doctor found" in line and "`deepep-env doctor h200-nvlink` says what" in line
     assert not (proj.root / "verified" / "h200-nvlink" / "admissions").exists()
+
+
+def test_a_bad_admit_table_is_one_line(proj, host_tree, capsys, tmp_path):  # noqa: F811
+    spec = proj.root / "env_specs" / "h200-nvlink.toml"
+    spec.write_text(spec.read_text() + "\n[admit]\nratio = 1.5\nfloors = { fast = 1.0 }\n")
+    res = admit(capsys, proj, host_tree(HOST), tmp_path, "intranode", intranode_log())
+    assert res.returncode == 2 and res.stdout == ""
+    (line,) = res.stderr.strip().splitlines()
+    assert "h200-nvlink.toml" in line and "admit" in line
