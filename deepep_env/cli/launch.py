@@ -80,6 +80,7 @@ def register(app: typer.Typer) -> None:
         preflight: bool = typer.Option(True, "--preflight/--no-preflight", help="before the test: doctor on every node into a shared folder, then `fleet report`; the test only if the fleet passes; a test record after it"),
         shared_dir: Optional[str] = typer.Option(None, "--shared-dir", help="preflight folder every node sees (default: shell ./deepep-preflight, slurm $SLURM_SUBMIT_DIR/deepep-preflight; one sub-folder per run)"),
         shared_pvc: Optional[str] = typer.Option(None, "--shared-pvc", help="k8s: ReadWriteMany PersistentVolumeClaim for the preflight folder (without it each pod checks itself alone)"),
+        admit: bool = typer.Option(True, "--admit/--no-admit", help="with the preflight: `deepep-env admit` on every node first (a short DeepEP run against the floors of the env's records); the test only if every node is admitted"),
         preflight_timeout: int = typer.Option(600, "--preflight-timeout", help="seconds a node waits for every node's doctor report"),
         tool: Optional[str] = typer.Option(None, "--tool", hidden=True, help="how nodes call deepep-env (a stand-in for tests)"),
         output: Optional[str] = typer.Option(None, "--output", "-o", help="write to FILE, or into DIR under the default name"),
@@ -107,7 +108,7 @@ def register(app: typer.Typer) -> None:
                 gke_gvnic_network=None if gke_gvnic_network in ("", "none") else gke_gvnic_network,
                 gke_rdma_network_prefix=gke_rdma_network_prefix, gke_rdma_nics=gke_rdma_nics, shared_pvc=shared_pvc,
             ),
-            preflight=preflight, shared_dir=shared_dir, preflight_timeout=preflight_timeout,
+            preflight=preflight, shared_dir=shared_dir, preflight_timeout=preflight_timeout, admit=admit,
             tool=tuple(shlex.split(tool)) if tool else ("deepep-env",),
             slurm=SlurmOptions(partition=partition, account=account, time=time_limit),
         )

@@ -41,6 +41,7 @@ COMMAND_MODULES = (
     "task",
     "record",
     "key",
+    "admit",
     "verified",
     "doctor",
     "fleet",

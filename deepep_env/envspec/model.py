@@ -291,6 +291,28 @@ class VerifySpec(Strict):
                                  "with a valid signature from one of its keys (docs/verified.md)")
 
 
+class AdmitSpec(Strict):
+    """Floors ``deepep-env admit`` holds a node's short DeepEP run to (docs/admit.md); metadata, never
+    part of a build id. Without ``floors``, a figure's floor comes from the env's passing records."""
+
+    ratio: float = Field(0.8, gt=0, le=1, description="a figure must reach ratio x the median of the passing "
+                         "records (a time: at most the median / ratio)")
+    rank_ratio: float = Field(0.9, gt=0, le=1, description="the slowest rank must reach rank_ratio x the median "
+                              "rank of the same run")
+    floors: dict[str, float] = Field(default_factory=dict, description="per-figure absolute floors (a *_us "
+                                     "figure: a ceiling), e.g. dispatch_bf16_gbps = 300; they replace the records' floor")
+
+    @field_validator("floors")
+    @classmethod
+    def _floors(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, x in v.items():
+            if not re.match(r"^[a-z][a-z0-9_]{0,63}_(gbps|us)$", k):
+                raise ValueError(f"not a figure name: {k!r} (a name ending in _gbps or _us, e.g. ll_dispatch_gbps)")
+            if not (x > 0 and x < float("inf")):
+                raise ValueError(f"floor {k} = {x!r} is not a positive finite number")
+        return v
+
+
 class EnvSpec(Strict):
     format: int = Field(description="spec format version; this reader knows " + ", ".join(map(str, SUPPORTED_FORMATS)))
     name: str = Field(pattern=NAME_RE)
@@ -320,6 +342,7 @@ class EnvSpec(Strict):
                                 "specs, e.g. 'numpy' (DeepEP's tests import it); solved and locked with the rest")
     host: HostSpec = Field(default_factory=HostSpec)
     verify: VerifySpec = Field(default_factory=VerifySpec)
+    admit: AdmitSpec = Field(default_factory=AdmitSpec)
     env: dict[str, str] = Field(default_factory=dict, description="extra runtime variables for the overlay")
 
     @field_validator("env")

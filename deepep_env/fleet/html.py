@@ -22,7 +22,7 @@ h1{font-size:1.3em}
 .grid{display:flex;flex-wrap:wrap;gap:4px;margin:1em 0}
 .cell{width:5.5em;height:2.6em;border-radius:4px;color:#fff;font-size:.75em;display:flex;align-items:center;
 justify-content:center;text-align:center;overflow:hidden;word-break:break-all;cursor:default}
-.pass{background:#2e7d32}.odd{background:#f9a825;color:#222}.fail{background:#c62828}
+.pass{background:#2e7d32}.odd{background:#f9a825;color:#222}.fail,.refused{background:#c62828}
 table{border-collapse:collapse;margin-top:1em}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
 .verdict-ok{color:#2e7d32}.verdict-bad{color:#c62828}
 """
@@ -37,6 +37,8 @@ def _hover(node: dict[str, Any], majority: dict[str, Any]) -> str:
     lines = [f"{_v(node['node'])}: {node['state']}"]
     if node["errors"]:
         lines.append("doctor errors: " + ", ".join(map(_v, node["errors"])))
+    if (node.get("admission") or {}).get("why"):
+        lines.append("not admitted: " + _v(node["admission"]["why"]))
     for fact in node["odd"]:
         lines.append(f"{fact}: {_v(node['facts'].get(fact))} (majority: {_v(majority.get(fact))})")
     return "\n".join(lines)

@@ -6,6 +6,11 @@ between nodes: the majority value and the odd nodes. Then the first node that wo
 the first with a doctor error, else the first whose value of a fact the job needs uniform is not
 the majority's. The fleet passes when no node has an error and every required fact is uniform.
 
+Admission records (``deepep-env admit ENV --json`` in the same folder, any file name, told apart by
+their stamp; docs/admit.md) are matched to a node by file name (``admit-X.json`` to ``node-X.json``, as
+launch writes them), else by host name (when one node has it): a node refused (or whose
+admission has expired) fails the fleet, and the report names its first failing figure and rank.
+
 Every file is read with a size and nesting bound, NaN and Infinity refused (the bounded JSON reader,
 :func:`deepep_env.base.readfile.parse_json`); anything under DIR that is not a regular file is refused
 in one line. The text report prints every value as data (:func:`deepep_env.base.safetext.terminal`): a
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime, timezone
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +31,7 @@ from deepep_env.base.errors import UserError
 from deepep_env.base.readfile import decode, parse_json, read_bounded
 from deepep_env.base.safetext import terminal
 from deepep_env.formats.stamps import DOCTOR_REPORT, FLEET_REPORT
+from deepep_env.verify.admission import is_admission
 
 MAX_NODE_BYTES = 4 << 20
 MAX_NODES = 100_000
@@ -46,14 +53,20 @@ class Node:
     warnings: list[str]
     facts: dict[str, Any]
     odd: list[str] = field(default_factory=list)   # required facts where this node is not the majority
+    admission: Optional[dict[str, Any]] = None     # {admitted, valid_until, why}: its admit record, when present
+
+    @property
+    def refused(self) -> bool:
+        return self.admission is not None and not self.admission["admitted"]
 
     @property
     def state(self) -> str:
-        return "fail" if self.errors else ("odd" if self.odd else "pass")
+        return "fail" if self.errors else ("refused" if self.refused else ("odd" if self.odd else "pass"))
 
     def to_dict(self) -> dict[str, Any]:
         return {"node": self.name, "file": self.file, "host": self.host, "state": self.state,
-                "errors": self.errors, "warnings": self.warnings, "odd": self.odd, "facts": self.facts}
+                "errors": self.errors, "warnings": self.warnings, "odd": self.odd, "facts": self.facts,
+                "admission": self.admission}
 
 
 def _fact_key(v: Any) -> str:
@@ -78,11 +91,35 @@ def node_facts(doc: dict[str, Any]) -> tuple[Optional[str], dict[str, Any]]:
     return (host.get("node") if isinstance(host.get("node"), str) else None), facts
 
 
-def read_node(path: Path) -> Node:
+def _read_doc(path: Path) -> Any:
     accepted = "`deepep-env doctor ENV --json` output"
     raw = read_bounded(path, MAX_NODE_BYTES, what="node report",
                        accepted="regular files written by `deepep-env doctor ENV --json`")
-    doc = parse_json(decode(raw, path, what="node report", accepted=accepted), path, accepted=accepted)
+    return parse_json(decode(raw, path, what="node report", accepted=accepted), path, accepted=accepted)
+
+
+def _first_line(lines: Any) -> str:
+    return str(lines[0]) if isinstance(lines, list) and lines else "refused"
+
+
+def admission_of(doc: dict[str, Any], now: Optional[str] = None) -> tuple[Optional[str], dict[str, Any]]:
+    """(host name, ``{admitted, valid_until, why}``) of an admission record; ``why``: its first refusal
+    line, or that it has expired (``now``: a UTC time as records write it)."""
+    raw_host = doc.get("host")
+    host: dict[str, Any] = raw_host if isinstance(raw_host, dict) else {}
+    until = str(doc.get("valid_until") or "")
+    raw_tests = doc.get("tests")
+    tests = [t for t in raw_tests if isinstance(t, dict)] if isinstance(raw_tests, list) else []
+    why = next((f"{t.get('test')}: {_first_line(t.get('lines'))}" for t in tests if t.get("admitted") is not True), None)
+    admitted = doc.get("admitted") is True
+    if admitted and now is not None and until < now:
+        admitted, why = False, f"admission expired at {until}"
+    node = host.get("node")
+    return (node if isinstance(node, str) else None), {"admitted": admitted, "valid_until": until, "why": why}
+
+
+def read_node(path: Path, doc: Any = None) -> Node:
+    doc = _read_doc(path) if doc is None else doc
     DOCTOR_REPORT.check(doc, file=path, field="_meta")
     host, facts = node_facts(doc)
     findings = doc.get("findings") if isinstance(doc.get("findings"), list) else []
@@ -137,10 +174,14 @@ def merge(nodes: list[Node], expect: Optional[int] = None) -> dict[str, Any]:
                           "odd": [{"node": n.name, "value": n.facts.get(fact)} for n in odd]})
     failing = [n for n in nodes if n.errors]
     odd_nodes = [n for n in nodes if n.odd]
+    refused = [n for n in nodes if n.refused]
     breaker: Optional[dict[str, Any]] = None
     if failing:
         n = failing[0]
         breaker = {"node": n.name, "why": f"doctor errors: {', '.join(n.errors)}"}
+    elif refused:
+        n = refused[0]
+        breaker = {"node": n.name, "why": f"not admitted: {(n.admission or {}).get('why')}"}
     elif odd_nodes:
         n = odd_nodes[0]
         breaker = {"node": n.name, "why": "differs from the majority in " + ", ".join(n.odd)}
@@ -148,7 +189,7 @@ def merge(nodes: list[Node], expect: Optional[int] = None) -> dict[str, Any]:
     if missing and breaker is None:
         breaker = {"node": None, "why": f"{missing} of {expect} nodes sent no report"}
     uniform = not any(d["required"] for d in differing)
-    ok = bool(nodes) and not failing and uniform and not missing
+    ok = bool(nodes) and not failing and not refused and uniform and not missing
     return {
         "format": FLEET_REPORT.stamp, "ok": ok, "nodes": len(nodes), "expected": expect,
         "failing": len(failing), "uniform": uniform, "first_breaking": breaker,
@@ -162,7 +203,21 @@ def fleet_report(folder: "str | os.PathLike[str]", expect: Optional[int] = None)
     paths = node_files(Path(folder))
     if not paths and not expect:
         raise UserError("no node reports (*.json)", file=Path(folder), accepted="`deepep-env doctor ENV --json > DIR/NODE.json` on every node")
-    return merge([read_node(p) for p in paths], expect)
+    nodes: list[Node] = []
+    by_file: dict[str, dict[str, Any]] = {}
+    by_host: dict[Optional[str], dict[str, Any]] = {}
+    now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    for p in paths:
+        doc = _read_doc(p)
+        if is_admission(doc):
+            host, adm = admission_of(doc, now)
+            by_file[p.stem.removeprefix("admit-")] = by_host[host] = adm
+        else:
+            nodes.append(read_node(p, doc))
+    hosts = Counter(n.host for n in nodes)
+    for n in nodes:
+        n.admission = by_file.get(n.name.removeprefix("node-")) or (by_host.get(n.host) if hosts[n.host] == 1 else None)
+    return merge(nodes, expect)
 
 
 def _show(v: Any) -> str:
@@ -174,10 +229,14 @@ def _node_line(n: dict[str, Any]) -> str:
     why = ""
     if n["errors"]:
         why = f"  errors: {', '.join(map(_show, n['errors']))}"
+    elif n.get("admission") and n["admission"]["why"]:
+        why = f"  not admitted: {_show(n['admission']['why'])}"
     elif n["odd"]:
         why = f"  differs: {', '.join(n['odd'])}"
     host = f" ({_show(n['host'])})" if n["host"] and n["host"] != n["node"] else ""
-    return f"{n['state'].upper():4} {_show(n['node'])}{host}{why}"
+    adm = n.get("admission")
+    until = f"  admitted until {_show(adm['valid_until'])}" if adm and adm["admitted"] else ""
+    return f"{n['state'].upper():4} {_show(n['node'])}{host}{why}{until}"
 
 
 def render_text(rep: dict[str, Any]) -> str:

@@ -124,6 +124,7 @@ class LaunchOptions:
     preflight: bool = False
     shared_dir: Optional[str] = None
     preflight_timeout: int = 600
+    admit: bool = True      # with the preflight: `deepep-env admit` on every node first (docs/admit.md)
     tool: tuple[str, ...] = ("deepep-env",)   # how nodes call deepep-env (substitutable for tests)
 
 

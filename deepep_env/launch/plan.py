@@ -120,7 +120,7 @@ def plan_launch(env: EnvInfo, options: LaunchOptions) -> LaunchPlan:
         folder = shared_dir(options.target, name, options.shared_dir, pvc)
         per_node = 1 if options.target == "k8s" and not pvc else n
         node_argv = wrap(argv, env=env.name, test=test.name, test_args=options.test_args, nodes=per_node,
-                         folder=folder, tool=options.tool, timeout=options.preflight_timeout)
+                         folder=folder, tool=options.tool, timeout=options.preflight_timeout, admit=options.admit)
     return LaunchPlan(
         env=env, test=test, target=options.target, nodes=n, name=name, platform=platform,
         master_addr=options.master_addr, master_port=options.master_port,
@@ -149,7 +149,9 @@ def header_lines(plan: LaunchPlan, how: str) -> list[str]:
         ]
     if p.node_argv:
         lines += [
-            "Preflight (each node, before the test): `deepep-env doctor` into a shared folder, wait for",
+            "Preflight (each node, before the test): " + ("`deepep-env admit` (a short DeepEP run against the "
+            "env's records; --no-admit skips it) and " if p.options.admit else "") + "`deepep-env doctor` into a "
+            "shared folder, wait for",
             "every node, `deepep-env fleet report` (rank 0 prints it and writes fleet.html there); the test",
             "starts only if the fleet passes (else exit 3); then `deepep-env record` writes its test record.",
         ]

@@ -1,6 +1,9 @@
 """The preflight every rendered launch runs on each node before the test, and the record after it.
 
-Each node: ``deepep-env doctor ENV --json`` into a shared folder (``node-<RANK>.json``), wait until
+Each node: ``deepep-env admit ENV --json --no-write`` into the shared folder (``admit-<RANK>.json``: a
+short DeepEP run judged against the floors of the env's records, docs/admit.md; ``--no-admit`` leaves
+it out; a node whose admit gives no verdict stops there), ``deepep-env doctor ENV --json`` into it
+(``node-<RANK>.json``), wait until
 every node's report is there, ``deepep-env fleet report`` over all of them (every node computes the
 same verdict from the same files; rank 0 prints it and writes ``fleet.html``), then the test only if
 the fleet passed, its output teed to ``test-<RANK>.log``, then ``deepep-env record`` (the test record,
@@ -38,8 +41,18 @@ def shared_dir(target: str, name: str, given: Optional[str], k8s_pvc: Optional[s
     return f"${{DEEPEP_ENV_PREFLIGHT_DIR:-{base}}}/${{DEEPEP_ENV_RUN_ID:-{name}}}"
 
 
+def admit_lines(t: str, e: str) -> list[str]:
+    """The node's admission into ``$dir/admit-$rank.json`` (``fleet report`` shows it; a refusal fails
+    the fleet); an admit that gives no verdict (no floor, a doctor error) stops the node."""
+    return [
+        f'{t} admit {e} --root "${{DEEPEP_ENV_HOST_ROOT:-/}}" --json --no-write > "$dir/.admit-$rank.json.tmp"',
+        'if [ -s "$dir/.admit-$rank.json.tmp" ]; then mv -f "$dir/.admit-$rank.json.tmp" "$dir/admit-$rank.json" || exit 3',
+        'else echo "deepep-env preflight: admit gave no verdict on this node; the test was not started" >&2; exit 3; fi',
+    ]
+
+
 def node_script(*, env: str, test: str, test_args: tuple[str, ...], nodes: int, folder: str,
-                tool: tuple[str, ...], timeout: int) -> str:
+                tool: tuple[str, ...], timeout: int, admit: bool = True) -> str:
     """The bash script run on each node as ``bash -c SCRIPT deepep-node TEST_ARGV…``."""
     t = shlex.join(tool)
     e = shlex.quote(env)
@@ -48,6 +61,7 @@ def node_script(*, env: str, test: str, test_args: tuple[str, ...], nodes: int, 
         "set -u",
         f'dir="{folder}"; n={nodes}; rank="${{RANK:?RANK is set per node}}"',
         'mkdir -p "$dir" || exit 3',
+        *(admit_lines(t, e) if admit else []),
         f'{t} doctor {e} --root "${{DEEPEP_ENV_HOST_ROOT:-/}}" --json > "$dir/.node-$rank.json.tmp"',
         'mv -f "$dir/.node-$rank.json.tmp" "$dir/node-$rank.json" || exit 3',
         f"deadline=$((SECONDS + {int(timeout)}))",
@@ -77,7 +91,7 @@ def node_script(*, env: str, test: str, test_args: tuple[str, ...], nodes: int, 
 
 
 def wrap(argv: tuple[str, ...], *, env: str, test: str, test_args: tuple[str, ...], nodes: int, folder: str,
-         tool: tuple[str, ...], timeout: int) -> tuple[str, ...]:
+         tool: tuple[str, ...], timeout: int, admit: bool = True) -> tuple[str, ...]:
     script = node_script(env=env, test=test, test_args=test_args, nodes=nodes, folder=folder, tool=tool,
-                         timeout=timeout)
+                         timeout=timeout, admit=admit)
     return ("bash", "-c", script, "deepep-node", *argv)

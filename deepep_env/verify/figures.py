@@ -6,6 +6,14 @@ test_intranode.py: ``[testing] Running with ... passed`` per case and ``[tuning]
 ``[rank 0] Dispatch + combine bandwidth: 197.80 GB/s, avg_t=... us``; DeepEP 2.x's
 tests/elastic/test_ep.py: ``* EP: 0/ 1 | dispatch: 0 GB/s (SO), 412 GB/s (SU), 123.456 us``, and
 tests/elastic/test_agrs.py: `` > Seed 0 passed (128 ops)`` per stress seed.
+
+:func:`parse_figures` gives the aggregate figures a record has always carried; :func:`parse_rank_figures`
+the same measurements per rank and per phase (``rank → name → number``), which admission compares
+(:mod:`deepep_env.verify.floors`): test_intranode.py's ``[tuning] Best …`` lines are rank 0's (only
+local rank 0 prints them); test_low_latency.py's ``[rank N] Dispatch bandwidth: … | Combine
+bandwidth: …`` and ``[rank N] Dispatch + combine bandwidth: …, avg_t=…, min_t=…, max_t=…`` lines are
+rank N's; test_ep.py's ``EP: r/ N`` lines are rank r's (the best case per kind). A rank that prints
+a line twice keeps its best value (highest GB/s, lowest time), as the ``Best`` lines do.
 """
 from __future__ import annotations
 
@@ -15,6 +23,10 @@ BEST = re.compile(r"\[tuning\] Best (dispatch \((FP8|BF16)\)|combine):.*?([0-9.]
 LL = re.compile(r"\[rank (\d+)\] Dispatch \+ combine bandwidth: ([0-9.]+) GB/s(?:, avg_t=([0-9.]+) us)?")
 EP = re.compile(r"^\s*([*#@+-]) EP:\s*(\d+)/\s*\d+ \| (?:dispatch|combine): ([0-9.]+) GB/s \(SO\), ([0-9.]+) GB/s \(SU\), "
                 r"([0-9.]+) us", re.M)
+LL_PHASES = re.compile(r"\[rank (\d+)\] Dispatch bandwidth: ([0-9.]+) GB/s, avg_t=([0-9.]+) us \| "
+                       r"Combine bandwidth: ([0-9.]+) GB/s, avg_t=([0-9.]+) us")
+LL_TOTAL = re.compile(r"\[rank (\d+)\] Dispatch \+ combine bandwidth: ([0-9.]+) GB/s, avg_t=([0-9.]+) us"
+                      r"(?:, min_t=([0-9.]+) us, max_t=([0-9.]+) us)?")
 EP_KIND = {"*": "dispatch", "-": "expanded_dispatch", "#": "cached_dispatch", "@": "combine", "+": "reduced_combine"}
 
 
@@ -58,3 +70,36 @@ def parse_figures(text: str) -> dict[str, float]:
         if _num(su) >= out.get(f"{k}_su_gbps", -1.0):
             out[f"{k}_su_gbps"], out[f"{k}_us"] = _num(su), _num(us)
     return {k: v for k, v in out.items() if v == v}   # NaN dropped
+
+
+def _keep(out: dict[str, dict[str, float]], rank: str, name: str, value: float) -> None:
+    """``value`` for ``rank``'s ``name`` unless it already has a better one (GB/s higher, µs lower)."""
+    if value != value:      # NaN: not a figure
+        return
+    figs = out.setdefault(rank, {})
+    old = figs.get(name)
+    if old is None or (value > old if name.endswith("_gbps") else value < old):
+        figs[name] = value
+
+
+def parse_rank_figures(text: str) -> dict[str, dict[str, float]]:
+    """``rank → figure → number`` (ranks as decimal strings, JSON keys); ``{}`` when none printed."""
+    out: dict[str, dict[str, float]] = {}
+    for m in BEST.finditer(text):
+        key = "combine_bf16" if m.group(1) == "combine" else f"dispatch_{m.group(2).lower()}"
+        _keep(out, "0", f"{key}_gbps", _num(m.group(3)))
+        if m.group(4):
+            _keep(out, "0", f"{key}_us", _num(m.group(4)))
+    for rank, d_gbps, d_us, c_gbps, c_us in LL_PHASES.findall(text):
+        for name, v in (("ll_dispatch_gbps", d_gbps), ("ll_dispatch_us", d_us), ("ll_combine_gbps", c_gbps),
+                        ("ll_combine_us", c_us)):
+            _keep(out, str(int(rank)), name, _num(v))
+    for rank, gbps, avg, lo, hi in LL_TOTAL.findall(text):
+        for name, v in (("ll_total_gbps", gbps), ("ll_total_avg_us", avg), ("ll_total_min_us", lo),
+                        ("ll_total_max_us", hi)):
+            if v:
+                _keep(out, str(int(rank)), name, _num(v))
+    for kind, rank, _so, su, us in EP.findall(text):
+        _keep(out, str(int(rank)), f"ep_{EP_KIND[kind]}_su_gbps", _num(su))
+        _keep(out, str(int(rank)), f"ep_{EP_KIND[kind]}_us", _num(us))
+    return {r: out[r] for r in sorted(out, key=int) if out[r]}

@@ -33,7 +33,7 @@ from deepep_env.formats.lockfile import read_lock
 from deepep_env.formats.stamps import TEST_RECORD
 from deepep_env.host.context import read_host
 from deepep_env.lock.digest import env_digests
-from deepep_env.verify.figures import parse_figures
+from deepep_env.verify.figures import parse_figures, parse_rank_figures
 from deepep_env.verify.fingerprint import host_fingerprint
 from deepep_env.verify.schema import EXIT_CODES, check_record
 from deepep_env.verify.verdict import judge, ranks_of
@@ -126,7 +126,7 @@ def _result(test: str, args: Sequence[str], exit_code: int, output: str, gpu_cou
     verdict = judge(test, exit_code, output, figures)
     ranks = ranks_of(test, args, output)
     return {"exit_code": exit_code, "passed": verdict.passed, "evidence": verdict.evidence, "figures": figures,
-            "ranks": ranks, "gpus": min(ranks, gpu_count) if ranks else None}
+            "rank_figures": parse_rank_figures(output), "ranks": ranks, "gpus": min(ranks, gpu_count) if ranks else None}
 
 
 def build_record(project: Project, env: str, test: str, args: Sequence[str], exit_code: int, output: str, *,

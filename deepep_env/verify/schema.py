@@ -39,6 +39,10 @@ def _mapping(of: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda v: isinstance(v, dict) and all(isinstance(k, str) and of(x) for k, x in v.items())
 
 
+def _rank_keys(v: Any) -> bool:
+    return isinstance(v, dict) and all(isinstance(k, str) and k.isascii() and k.isdigit() and len(k) <= 7 for k in v)
+
+
 def _optional(of: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda v: v is None or of(v)
 
@@ -65,6 +69,8 @@ FIELDS: dict[str, tuple[bool, Callable[[Any], bool], str]] = {
     "host": (True, _mapping(_scalar), "an object of strings, finite numbers, booleans and nulls"),
     "time": (True, lambda v: _utc_time(v), "a UTC time no later than tomorrow (2026-11-25T12:00:00Z)"),
     "figures": (False, _mapping(number), "an object of finite numbers"),
+    "rank_figures": (False, lambda v: _rank_keys(v) and _mapping(_mapping(number))(v),
+                     "an object of ranks (\"0\", \"1\", …) → an object of finite numbers"),
     "args": (False, lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v), "a list of strings"),
     "ranks": (False, _optional(lambda v: _int(v) and 1 <= v <= MAX_RANKS), "a number of processes (1 or more) or null"),
     "gpus": (False, _optional(lambda v: _int(v) and 0 <= v <= MAX_RANKS), "a number of GPUs or null"),

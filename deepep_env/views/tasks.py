@@ -15,11 +15,13 @@ share: words, quotes, ``$VAR``, ``--``). Planning is data (:class:`TaskPlan`), r
 from __future__ import annotations
 
 import collections
+import contextlib
 import io
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -319,21 +321,36 @@ def _pump(src: io.BufferedIOBase, dst: TextIO, keep: "collections.deque[bytes]",
     src.close()
 
 
-def run_teed(argv: list[str], *, cwd: str, env: dict[str, str], limit: int = 8 << 20) -> tuple[int, str]:
+TIMED_OUT = 124      # run_teed's status for a run it killed at its timeout (as timeout(1) exits)
+
+
+def run_teed(argv: list[str], *, cwd: str, env: dict[str, str], limit: int = 8 << 20,
+             timeout: Optional[float] = None, to_stderr: bool = False) -> tuple[int, str]:
     """Run ``argv`` with its stdout and stderr passed through as they come, and return its exit
-    status with the last ``limit`` bytes of each (for the figures a test prints)."""
+    status with the last ``limit`` bytes of each (for the figures a test prints). ``timeout``: after
+    that many seconds the run's whole process group (it runs in a session of its own, so DeepEP's
+    spawned ranks go too) is killed and the status is :data:`TIMED_OUT`. ``to_stderr``: both streams
+    pass through to this process's stderr (its stdout is kept for a report, ``admit --json``)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=timeout is not None)
     outs: list[collections.deque[bytes]] = [collections.deque(), collections.deque()]
     pumps = [threading.Thread(target=_pump, args=(pipe, dst, keep, limit), daemon=True)
-             for pipe, dst, keep in ((proc.stdout, sys.stdout, outs[0]), (proc.stderr, sys.stderr, outs[1]))]
+             for pipe, dst, keep in ((proc.stdout, sys.stderr if to_stderr else sys.stdout, outs[0]),
+                                     (proc.stderr, sys.stderr, outs[1]))]
     for t in pumps:
         t.start()
-    rc = proc.wait()
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        rc = TIMED_OUT
     for t in pumps:
-        t.join()
-    return rc, "\n".join(b"".join(k).decode("utf-8", "replace") for k in outs)
+        t.join(timeout=None if rc != TIMED_OUT else 10)
+    return rc, "\n".join(b"".join(list(k)).decode("utf-8", "replace") for k in outs)
 
 
 def write_task_record(project: Project, plan: TaskPlan, rc: int, output: str, env: dict[str, str],
@@ -391,3 +408,38 @@ def run_task(project: Project, plan: TaskPlan, *, base_env: Optional[dict[str, s
             print(f"deepep-env task: {step.name} failed (exit {rc})", file=sys.stderr, flush=True)
             return rc
     return 0
+
+
+def _stderr_fd() -> Optional[int]:
+    """This process's stderr as a descriptor for a child's stdout; None (inherit) when it has none."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):    # io.UnsupportedOperation is both
+        return None
+
+
+def run_test_captured(project: Project, plan: TaskPlan, *, timeout: float, base_env: Optional[dict[str, str]] = None,
+                      install: bool = True, ws: Optional[Workspace] = None) -> tuple[int, str]:
+    """A ``deepep-test-*`` task run as :func:`run_task` runs it (installed, activated, its
+    dependencies first), its own step teed and killed after ``timeout`` seconds (status
+    :data:`TIMED_OUT`); no test record; what they print goes to stderr. Returns the step's status and output (``""`` when a
+    dependency failed first)."""
+    if install:
+        ensure_installed(project, plan, workspace(project, ws))
+    env = task_environment(project, plan, base_env, load_manifest(project.pixi_toml))
+    shell = shutil.which("bash") or "/bin/sh"
+    for step in plan.steps:
+        step_env = dict(env)
+        for k, v in step.env.items():
+            step_env[k] = _expand(v, step_env)
+        print(f"deepep-env admit: {step.name} ({plan.environment}): {step.cmd}", file=sys.stderr, flush=True)
+        try:
+            if step.name == plan.task:
+                return run_teed([shell, "-c", step.cmd], cwd=step.cwd, env=step_env, timeout=timeout, to_stderr=True)
+            rc = subprocess.run([shell, "-c", step.cmd], cwd=step.cwd, env=step_env, check=False,
+                                stdout=_stderr_fd()).returncode
+        except OSError as exc:
+            raise UserError(f"cannot run task {step.name!r}: {exc}", field="cmd") from None
+        if rc != 0:
+            return rc, ""
+    return 0, ""

@@ -119,6 +119,31 @@ def test_bad_inputs_are_one_line(tmp_path, fleets):
         fleet_report(tmp_path / "empty")
 
 
+def _admission(node: str, admitted: bool, until: str = "2999-01-01T00:00:00Z") -> dict:
+    line = "rank 1 ll_dispatch_gbps 131.2 GB/s < 209.8 (0.8 x median 262.4 of 1 record(s))"
+    return {"format": "deepep-env/admission/v1", "env": "h200-nvlink", "host": {"node": node}, "admitted": admitted,
+            "valid_until": until, "tests": [{"test": "low-latency", "admitted": admitted, "lines": [] if admitted else [line]}]}
+
+
+def test_admissions_are_shown_and_a_refused_node_fails_the_fleet(fleets, tmp_path, capsys):
+    """`admit --json` files beside the doctor reports (launch writes admit-<RANK>.json): matched by host name."""
+    folder = tmp_path / "fleet"
+    shutil.copytree(fleets["uniform"], folder)
+    host = json.loads((folder / "node-2.json").read_text())["context"]["host"]["node"]
+    (folder / "admit-2.json").write_text(json.dumps(_admission(host, True)))
+    rep = fleet_report(folder)
+    assert rep["ok"] and rep["nodes"] == 4
+    assert rep["per_node"][2]["admission"]["admitted"] is True
+    assert "admitted until 2999-01-01T00:00:00Z" in render_text(rep)
+    (folder / "admit-2.json").write_text(json.dumps(_admission(host, False)))
+    rep = fleet_report(folder)
+    assert not rep["ok"] and rep["per_node"][2]["state"] == "refused"
+    text = render_text(rep)
+    assert "first node that would break the job: node-2: not admitted: low-latency: rank 1 ll_dispatch_gbps" in text
+    (folder / "admit-2.json").write_text(json.dumps(_admission(host, True, until="2020-01-01T00:00:00Z")))
+    assert "admission expired at 2020-01-01T00:00:00Z" in render_text(fleet_report(folder))
+
+
 def test_html_page_is_one_parsable_self_contained_file(fleets, tmp_path, capsys):
     page = tmp_path / "fleet.html"
     rc, _, _ = cli_in_process(capsys, "fleet", "report", str(fleets["gid"]), "--html", str(page))
@@ -161,7 +186,7 @@ def _render_shell(tmp_path: Path, nodes: int) -> list[str]:
     r = render(plan_launch(EnvInfo("h200-nvlink", "1", ("gcp-b200",)), LaunchOptions(
         test="low-latency", nodes=nodes, target="shell", master_addr="127.0.0.1", runner=(), python=sys.executable,
         program=str(prog), test_args=("--num-tokens", "64"), preflight=True, shared_dir=str(tmp_path / "shared"),
-        preflight_timeout=60, tool=(str(_tool(tmp_path)),))))
+        preflight_timeout=60, tool=(str(_tool(tmp_path)),), admit=False)))   # admit: tests/verify/test_admit.py
     return shell_blocks(r.text)
 
 

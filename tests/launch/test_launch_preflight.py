@@ -20,7 +20,7 @@ def _plan(target: str, **kw):
 
 
 def _order(script: str) -> list[int]:
-    return [script.index(s) for s in (" doctor gke-a4 ", " fleet report ", '"$@" 2>&1 | tee', " record gke-a4 --test internode")]
+    return [script.index(s) for s in (" admit gke-a4 ", " doctor gke-a4 ", " fleet report ", '"$@" 2>&1 | tee', " record gke-a4 --test internode")]
 
 
 @pytest.mark.parametrize("target", ["shell", "slurm", "k8s"])
@@ -67,6 +67,12 @@ def test_shared_dir_and_timeout_are_checked():
         _plan("shell", preflight_timeout=0)
     script = node_script(env="e", test="t", test_args=(), nodes=3, folder="/x", tool=("my tool",), timeout=5)
     assert "'my tool' doctor e " in script and "deadline=$((SECONDS + 5))" in script and " -- " not in script
+    assert "'my tool' admit e --root \"${DEEPEP_ENV_HOST_ROOT:-/}\" --json --no-write > " in script
+
+
+def test_no_admit_leaves_the_admission_out():
+    assert " admit gke-a4 " not in _plan("shell", admit=False).command[2]
+    assert "--no-admit skips it" in " ".join(render(_plan("shell")).text.split())
 
 
 def test_cli_renders_preflight_by_default(capsys):
@@ -75,7 +81,10 @@ def test_cli_renders_preflight_by_default(capsys):
     import json
 
     d = json.loads(out)
-    assert d["preflight"] is True and " fleet report " in d["command"][2]
+    assert d["preflight"] is True and " fleet report " in d["command"][2] and " admit gke-a4 " in d["command"][2]
+    rc, out, _ = cli_in_process(capsys, "launch", "gke-a4", "internode", "-n", "2", "--project", REPO, "--json",
+                                "--no-admit")
+    assert " admit gke-a4 " not in json.loads(out)["command"][2]
     rc, out, _ = cli_in_process(capsys, "launch", "gke-a4", "internode", "-n", "2", "--project", REPO, "--json",
                                 "--no-preflight")
     d = json.loads(out)
