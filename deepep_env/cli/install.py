@@ -1,6 +1,7 @@
 """`deepep-env install ENV`: exactly the locked packages, sha256-verified, into a prefix."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -17,6 +18,8 @@ def register(app: typer.Typer) -> None:
         lock: Optional[str] = typer.Option(None, "--lock", help="lock file (default: the project's pixi.lock)"),
         mirror: Optional[List[str]] = typer.Option(None, "--mirror", help="URL=DIR: take packages the lock names under URL from DIR"),
         force: bool = typer.Option(False, "--force", help="reinstall even when the prefix is up to date"),
+        from_carry: Optional[str] = typer.Option(None, "--from-carry", help="install from a `deepep-env carry` "
+                                                 "archive, no network: every channel served by it"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -29,8 +32,18 @@ def register(app: typer.Typer) -> None:
 
         # a package no channel serves is rebuilt from its recipe: the same progress as `build` (stderr)
         progress = progress_printer(Console(stderr=True))
-        res = install_env(env, project(project_dir), prefix=prefix, lock_path=lock, mirrors=mirror or (), force=force,
-                          progress=progress)
+        if from_carry is not None:
+            from deepep_env.base.errors import UserError
+            from deepep_env.install.carry import install_from_carry
+
+            if lock is not None:
+                raise UserError("--from-carry installs from the project's lock; --lock is not taken with it",
+                                field="--lock", accepted="one of --lock, --from-carry")
+            _, res = install_from_carry(env, project(project_dir), Path(from_carry), prefix=prefix,
+                                        mirrors=mirror or (), force=force, progress=progress)
+        else:
+            res = install_env(env, project(project_dir), prefix=prefix, lock_path=lock, mirrors=mirror or (),
+                              force=force, progress=progress)
         data = res.to_dict()
         print_warnings(data["warnings"])
         if as_json:

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "build",
     "lock",
     "install",
+    "carry",
     "diff",
     "export",
     "pixi",

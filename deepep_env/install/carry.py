@@ -1,0 +1,474 @@
+"""A carry: one archive holding what a machine without network needs to install environments from
+their lock (``deepep-env carry ENV... --to FILE``; issue 53, after pixi-pack).
+
+The archive is a gzip'd tar whose bytes depend on its content only: members sorted by name, owner
+and group 0 with no names, mtime 0, modes 0644 (0755 for an executable file), gzip without a name or
+a time. Its first member, ``carry.json`` (format ``deepep-env/carry/v1``), names the envs and the
+digest of each one's lock section, and every other member by sha256 and size (a link by target):
+
+    carry.json                      the manifest
+    lock/pixi.lock                  the lock the envs were carried from
+    pkgs/<subdir>/<file>.conda      each locked package this machine has (a URL's file, the project's
+                                    channel, the store, the verified download cache, a mirror), checked
+                                    against the lock's sha256
+    sources/trees/<hex>/...         else the pinned sources to rebuild a package of ours from (the
+    sources/patches/<hex>           source cache's entries, by content)
+    wheels/<file>.whl               deepep-env's runtime dependencies (data/carry-requirements.txt, each by
+                                    sha256) and deepep-env itself, as a wheel built here deterministically
+
+Nothing in it names a path of the machine that made it, so two clones at different paths, with
+their own state folders, make the same bytes from the same lock and the same upstream trees.
+:func:`check_carry` verifies an archive against its manifest; :func:`unpack_carry` puts it where an
+install reads it (packages as the mirror of their channels, sources into the source cache).
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Optional, Sequence
+from urllib.parse import urlsplit
+
+import deepep_env
+from deepep_env.base.channels.urls import channel_mirrors, url_to_path
+from deepep_env.base.errors import UserError
+from deepep_env.base.hashing import file_sha256, tree_sha256
+from deepep_env.builder.plan import plan as build_plan
+from deepep_env.builder.toolpkg import tool_source
+from deepep_env.envspec import load_resolved
+from deepep_env.formats.lockfile import LockData, LockedPackage, build_id_of, read_lock
+from deepep_env.install.fetch import cache_root
+from deepep_env.install.installer import InstallResult, install_env
+from deepep_env.lock.digest import env_digests
+from deepep_env.sources import SourceCache, wants_for_nodes
+
+if TYPE_CHECKING:  # annotations only: no import at run time
+    from deepep_env.base.project import Project
+    from deepep_env.builder.build import Progress
+
+FORMAT = "deepep-env/carry/v1"
+MANIFEST = "carry.json"
+REQUIREMENTS = Path(deepep_env.__file__).resolve().parent / "data" / "carry-requirements.txt"
+# The GPU image's python (CPython 3.12, x86_64): the wheels pip downloads for it.
+PIP_PLATFORM = ("--python-version", "3.12", "--implementation", "cp", "--only-binary=:all:",
+                "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
+                "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_5_x86_64",
+                "--platform", "manylinux1_x86_64", "--platform", "linux_x86_64")
+WHEEL_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+@dataclass
+class Member:
+    """One file (or link) of the carry: its archive name and its bytes (or target)."""
+
+    name: str
+    data: bytes = b""
+    executable: bool = False
+    link: Optional[str] = None
+
+    def entry(self) -> dict[str, object]:
+        if self.link is not None:
+            return {"link": self.link}
+        entry: dict[str, object] = {"sha256": hashlib.sha256(self.data).hexdigest(), "size": len(self.data)}
+        if self.executable:
+            entry["executable"] = True
+        return entry
+
+
+@dataclass
+class CarryPlan:
+    """What :func:`make_carry` writes, before it is written."""
+
+    envs: dict[str, dict[str, str]]                     # env → platform → lock section digest
+    members: list[Member] = field(default_factory=list)
+    packages: list[str] = field(default_factory=list)   # pkgs/ members
+    rebuild: list[str] = field(default_factory=list)    # locked packages carried as sources instead
+    wheels: list[str] = field(default_factory=list)
+
+
+# --- making ------------------------------------------------------------------------------------
+
+def _file_member(name: str, path: Path) -> Member:
+    return Member(name, path.read_bytes(), executable=bool(path.stat().st_mode & stat.S_IXUSR))
+
+
+def _package_file(q: LockedPackage, project: Project) -> Optional[Path]:
+    """This machine's copy of a locked package with the lock's sha256, or None."""
+    name = q.file_name or Path(urlsplit(q.url).path).name
+    want = f"sha256:{q.sha256}"
+    cands: list[Path] = []
+    if q.url.startswith("file://"):
+        cands.append(url_to_path(q.url))
+    for url, d in channel_mirrors().items():
+        if q.url.startswith(url):
+            cands.append(d / q.url[len(url):])
+    cands += sorted(Path(project.channel).glob(f"*/{name}"))
+    if hex10 := build_id_of(q.build):
+        cands += sorted(Path(project.store).glob(f"{hex10}*/*/{name}"))
+    cands.append(cache_root() / "deepep-env-verified" / f"{q.sha256}-{name}")
+    return next((c for c in cands if c.is_file() and file_sha256(c) == want), None)
+
+
+def _closure(packages: Sequence[str], nodes: Sequence) -> list:
+    by = {n.package: n for n in nodes}
+    want: set[str] = set()
+    stack = list(packages)
+    while stack:
+        p = stack.pop()
+        if p not in want and p in by:
+            want.add(p)
+            stack += list(by[p].deps) + list(by[p].run_deps)
+    return [n for n in nodes if n.package in want]
+
+
+def _tree_members(root: Path, prefix: str) -> Iterator[Member]:
+    for p in sorted(root.rglob("*")):
+        rel = f"{prefix}/{p.relative_to(root).as_posix()}"
+        if p.is_symlink():
+            yield Member(rel, link=os.readlink(p))
+        elif p.is_file():
+            yield _file_member(rel, p)
+
+
+def _sources_for(env: str, project: Project, builds: Sequence[str], missing: Sequence[str]) -> list[Member]:
+    """The source cache's entries a rebuild of the locked ``builds`` reads; a refusal naming the first
+    one the cache lacks."""
+    nodes = list(build_plan(load_resolved(env, project), project).nodes)
+    closure = _closure([n.package for n in nodes if n.build_string in builds], nodes)
+    cache = SourceCache(Path(project.source_cache).resolve())
+    out: list[Member] = []
+    for w in wants_for_nodes([n for n in closure if not n.meta.get("local_source")]):
+        found = (cache.tree(w.digest) if w.kind == "source" else cache.patch(w.digest)) if w.digest else None
+        if found is None:
+            raise UserError(f"{env}: {', '.join(missing)} is in no channel, store or cache here, and the source "
+                            f"{w.label} it is rebuilt from is not in the source cache", field=env,
+                            accepted=f"`deepep-env install {env}` or `deepep-env fetch {env}` first")
+        hexd = w.digest.split(":", 1)[-1] if w.digest else ""
+        out += (list(_tree_members(found, f"sources/trees/{hexd}")) if w.kind == "source"
+                else [Member(f"sources/patches/{hexd}", found.read_bytes())])
+    return out
+
+
+def _env_members(env: str, data: LockData, project: Project, plan: CarryPlan) -> None:
+    le = data.env(env)
+    if le is None:
+        raise UserError(f"the lock has no environment {env!r}", file=data.path, accepted=f"`deepep-env lock {env}` first")
+    missing: list[str] = []
+    for subdir_pkgs in le.packages.values():
+        for q in subdir_pkgs:
+            if q.kind != "conda" or not q.sha256:
+                raise UserError(f"{env}: {q.name} {q.version} is not a conda package with a sha256 in the lock",
+                                field=q.name, accepted="a lock written by `deepep-env lock`")
+            name = q.file_name or Path(urlsplit(q.url).path).name
+            arc = f"pkgs/{q.subdir}/{name}"
+            path = _package_file(q, project)
+            if path is not None:
+                plan.members.append(Member(arc, path.read_bytes()))
+                plan.packages.append(arc)
+            elif build_id_of(q.build):
+                missing.append(f"{q.name} {q.version} {q.build}")
+            else:
+                raise UserError(f"{env}: {q.name} {q.version} {q.build} (sha256 {q.sha256[:16]}…) is in no channel, "
+                                f"store or download cache here, and it is not a package deepep-env rebuilds",
+                                field=q.name, accepted=f"`deepep-env install {env}` once on this machine, then carry")
+    if missing:
+        builds = [m.rsplit(" ", 1)[1] for m in missing]
+        plan.members += _sources_for(env, project, builds, missing)
+        plan.rebuild += missing
+
+
+def tool_wheel() -> Member:
+    """deepep-env itself as a pure-python wheel, the same bytes from any checkout of the same code:
+    the ``deepep_env`` tree (no bytecode), fixed dates and modes, no Requires-Dist (the carry's pinned
+    wheels are installed beside it with ``--no-deps``)."""
+    src, _ = tool_source()
+    ver = deepep_env.__version__
+    dist = f"deepep_env-{ver}.dist-info"
+    files: list[tuple[str, bytes]] = [(f"deepep_env/{p.relative_to(src).as_posix()}", p.read_bytes())
+                                      for p in sorted(src.rglob("*")) if p.is_file()]
+    files += [(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: deepep-env\nVersion: {ver}\n".encode()),
+              (f"{dist}/WHEEL", b"Wheel-Version: 1.0\nGenerator: deepep-env carry\nRoot-Is-Purelib: true\n"
+                                b"Tag: py3-none-any\n"),
+              (f"{dist}/entry_points.txt", b"[console_scripts]\ndeepep-env = deepep_env.cli.main:entry\n")]
+    record = "".join(f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},"
+                     f"{len(d)}\n" for n, d in files) + f"{dist}/RECORD,,\n"
+    files.append((f"{dist}/RECORD", record.encode()))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for n, d in files:
+            info = zipfile.ZipInfo(n, WHEEL_DATE)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, d)
+    return Member(f"wheels/deepep_env-{ver}-py3-none-any.whl", buf.getvalue())
+
+
+def pinned_wheels(wheels_dir: Optional[Path], cache: Path) -> list[Member]:
+    """The wheels of :data:`REQUIREMENTS`, each by PyPI's sha256: from ``wheels_dir``, else downloaded
+    (``pip download --require-hashes``) into ``cache`` (the state folder's, reused)."""
+    pins = {}
+    for line in REQUIREMENTS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            pins[line.split("--hash=sha256:")[1].strip()] = line.split()[0]
+    src = wheels_dir
+    if src is None:
+        cache.mkdir(parents=True, exist_ok=True)
+        have = {file_sha256(p)[7:] for p in cache.glob("*.whl")}
+        if set(pins) - have:
+            cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--require-hashes", *PIP_PLATFORM,
+                   "-d", str(cache), "-r", str(REQUIREMENTS)]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                raise UserError(f"pip could not download the pinned wheels: {tail}", file=REQUIREMENTS,
+                                accepted="network to PyPI, or --wheels DIR with those wheels")
+        src = cache
+    by_sha = {file_sha256(p)[7:]: p for p in sorted(Path(src).glob("*.whl"))}
+    lacking = [req for sha, req in sorted(pins.items(), key=lambda kv: kv[1]) if sha not in by_sha]
+    if lacking:
+        raise UserError(f"{src} lacks the pinned wheels of {', '.join(lacking)} (by sha256)", file=REQUIREMENTS,
+                        field="--wheels", accepted="a folder with the wheels data/carry-requirements.txt pins")
+    return [Member(f"wheels/{by_sha[sha].name}", by_sha[sha].read_bytes()) for sha in sorted(pins)]
+
+
+def plan_carry(envs: Sequence[str], project: Project, *, wheels: bool = True,
+               wheels_dir: Optional[Path] = None) -> CarryPlan:
+    """Everything :func:`make_carry` writes for ``envs`` (pixi environment names) of the project's lock."""
+    if not envs:
+        raise UserError("name at least one environment", field="ENV", accepted=", ".join(project.spec_names()))
+    lock_path = project.pixi_lock
+    data = read_lock(lock_path)
+    cp = CarryPlan(envs={e: env_digests(data, e) for e in sorted(set(envs))})
+    cp.members.append(Member("lock/pixi.lock", lock_path.read_bytes()))
+    for env in sorted(set(envs)):
+        _env_members(env, data, project, cp)
+    cp.members.append(tool_wheel())
+    if wheels:
+        cp.members += pinned_wheels(wheels_dir, Path(project.state) / "carry" / "wheels")
+    cp.wheels = sorted(m.name for m in cp.members if m.name.startswith("wheels/"))
+    return cp
+
+
+def manifest(cp: CarryPlan, members: Sequence[Member]) -> bytes:
+    doc = {"format": FORMAT, "tool": deepep_env.__version__, "envs": cp.envs, "lock": "lock/pixi.lock",
+           "packages": sorted(set(cp.packages)), "rebuild": sorted(set(cp.rebuild)), "wheels": cp.wheels,
+           "members": {m.name: m.entry() for m in members}}
+    return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+
+
+def _tarinfo(m: Member) -> tarfile.TarInfo:
+    ti = tarfile.TarInfo(m.name)
+    ti.uid = ti.gid = 0
+    ti.uname = ti.gname = ""
+    ti.mtime = 0
+    if m.link is not None:
+        ti.type, ti.linkname, ti.mode = tarfile.SYMTYPE, m.link, 0o777
+    else:
+        ti.size, ti.mode = len(m.data), 0o755 if m.executable else 0o644
+    return ti
+
+
+def write_archive(members: Sequence[Member], out: Path) -> None:
+    """The deterministic archive (module docstring), written beside ``out`` then renamed into place."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.part")
+    try:
+        with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
+                                                   compresslevel=6) as gz:
+            with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+                for m in members:
+                    tar.addfile(_tarinfo(m), io.BytesIO(m.data) if m.link is None else None)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def make_carry(envs: Sequence[str], project: Project, out: Path, *, wheels: bool = True,
+               wheels_dir: Optional[Path] = None) -> tuple[CarryPlan, str]:
+    """``deepep-env carry ENV... --to FILE``: returns the plan and the archive's sha256."""
+    cp = plan_carry(envs, project, wheels=wheels, wheels_dir=wheels_dir)
+    uniq = {m.name: m for m in cp.members}   # a package two envs share is carried once
+    members = [uniq[n] for n in sorted(uniq)]
+    ordered = [Member(MANIFEST, manifest(cp, members)), *members]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_archive(ordered, out)
+    return cp, file_sha256(out)
+
+
+# --- checking and unpacking --------------------------------------------------------------------
+
+@dataclass
+class Carry:
+    """A checked carry: its manifest and every member's bytes (links by target)."""
+
+    path: Path
+    doc: dict
+    data: dict[str, bytes]
+    links: dict[str, str]
+    executables: set[str] = field(default_factory=set)
+
+
+def _refuse(path: Path, why: str) -> UserError:
+    return UserError(f"not a good carry: {why}", file=path, exit_code=1,
+                     accepted="an archive written by `deepep-env carry`, unmodified")
+
+
+def _safe_name(name: str) -> bool:
+    return not (name.startswith("/") or ".." in name.split("/") or name == "")
+
+
+def check_carry(path: Path) -> Carry:
+    """Read ``path`` and check it against its manifest: every member there with its sha256 and size,
+    nothing outside it; the first difference is one refusal line."""
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            infos = tar.getmembers()
+            if not infos or infos[0].name != MANIFEST:
+                raise _refuse(path, f"its first member is not {MANIFEST}")
+            data: dict[str, bytes] = {}
+            links: dict[str, str] = {}
+            exes = {ti.name for ti in infos if ti.isfile() and ti.mode & 0o100}
+            for ti in infos:
+                if not _safe_name(ti.name):
+                    raise _refuse(path, f"member {ti.name!r} leaves the archive's folder")
+                if ti.issym():
+                    links[ti.name] = ti.linkname
+                elif ti.isfile():
+                    fh = tar.extractfile(ti)
+                    data[ti.name] = fh.read() if fh else b""
+                else:
+                    raise _refuse(path, f"member {ti.name!r} is neither a file nor a link")
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise _refuse(path, f"unreadable ({exc})") from None
+    try:
+        doc = json.loads(data.pop(MANIFEST))
+    except ValueError as exc:
+        raise _refuse(path, f"{MANIFEST} is not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise _refuse(path, f"{MANIFEST} is not {FORMAT} (format {doc.get('format') if isinstance(doc, dict) else '?'!r})")
+    want: dict = doc.get("members") or {}
+    for name in sorted(set(data) | set(links)):
+        if name not in want:
+            raise _refuse(path, f"member {name} is not in its manifest")
+    for name, entry in sorted(want.items()):
+        if "link" in entry:
+            if links.get(name) != entry["link"]:
+                raise _refuse(path, f"link {name} is missing or points elsewhere")
+            continue
+        if name not in data:
+            raise _refuse(path, f"member {name} is missing")
+        got = hashlib.sha256(data[name]).hexdigest()
+        if bool(entry.get("executable")) != (name in exes):
+            raise _refuse(path, f"member {name} has another mode than its manifest says")
+        if got != entry.get("sha256") or len(data[name]) != entry.get("size"):
+            raise _refuse(path, f"member {name} has sha256 {got[:16]}… ({len(data[name])} bytes), its manifest says "
+                                f"{str(entry.get('sha256'))[:16]}… ({entry.get('size')} bytes)")
+    return Carry(path, doc, data, links, exes)
+
+
+@dataclass
+class Unpacked:
+    root: Path                 # the carry's packages folder: pkgs/<subdir>/<file>
+    envs: dict[str, dict[str, str]]
+    sources: int = 0
+    packages: int = 0
+
+
+def unpack_carry(path: Path, project: Project) -> Unpacked:
+    """Check the carry, then put its packages under the state folder (``carry/<sha16>/pkgs``) and its
+    sources into the project's source cache (each tree re-hashed: the cache is by content)."""
+    c = check_carry(path)
+    digest = file_sha256(path)[7:23]
+    root = Path(project.state) / "carry" / digest
+    pkgs = root / "pkgs"
+    n_pkgs = 0
+    for name, blob in sorted(c.data.items()):
+        if name.startswith("pkgs/"):
+            dst = root / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if not dst.is_file() or file_sha256(dst)[7:] != hashlib.sha256(blob).hexdigest():
+                dst.write_bytes(blob)
+            n_pkgs += 1
+    n_src = _unpack_sources(c, SourceCache(Path(project.source_cache).resolve()))
+    return Unpacked(pkgs, c.doc.get("envs") or {}, n_src, n_pkgs)
+
+
+def _unpack_sources(c: Carry, cache: SourceCache) -> int:
+    trees: dict[str, list[str]] = {}
+    n = 0
+    for name in sorted(set(c.data) | set(c.links)):
+        parts = name.split("/")
+        if parts[:2] == ["sources", "trees"] and len(parts) > 3:
+            trees.setdefault(parts[2], []).append(name)
+        elif parts[:2] == ["sources", "patches"] and len(parts) == 3:
+            if hashlib.sha256(c.data[name]).hexdigest() != parts[2]:
+                raise _refuse(c.path, f"patch {name} does not hash to its name")
+            cache.add_patch(c.data[name], f"sha256:{parts[2]}")
+            n += 1
+    for hexd, names in sorted(trees.items()):
+        if cache.tree(f"sha256:{hexd}"):
+            n += 1
+            continue
+        tmp = Path(tempfile.mkdtemp(prefix="carry-", dir=cache.scratch()))
+        for name in names:
+            dst = tmp / "/".join(name.split("/")[3:])
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if name in c.links:
+                os.symlink(c.links[name], dst)
+            else:
+                dst.write_bytes(c.data[name])
+                dst.chmod(0o755 if name in c.executables else 0o644)
+        got = tree_sha256(tmp)
+        if got != f"sha256:{hexd}":
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise _refuse(c.path, f"source tree {hexd[:16]}… unpacks to {got[7:23]}…")
+        cache.add_tree(tmp, digest=got, move=True)
+        n += 1
+    return n
+
+
+def carry_mirrors(data: LockData, env: str, pkgs: Path) -> list[str]:
+    """``URL=DIR`` mirrors: every channel the env's locked packages come from, served by ``pkgs``."""
+    le = data.env(env)
+    out = set()
+    for q in (q for ps in (le.packages.values() if le else ()) for q in ps):
+        tail = f"{q.subdir}/{q.file_name or Path(urlsplit(q.url).path).name}"
+        if q.url.endswith(tail) and "://" in q.url and not q.url.startswith("file://"):
+            out.add(f"{q.url[:-len(tail)]}={pkgs}")
+    return sorted(out)
+
+
+def install_from_carry(env: str, project: Project, path: Path, *, prefix: Optional[str] = None,
+                       mirrors: Sequence[str] = (), force: bool = False,
+                       progress: Optional[Progress] = None) -> tuple[Unpacked, InstallResult]:
+    """``deepep-env install ENV --from-carry FILE``: the carry checked and unpacked, then ENV installed
+    from the project's lock with every channel it names served by the carry (each package checked
+    against the lock's sha256 by the installer), a package of ours it lacks rebuilt from its sources."""
+    up = unpack_carry(path, project)
+    data = read_lock(project.pixi_lock)
+    if env not in up.envs:
+        raise UserError(f"{path} carries no environment {env!r}", file=path, field="ENV",
+                        accepted=", ".join(sorted(up.envs)) or "none")
+    if env_digests(data, env) != up.envs[env]:
+        raise UserError(f"{env}: the project's lock section differs from the one {path} was carried from",
+                        file=project.pixi_lock, field=env, accepted="the lock the carry was made from (lock/pixi.lock in it)")
+    res = install_env(env, project, prefix=prefix, mirrors=[*mirrors, *carry_mirrors(data, env, up.root)],
+                      force=force, progress=progress)
+    return up, res
+
+
+__all__ = ["install_from_carry", "FORMAT", "Carry", "CarryPlan", "Member", "Unpacked", "carry_mirrors", "check_carry", "make_carry",
+           "plan_carry", "tool_wheel", "unpack_carry"]

@@ -1,0 +1,105 @@
+"""`deepep-env carry`: one archive whose bytes depend on its content only (two clones at two paths,
+each with its own state folder, make the same sha256), `carry --check` refusals, and `install
+--from-carry` into a machine whose state folder holds nothing."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import lock_fixtures as lf
+from cli_runner import cli_in_process
+
+
+def _clone(w, root: Path, state: Path, monkeypatch):
+    monkeypatch.setenv("DEEPEP_ENV_STATE", str(state))
+    return lf.project_copy(w, root)
+
+
+def _carry(capsys, proj, out: Path) -> str:
+    rc, got, err = cli_in_process(capsys, "carry", "lt-host", "--to", str(out), "--no-wheels", "--json",
+                                  "--project", proj.root)
+    assert rc == 0, err
+    return json.loads(got)["sha256"]
+
+
+@pytest.fixture
+def made(lt_world, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(tmp_path / "cache"))
+    a = _clone(lt_world, tmp_path / "a" / "clone", tmp_path / "state-a", monkeypatch)
+    rc, _, err = cli_in_process(capsys, "lock", "lt-host", "--project", a.root)
+    assert rc == 0, err
+    sha_a = _carry(capsys, a, tmp_path / "a.carry.tgz")
+    return a, sha_a, tmp_path / "a.carry.tgz"
+
+
+def test_same_bytes_from_two_paths_and_states(lt_world, made, tmp_path, monkeypatch, capsys):
+    a, sha_a, _ = made
+    b = _clone(lt_world, tmp_path / "elsewhere" / "deeper" / "b", tmp_path / "state-b", monkeypatch)
+    shutil.copy(a.pixi_lock, b.pixi_lock)   # the committed lock, the same in every clone
+    sha_b = _carry(capsys, b, tmp_path / "b.carry.tgz")
+    assert sha_a == sha_b
+    assert (tmp_path / "a.carry.tgz").read_bytes() == (tmp_path / "b.carry.tgz").read_bytes()
+    with tarfile.open(tmp_path / "b.carry.tgz") as tar:
+        infos = tar.getmembers()
+    names = [i.name for i in infos]
+    assert names[0] == "carry.json" and names[1:] == sorted(names[1:])
+    assert {(i.uid, i.gid, i.mtime, i.uname) for i in infos} == {(0, 0, 0, "")}
+    doc = json.loads(gzip.decompress((tmp_path / "b.carry.tgz").read_bytes())[512:].split(b"\0", 1)[0])
+    assert doc["format"] == "deepep-env/carry/v1" and list(doc["envs"]) == ["lt-host"]
+    assert len(doc["packages"]) == 4 and any(n.startswith("wheels/deepep_env-") for n in doc["members"])
+    assert str(tmp_path) not in json.dumps(doc)
+    rc, out, err = cli_in_process(capsys, "carry", "--check", str(tmp_path / "b.carry.tgz"))
+    assert rc == 0 and "ok" in out, err
+
+
+def _rewrite(src: Path, dst: Path, edit) -> None:
+    """The carry's members, edited, written back the same way (so only the edit differs)."""
+    from deepep_env.install.carry import Member, write_archive
+
+    with tarfile.open(src) as tar:
+        members = [Member(i.name, tar.extractfile(i).read(), executable=bool(i.mode & 0o100))
+                   for i in tar.getmembers()]
+    write_archive(edit(members), dst)
+
+
+@pytest.mark.parametrize("what,edit,says", [
+    ("byte", lambda ms: [m if not m.name.startswith("pkgs/") else
+                         type(m)(m.name, m.data[:-1] + bytes([m.data[-1] ^ 1])) for m in ms], "has sha256"),
+    ("missing", lambda ms: [m for m in ms if not m.name.startswith("pkgs/")] + [m for m in ms if m.name.startswith("pkgs/")][1:],
+     "is missing"),
+    ("extra", lambda ms: ms + [type(ms[0])("pkgs/linux-64/stowaway.conda", b"x")], "is not in its manifest"),
+])
+def test_check_refuses(made, tmp_path, capsys, what, edit, says):
+    _, _, carry = made
+    bad = tmp_path / f"{what}.tgz"
+    _rewrite(carry, bad, edit)
+    rc, _, err = cli_in_process(capsys, "carry", "--check", str(bad))
+    assert rc == 1 and says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_check_refuses_garbage(tmp_path, capsys):
+    bad = tmp_path / "x.tgz"
+    bad.write_bytes(gzip.compress(b"not a tar" * 100))
+    rc, _, err = cli_in_process(capsys, "carry", "--check", str(bad))
+    assert rc == 1 and "not a good carry" in err
+
+
+def test_install_from_carry_empty_state(lt_world, made, tmp_path, monkeypatch, capsys):
+    a, _, carry = made
+    c = _clone(lt_world, tmp_path / "offline", tmp_path / "state-c", monkeypatch)
+    shutil.rmtree(c.channel)                 # nothing built here: every package of ours from the carry
+    shutil.copy(a.pixi_lock, c.pixi_lock)
+    monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(tmp_path / "cache-c"))
+    rc, out, err = cli_in_process(capsys, "install", "lt-host", "--from-carry", str(carry), "--project", c.root)
+    assert rc == 0, err
+    assert "installed 4 packages" in out and "0 downloaded" in out
+    # a project whose lock section is not the carried one is refused, naming the env
+    c.pixi_lock.write_text(c.pixi_lock.read_text().replace("lt-host", "lt-other"))
+    rc, _, err = cli_in_process(capsys, "install", "lt-host", "--from-carry", str(carry), "--project", c.root)
+    assert rc == 2 and "lock section differs" in err, err
