@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "task",
     "record",
     "verified",
+    "prove",
     "doctor",
     "fleet",
     "publish",

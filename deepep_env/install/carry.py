@@ -147,16 +147,26 @@ def _sources_for(env: str, project: Project, builds: Sequence[str], missing: Seq
     """The source cache's entries a rebuild of the locked ``builds`` reads; a refusal naming the first
     one the cache lacks."""
     nodes = list(build_plan(load_resolved(env, project), project).nodes)
+    planned = {n.build_string for n in nodes}
+    if not_here := [m for m, b in zip(missing, builds) if b not in planned]:
+        raise UserError(f"{', '.join(not_here)} is in no channel, store or cache here, and this machine "
+                        f"plans other build ids for it (the spec, recipes or host moved since the lock)", field=env,
+                        accepted=f"carry from the machine that built it, or `deepep-env lock {env} --check` here")
     closure = _closure([n.package for n in nodes if n.build_string in builds], nodes)
     cache = SourceCache(Path(project.source_cache).resolve())
     out: list[Member] = []
     for w in wants_for_nodes([n for n in closure if not n.meta.get("local_source")]):
         found = (cache.tree(w.digest) if w.kind == "source" else cache.patch(w.digest)) if w.digest else None
         if found is None:
-            raise UserError(f"{env}: {', '.join(missing)} is in no channel, store or cache here, and the source "
-                            f"{w.label} it is rebuilt from is not in the source cache", field=env,
+            raise UserError(f"{', '.join(missing)} is in no channel, store or cache here, and the source "
+                            f"{w.label} ({w.digest or 'unpinned'}) it is rebuilt from is not in the source cache",
+                            field=env,
                             accepted=f"`deepep-env install {env}` or `deepep-env fetch {env}` first")
         hexd = w.digest.split(":", 1)[-1] if w.digest else ""
+        got = tree_sha256(found) if w.kind == "source" else file_sha256(found)
+        if got != w.digest:
+            raise UserError(f"the source cache's {w.label} hashes to {got[7:23]}…, its pin is {hexd[:16]}…",
+                            file=found, field=w.name, accepted="a source cache filled by `deepep-env fetch`, unmodified")
         out += (list(_tree_members(found, f"sources/trees/{hexd}")) if w.kind == "source"
                 else [Member(f"sources/patches/{hexd}", found.read_bytes())])
     return out

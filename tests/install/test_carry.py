@@ -103,3 +103,51 @@ def test_install_from_carry_empty_state(lt_world, made, tmp_path, monkeypatch, c
     c.pixi_lock.write_text(c.pixi_lock.read_text().replace("lt-host", "lt-other"))
     rc, _, err = cli_in_process(capsys, "install", "lt-host", "--from-carry", str(carry), "--project", c.root)
     assert rc == 2 and "lock section differs" in err, err
+
+
+def test_sources_for_what_no_channel_has(lt_world, made, tmp_path, monkeypatch, capsys):
+    """A package of ours this machine does not have is carried as the sources to rebuild it, from the
+    source cache, checked by content: absent or altered, the carry is refused naming the source."""
+    a, _, _ = made
+    for f in a.channel.glob("*/deep-ep-*.conda"):
+        f.unlink()
+    rc, _, err = cli_in_process(capsys, "carry", "lt-host", "--to", str(tmp_path / "x.tgz"), "--no-wheels",
+                                "--project", a.root)
+    assert rc == 2 and "deep-ep 1.2.1" in err and "not in the source cache" in err, err
+    for pin in "1" * 64, "3" * 64:   # the fixture recipes' made-up pins (DeepEP, and NVSHMEM it builds against)
+        tree = Path(a.source_cache) / "trees" / pin
+        tree.mkdir(parents=True)
+        (tree / "setup.py").write_text("not the pinned tree\n")
+    rc, _, err = cli_in_process(capsys, "carry", "lt-host", "--to", str(tmp_path / "x.tgz"), "--no-wheels",
+                                "--project", a.root)
+    assert rc == 2 and "hashes to" in err and "its pin is " in err, err
+    assert not (tmp_path / "x.tgz").exists()
+
+
+def _source_carry(tree: Path, name: str, out: Path) -> None:
+    from deepep_env.install.carry import MANIFEST, CarryPlan, Member, _tree_members, manifest, write_archive
+
+    members = sorted(_tree_members(tree, f"sources/trees/{name}"), key=lambda m: m.name)
+    write_archive([Member(MANIFEST, manifest(CarryPlan(envs={}), members)), *members], out)
+
+
+def test_unpack_puts_sources_in_the_cache_by_content(lt_world, tmp_path, monkeypatch, capsys):
+    from deepep_env.base.hashing import tree_sha256
+
+    p = _clone(lt_world, tmp_path / "p", tmp_path / "state-p", monkeypatch)
+    tree = tmp_path / "tree"
+    (tree / "bin").mkdir(parents=True)
+    (tree / "bin" / "run.sh").write_text("#!/bin/sh\n")
+    (tree / "bin" / "run.sh").chmod(0o755)
+    (tree / "README").write_text("upstream\n")
+    (tree / "link").symlink_to("README")
+    digest = tree_sha256(tree)
+    _source_carry(tree, digest[7:], tmp_path / "good.tgz")
+    rc, out, err = cli_in_process(capsys, "carry", "--unpack", str(tmp_path / "good.tgz"), "--project", p.root)
+    assert rc == 0 and "1 sources" in out, err
+    cached = Path(p.source_cache) / "trees" / digest[7:]
+    assert tree_sha256(cached) == digest and (cached / "link").is_symlink()
+    _source_carry(tree, "5" * 64, tmp_path / "bad.tgz")   # a tree under another name than its hash
+    rc, _, err = cli_in_process(capsys, "carry", "--unpack", str(tmp_path / "bad.tgz"), "--project", p.root)
+    assert rc == 1 and "unpacks to" in err, err
+    assert not (Path(p.source_cache) / "trees" / ("5" * 64)).exists()

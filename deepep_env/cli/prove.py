@@ -1,0 +1,48 @@
+"""`deepep-env prove ENV...`: install each env from its lock, compare its bytes with the lock, run its tests
+on the host's GPUs (records written), one table; `--follow` attaches to a run still going."""
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("prove")
+    def prove_cmd(
+        envs: Optional[List[str]] = typer.Argument(None, help="env names"),
+        reinstall: bool = typer.Option(False, "--reinstall", help="install again from nothing but the lock"),
+        relock: bool = typer.Option(False, "--relock", help="build and lock each env here first"),
+        ranks: str = typer.Option("all", "--ranks", help="--num-processes of each test: all (every GPU) or N"),
+        tests: Optional[List[str]] = typer.Option(None, "--test", help="only these tests (intranode, low-latency, ...)"),
+        offline: bool = typer.Option(False, "--offline", help="--relock: build from the source cache only"),
+        follow: bool = typer.Option(False, "--follow", help="follow the latest run (its progress, then its table)"),
+        project_dir: Optional[str] = ProjectOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Prove ENV...: byte-identical from the lock, and every test passing on the host's GPUs."""
+        from deepep_env.base.errors import UserError
+        from deepep_env.views import prove as pv
+
+        proj = project(project_dir)
+        if follow:
+            if envs or reinstall or relock:
+                raise UserError("--follow takes no ENV, --reinstall or --relock: it attaches to the latest run",
+                                field="--follow", accepted="deepep-env prove --follow")
+            data = pv.follow(pv.latest_run(proj), sys.stderr)
+        else:
+            if reinstall and relock:
+                raise UserError("give one of --reinstall, --relock", field="--relock", accepted="one of them")
+            mode = "relock" if relock else "reinstall" if reinstall else "lock"
+            data = pv.prove(envs or [], proj, mode=mode, ranks=ranks, tests=tests or (), echo=sys.stderr,
+                            offline=offline).to_dict()
+        if as_json:
+            print_json(data)
+        else:
+            for line in pv.table(data):
+                print(line)
+        if not data.get("ok"):
+            raise typer.Exit(1)
