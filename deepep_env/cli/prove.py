@@ -3,6 +3,7 @@ on the host's GPUs (records written), one table; `--follow` attaches to a run st
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -20,6 +21,11 @@ def register(app: typer.Typer) -> None:
         tests: Optional[List[str]] = typer.Option(None, "--test", help="only these tests (intranode, low-latency, ...)"),
         offline: bool = typer.Option(False, "--offline", help="--relock: build from the source cache only"),
         follow: bool = typer.Option(False, "--follow", help="follow the latest run (its progress, then its table)"),
+        timeout: Optional[float] = typer.Option(None, "--timeout", help="--follow: stop following after S seconds "
+                                                "(exit 3 while the run goes on)"),
+        detach: bool = typer.Option(False, "--detach", help="start the run in the background and print its folder "
+                                    "(then `prove --follow`)"),
+        run_dir: Optional[str] = typer.Option(None, "--run-dir", hidden=True, help="the run folder (--detach's)"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -32,13 +38,19 @@ def register(app: typer.Typer) -> None:
             if envs or reinstall or relock:
                 raise UserError("--follow takes no ENV, --reinstall or --relock: it attaches to the latest run",
                                 field="--follow", accepted="deepep-env prove --follow")
-            data = pv.follow(pv.latest_run(proj), sys.stderr)
+            data = pv.follow(pv.latest_run(proj), sys.stderr, timeout_s=timeout)
+        elif detach:
+            argv = [*(envs or []), *(["--reinstall"] if reinstall else []), *(["--relock"] if relock else []),
+                    "--ranks", ranks, *[a for t in tests or () for a in ("--test", t)], *(["--offline"] if offline else [])]
+            print(pv.detach(argv, proj, envs=envs or [], mode="relock" if relock else "reinstall" if reinstall else "lock",
+                            ranks=ranks))
+            return
         else:
             if reinstall and relock:
                 raise UserError("give one of --reinstall, --relock", field="--relock", accepted="one of them")
             mode = "relock" if relock else "reinstall" if reinstall else "lock"
             data = pv.prove(envs or [], proj, mode=mode, ranks=ranks, tests=tests or (), echo=sys.stderr,
-                            offline=offline).to_dict()
+                            offline=offline, run=Path(run_dir) if run_dir else None).to_dict()
         if as_json:
             print_json(data)
         else:

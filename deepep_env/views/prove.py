@@ -13,6 +13,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
+import subprocess
+import sys
 
 import time
 from dataclasses import asdict, dataclass, field
@@ -27,6 +30,7 @@ from deepep_env.builder.build import build_env
 from deepep_env.envspec import load_resolved
 from deepep_env.formats.installed import installed_records
 from deepep_env.formats.lockfile import read_lock
+from deepep_env.formats.prefix import pid_alive
 from deepep_env.host.context import read_host
 from deepep_env.install.installer import install_env
 from deepep_env.lock.pixi_model import load_manifest
@@ -194,6 +198,10 @@ def run_test(project: Project, env: str, task: str, ranks: int, run: Path) -> Te
     with _to_log(log):
         rc = run_task(project, plan, install=False, record=True)
     rec = _newest_record(project, env, before) or {}
+    if rec.get("_path"):   # the record beside the run too: a checkout laid down again loses verified/
+        copy = run / "records" / env / Path(rec["_path"]).name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(project.root / rec["_path"], copy)
     passed = rc == 0 and bool(rec.get("passed"))
     return TestRow(test=task.removeprefix(RECORDED_PREFIX), result="pass" if passed else "fail", exit_code=rc,
                    evidence=str(rec.get("evidence") or "no record written"), ranks=rec.get("ranks"),
@@ -231,10 +239,8 @@ def prove_env(project: Project, env: str, *, mode: str, ranks: int, run: Path, s
     return row
 
 
-def prove(envs: Sequence[str], project: Project, *, mode: str = "lock", ranks: str = "all",
-          tests: Sequence[str] = (), echo: Optional[TextIO] = None, run: Optional[Path] = None,
-          offline: bool = False) -> ProveResult:
-    """``deepep-env prove``: every env in turn; the result is also written to ``<run>/result.json``."""
+def check_request(envs: Sequence[str], project: Project, mode: str, ranks: str) -> tuple[int, dict[str, int]]:
+    """Every refusal before any work: (the host's GPU count, env → rank count)."""
     if mode not in MODES:
         raise UserError(f"not a prove mode: {mode!r}", field="mode", accepted=", ".join(MODES))
     if not envs:
@@ -243,7 +249,19 @@ def prove(envs: Sequence[str], project: Project, *, mode: str = "lock", ranks: s
     if unknown:
         raise UserError(f"unknown env {unknown[0]!r}", field="ENV", accepted=", ".join(project.spec_names()))
     gpus = gpu_count()
-    counts = {e: ranks_for(project, e, ranks, gpus) for e in envs}   # every refusal before any work
+    return gpus, {e: ranks_for(project, e, ranks, gpus) for e in envs}
+
+
+def prove(envs: Sequence[str], project: Project, *, mode: str = "lock", ranks: str = "all",
+          tests: Sequence[str] = (), echo: Optional[TextIO] = None, run: Optional[Path] = None,
+          offline: bool = False) -> ProveResult:
+    """``deepep-env prove``: every env in turn; the result is also written to ``<run>/result.json``."""
+    try:
+        gpus, counts = check_request(envs, project, mode, ranks)
+    except UserError as exc:
+        if run is not None:   # a detached run: its follower reads the refusal
+            write_text(run / RESULT, json.dumps({"run": str(run), "ok": False, "error": str(exc), "envs": []}) + "\n")
+        raise
     run = run or new_run(project)
     say = Progress(run, echo)
     say(f"prove {' '.join(envs)} ({mode}; {gpus} GPU(s) on the host; run {run})")
@@ -256,6 +274,20 @@ def prove(envs: Sequence[str], project: Project, *, mode: str = "lock", ranks: s
         write_text(run / RESULT, json.dumps(result.to_dict(), indent=1) + "\n")
         say(f"done: {'ok' if result.ok else 'NOT ok'}")
     return result
+
+
+def detach(argv: Sequence[str], project: Project, *, envs: Sequence[str], mode: str, ranks: str) -> Path:
+    """Start ``deepep-env prove ARGV`` as its own session (it outlives this command and the terminal) in
+    a new run folder; its console output goes to ``console.log`` there. Returns the run folder."""
+    check_request(envs, project, mode, ranks)
+    run = new_run(project)
+    cmd = [sys.executable, "-m", "deepep_env.cli.main", "prove", *argv, "--run-dir", str(run),
+           "--project", str(project.root)]
+    with open(run / "console.log", "wb") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=run,
+                                start_new_session=True)
+    (run / "pid").write_text(f"{proc.pid}\n")
+    return run
 
 
 KEY_FIGURES = ("dispatch_bf16_gbps", "combine_bf16_gbps", "ll_min_rank_gbps", "ep_dispatch_su_gbps",
@@ -271,6 +303,8 @@ def key_figures(figures: dict[str, Any], limit: int = 3) -> str:
 def table(result: dict[str, Any]) -> list[str]:
     """One line per env × test: env, test, bytes, result, ranks, key figures."""
     rows = [("env", "test", "bytes", "result", "ranks", "figures")]
+    if result.get("error"):
+        rows.append(("-", "-", "-", "FAIL", "-", str(result["error"])[:160]))
     for e in result["envs"]:
         if not e["tests"]:
             rows.append((e["env"], "-", e["bytes"], "FAIL" if not e["ok"] else "pass", "-", e["error"][:120]))
@@ -279,6 +313,19 @@ def table(result: dict[str, Any]) -> list[str]:
                          key_figures(t["figures"]) or t["evidence"][:80]))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     return ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in rows]
+
+
+def _gone(run: Path) -> bool:
+    """A detached run whose process is no longer there (a run in this process has no pid file)."""
+    try:
+        pid = int((run / "pid").read_text())
+    except (OSError, ValueError):
+        return False
+    if not pid_alive(pid):
+        return True
+    with contextlib.suppress(ChildProcessError, OSError):   # our own child, finished: reap it
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    return False
 
 
 def follow(run: Path, out: TextIO, *, poll_s: float = 0.5, timeout_s: Optional[float] = None) -> dict[str, Any]:
@@ -297,11 +344,14 @@ def follow(run: Path, out: TextIO, *, poll_s: float = 0.5, timeout_s: Optional[f
             out.flush()
         if done:
             return dict(json.loads((run / RESULT).read_text()))
+        if _gone(run) and not (run / RESULT).is_file():
+            raise UserError(f"the run in {run} stopped without a result", file=run / "console.log",
+                            accepted="its console.log says why; start it again")
         if timeout_s is not None and time.monotonic() - t0 > timeout_s:
-            raise UserError(f"the run in {run} has not finished after {timeout_s:g} s", field="--follow",
-                            accepted="follow it again later")
+            raise UserError(f"the run in {run} is still going after {timeout_s:g} s of following", field="--follow",
+                            accepted="`deepep-env prove --follow` again later", exit_code=3)
         time.sleep(poll_s)
 
 
-__all__ = ["EnvRow", "ProveResult", "TestRow", "follow", "latest_run", "prove", "table"]
+__all__ = ["EnvRow", "ProveResult", "TestRow", "detach", "follow", "latest_run", "prove", "table"]
 

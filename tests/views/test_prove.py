@@ -79,3 +79,20 @@ def test_prove_refusals(proj, capsys):
     assert rc == 2 and "--ranks" in err
     rc, _, err = cli_in_process(capsys, "prove", "no-such-env", "--project", proj.root)
     assert rc == 2 and "unknown env" in err
+
+
+def test_detach_then_follow(proj, capsys):
+    """A run started in the background (its own session; a GPU machine's command is 10 minutes at most),
+    followed by a second call: its progress from the start, then its table and exit status."""
+    rc, out, err = cli_in_process(capsys, "prove", "lt-host", "--detach", "--ranks", "4", "--project", proj.root)
+    assert rc == 0, err
+    run = Path(out.strip())
+    assert run.parent == Path(os.environ["DEEPEP_ENV_STATE"]) / "prove" and (run / "pid").is_file()
+    rc, out, err = cli_in_process(capsys, "prove", "--follow", "--timeout", "240", "--project", proj.root)
+    assert rc == 0, err + (run / "console.log").read_text()
+    assert "prove lt-host (lock; 8 GPU(s)" in err and "done: ok" in err
+    assert [ln.split()[1] for ln in out.splitlines()[1:]] == ["intranode", "low-latency"]
+    assert sorted(p.name for p in (run / "records" / "lt-host").iterdir()) == \
+        sorted(p.name for p in (proj.root / "verified" / "lt-host").iterdir())
+    rc, _, err = cli_in_process(capsys, "prove", "lt-host", "--detach", "--ranks", "0", "--project", proj.root)
+    assert rc == 2 and "--ranks" in err   # refused here, before anything starts
