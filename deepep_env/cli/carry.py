@@ -21,6 +21,9 @@ def register(app: typer.Typer) -> None:
         wheels: Optional[Path] = typer.Option(None, "--wheels", help="take the pinned wheels from DIR (default: "
                                               "pip download into the state folder)"),
         no_wheels: bool = typer.Option(False, "--no-wheels", help="carry no python wheels but deepep-env's own"),
+        host_debs: bool = typer.Option(False, "--host-debs", help="carry rdma-core's headers (the .debs data/carry-host.txt "
+                                       "pins; apt-get download into the state folder)"),
+        debs: Optional[Path] = typer.Option(None, "--debs", help="--host-debs, the .debs taken from DIR"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -41,13 +44,16 @@ def register(app: typer.Typer) -> None:
         if unpack is not None:
             up = unpack_carry(unpack, project(project_dir))
             print_json({"packages_dir": str(up.root), "packages": up.packages, "sources": up.sources,
-                        "envs": up.envs}) if as_json \
-                else typer.echo(f"{unpack}: {up.packages} packages in {up.root}, {up.sources} sources in the cache")
+                        "envs": up.envs, "rdma_core": str(up.rdma_core) if up.rdma_core else None}) if as_json \
+                else typer.echo(f"{unpack}: {up.packages} packages in {up.root}, {up.sources} sources in the cache"
+                                + (f"; rdma-core's headers: export DEEPEP_ENV_RDMA_CORE={up.rdma_core}" if up.rdma_core
+                                   else ""))
             return
         assert to is not None
         if not envs:
             raise UserError("name at least one environment to carry", field="ENV", accepted="env names of the lock")
-        cp, sha = make_carry(envs, project(project_dir), to, wheels=not no_wheels, wheels_dir=wheels)
+        cp, sha = make_carry(envs, project(project_dir), to, wheels=not no_wheels, wheels_dir=wheels,
+                             debs=host_debs, debs_dir=debs)
         if as_json:
             print_json({"carry": str(to), "sha256": sha, "envs": cp.envs, "packages": len(cp.packages),
                         "rebuild": cp.rebuild, "wheels": cp.wheels})

@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # annotations only: no import at run time
 FORMAT = "deepep-env/carry/v1"
 MANIFEST = "carry.json"
 REQUIREMENTS = Path(deepep_env.__file__).resolve().parent / "data" / "carry-requirements.txt"
+HOST_DEBS = Path(deepep_env.__file__).resolve().parent / "data" / "carry-host.txt"
 # The GPU image's python (CPython 3.12, x86_64): the wheels pip downloads for it.
 PIP_PLATFORM = ("--python-version", "3.12", "--implementation", "cp", "--only-binary=:all:",
                 "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
@@ -254,8 +255,48 @@ def pinned_wheels(wheels_dir: Optional[Path], cache: Path) -> list[Member]:
     return [Member(f"wheels/{by_sha[sha].name}", by_sha[sha].read_bytes()) for sha in sorted(pins)]
 
 
+def host_debs(debs_dir: Optional[Path], cache: Path) -> list[Member]:
+    """The .debs :data:`HOST_DEBS` pins, each by sha256: from ``debs_dir``, else ``apt-get download``
+    by version into ``cache`` (the state folder's, reused)."""
+    pins = [ln.split() for ln in HOST_DEBS.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    src = debs_dir or cache
+    if debs_dir is None and any(not (cache / f).is_file() or file_sha256(cache / f)[7:] != sha for _, sha, f in pins):
+        cache.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(["apt-get", "download", "-q=2", *[p for p, _, _ in pins]], cwd=cache,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise UserError(f"apt-get could not download the pinned debs: {tail}", file=HOST_DEBS,
+                            accepted="Debian's archive (apt-get), or --debs DIR with those files")
+    out = []
+    for pkg, sha, name in pins:
+        f = Path(src) / name
+        if not f.is_file() or file_sha256(f)[7:] != sha:
+            raise UserError(f"{src} lacks {name} ({pkg}) with sha256 {sha[:16]}…", file=HOST_DEBS, field="--debs",
+                            accepted="a folder with the .debs data/carry-host.txt pins")
+        out.append(Member(f"host/debs/{name}", f.read_bytes()))
+    return out
+
+
+def extract_deb(deb: Path, dest: Path) -> None:
+    """A .deb's files (its ``data.tar.*``, an ar member) under ``dest``, as ``dpkg -x`` would: stdlib only."""
+    blob = deb.read_bytes()
+    if not blob.startswith(b"!<arch>\n"):
+        raise UserError(f"{deb.name} is not a .deb (no ar header)", file=deb, accepted="a Debian package")
+    pos = 8
+    while pos + 60 <= len(blob):
+        name, size = blob[pos:pos + 16].decode().strip().rstrip("/"), int(blob[pos + 48:pos + 58].decode().strip())
+        body = blob[pos + 60:pos + 60 + size]
+        if name.startswith("data.tar"):
+            with tarfile.open(fileobj=io.BytesIO(body), mode="r:*") as tar:
+                tar.extractall(dest, filter="data")
+            return
+        pos += 60 + size + (size & 1)
+    raise UserError(f"{deb.name} has no data.tar member", file=deb, accepted="a Debian package")
+
+
 def plan_carry(envs: Sequence[str], project: Project, *, wheels: bool = True,
-               wheels_dir: Optional[Path] = None) -> CarryPlan:
+               wheels_dir: Optional[Path] = None, debs: bool = False, debs_dir: Optional[Path] = None) -> CarryPlan:
     """Everything :func:`make_carry` writes for ``envs`` (pixi environment names) of the project's lock."""
     if not envs:
         raise UserError("name at least one environment", field="ENV", accepted=", ".join(project.spec_names()))
@@ -268,6 +309,8 @@ def plan_carry(envs: Sequence[str], project: Project, *, wheels: bool = True,
     cp.members.append(tool_wheel())
     if wheels:
         cp.members += pinned_wheels(wheels_dir, Path(project.state) / "carry" / "wheels")
+    if debs or debs_dir is not None:
+        cp.members += host_debs(debs_dir, Path(project.state) / "carry" / "debs")
     cp.wheels = sorted(m.name for m in cp.members if m.name.startswith("wheels/"))
     return cp
 
@@ -307,9 +350,10 @@ def write_archive(members: Sequence[Member], out: Path) -> None:
 
 
 def make_carry(envs: Sequence[str], project: Project, out: Path, *, wheels: bool = True,
-               wheels_dir: Optional[Path] = None) -> tuple[CarryPlan, str]:
+               wheels_dir: Optional[Path] = None, debs: bool = False,
+               debs_dir: Optional[Path] = None) -> tuple[CarryPlan, str]:
     """``deepep-env carry ENV... --to FILE``: returns the plan and the archive's sha256."""
-    cp = plan_carry(envs, project, wheels=wheels, wheels_dir=wheels_dir)
+    cp = plan_carry(envs, project, wheels=wheels, wheels_dir=wheels_dir, debs=debs, debs_dir=debs_dir)
     uniq = {m.name: m for m in cp.members}   # a package two envs share is carried once
     members = [uniq[n] for n in sorted(uniq)]
     ordered = [Member(MANIFEST, manifest(cp, members)), *members]
@@ -395,6 +439,7 @@ class Unpacked:
     envs: dict[str, dict[str, str]]
     sources: int = 0
     packages: int = 0
+    rdma_core: Optional[Path] = None   # the carried rdma-core headers, unpacked: DEEPEP_ENV_RDMA_CORE
 
 
 def unpack_carry(path: Path, project: Project) -> Unpacked:
@@ -413,7 +458,19 @@ def unpack_carry(path: Path, project: Project) -> Unpacked:
                 dst.write_bytes(blob)
             n_pkgs += 1
     n_src = _unpack_sources(c, SourceCache(Path(project.source_cache).resolve()))
-    return Unpacked(pkgs, c.doc.get("envs") or {}, n_src, n_pkgs)
+    up = Unpacked(pkgs, c.doc.get("envs") or {}, n_src, n_pkgs)
+    debs = sorted(n for n in c.data if n.startswith("host/debs/"))
+    if debs:   # rdma-core's headers beside /, never into it: DEEPEP_ENV_RDMA_CORE names them
+        host = root / "host" / "rdma"
+        if not (host / ".extracted").is_file():
+            shutil.rmtree(host, ignore_errors=True)
+            for n in debs:
+                (root / n).parent.mkdir(parents=True, exist_ok=True)
+                (root / n).write_bytes(c.data[n])
+                extract_deb(root / n, host)
+            (host / ".extracted").write_text("")
+        up.rdma_core = host / "usr"
+    return up
 
 
 def _unpack_sources(c: Carry, cache: SourceCache) -> int:

@@ -151,3 +151,37 @@ def test_unpack_puts_sources_in_the_cache_by_content(lt_world, tmp_path, monkeyp
     rc, _, err = cli_in_process(capsys, "carry", "--unpack", str(tmp_path / "bad.tgz"), "--project", p.root)
     assert rc == 1 and "unpacks to" in err, err
     assert not (Path(p.source_cache) / "trees" / ("5" * 64)).exists()
+
+
+def _deb(path: Path, files: dict[str, bytes]) -> Path:
+    """A minimal Debian package: ar archive with debian-binary, control.tar.xz, data.tar.xz."""
+    def tar_xz(members: dict[str, bytes]) -> bytes:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:xz") as t:
+            for n, d in members.items():
+                ti = tarfile.TarInfo(n)
+                ti.size = len(d)
+                t.addfile(ti, io.BytesIO(d))
+        return buf.getvalue()
+
+    out = b"!<arch>\n"
+    for name, body in (("debian-binary", b"2.0\n"), ("control.tar.xz", tar_xz({"./control": b"Package: x\n"})),
+                       ("data.tar.xz", tar_xz(files))):
+        out += f"{name:<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(body):<10}`\n".encode() + body
+        out += b"\n" if len(body) % 2 else b""
+    path.write_bytes(out)
+    return path
+
+
+def test_host_debs_by_sha256_and_extracted_without_dpkg(made, tmp_path, capsys):
+    from deepep_env.install.carry import extract_deb
+
+    a, _, _ = made
+    deb = _deb(tmp_path / "libibverbs-dev_44.0-2_amd64.deb",
+               {"./usr/include/infiniband/verbs.h": b"/* verbs */\n", "./usr/include/infiniband/mlx5dv.h": b"/* dv */\n"})
+    extract_deb(deb, tmp_path / "x")
+    assert (tmp_path / "x/usr/include/infiniband/mlx5dv.h").read_bytes() == b"/* dv */\n"
+    # a folder whose debs are not the pinned bytes is refused, naming the file
+    rc, _, err = cli_in_process(capsys, "carry", "lt-host", "--to", str(tmp_path / "d.tgz"), "--no-wheels",
+                                "--debs", str(tmp_path), "--project", a.root)
+    assert rc == 2 and "lacks ibverbs-providers_44.0-2_amd64.deb" in err, err
