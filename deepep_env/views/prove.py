@@ -32,6 +32,7 @@ from deepep_env.formats.installed import installed_records
 from deepep_env.formats.lockfile import read_lock
 from deepep_env.formats.prefix import pid_alive
 from deepep_env.host.context import read_host
+from deepep_env.install.carry import install_from_carry
 from deepep_env.install.installer import install_env
 from deepep_env.lock.pixi_model import load_manifest
 from deepep_env.lock.solve import lock_env
@@ -210,7 +211,7 @@ def run_test(project: Project, env: str, task: str, ranks: int, run: Path) -> Te
 
 
 def prove_env(project: Project, env: str, *, mode: str, ranks: int, run: Path, say: Callable[[str], None],
-              tests: Sequence[str] = (), offline: bool = False) -> EnvRow:
+              tests: Sequence[str] = (), offline: bool = False, carry: Optional[Path] = None) -> EnvRow:
     row = EnvRow(env)
     try:
         if mode == "relock":
@@ -218,8 +219,15 @@ def prove_env(project: Project, env: str, *, mode: str, ranks: int, run: Path, s
             build_env(env, project, offline=offline)
             say(f"{env}: lock")
             lock_env(env, project)
-        say(f"{env}: install from the lock" + (" (again, from nothing but the lock)" if mode != "lock" else ""))
-        res = install_env(env, project, force=mode != "lock")
+        say(f"{env}: install from the lock" + (" (again, from nothing but the lock)" if mode != "lock" else "")
+            + (f", packages from {carry}" if carry else ""))
+        if carry is not None:
+            up, res = install_from_carry(env, project, carry, force=mode != "lock")
+            if up.rdma_core and not os.environ.get("DEEPEP_ENV_RDMA_CORE"):
+                os.environ["DEEPEP_ENV_RDMA_CORE"] = str(up.rdma_core)   # for a rebuild: the carried headers
+                say(f"{env}: DEEPEP_ENV_RDMA_CORE={up.rdma_core} (the carry's rdma-core headers)")
+        else:
+            res = install_env(env, project, force=mode != "lock")
         row.same, row.bytes = compare_bytes(project, env, res.prefix)
         say(f"{env}: {row.bytes} (sha256 against the lock)")
     except UserError as exc:
@@ -254,7 +262,7 @@ def check_request(envs: Sequence[str], project: Project, mode: str, ranks: str) 
 
 def prove(envs: Sequence[str], project: Project, *, mode: str = "lock", ranks: str = "all",
           tests: Sequence[str] = (), echo: Optional[TextIO] = None, run: Optional[Path] = None,
-          offline: bool = False) -> ProveResult:
+          offline: bool = False, carry: Optional[Path] = None) -> ProveResult:
     """``deepep-env prove``: every env in turn; the result is also written to ``<run>/result.json``."""
     try:
         gpus, counts = check_request(envs, project, mode, ranks)
@@ -269,7 +277,7 @@ def prove(envs: Sequence[str], project: Project, *, mode: str = "lock", ranks: s
     try:
         for env in envs:
             result.envs.append(prove_env(project, env, mode=mode, ranks=counts[env], run=run, say=say, tests=tests,
-                                         offline=offline))
+                                         offline=offline, carry=carry))
     finally:
         write_text(run / RESULT, json.dumps(result.to_dict(), indent=1) + "\n")
         say(f"done: {'ok' if result.ok else 'NOT ok'}")

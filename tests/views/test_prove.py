@@ -96,3 +96,18 @@ def test_detach_then_follow(proj, capsys):
         sorted(p.name for p in (proj.root / "verified" / "lt-host").iterdir())
     rc, _, err = cli_in_process(capsys, "prove", "lt-host", "--detach", "--ranks", "0", "--project", proj.root)
     assert rc == 2 and "--ranks" in err   # refused here, before anything starts
+
+
+def test_prove_from_a_carry_with_nothing_built_here(proj, tmp_path, capsys):
+    carry = tmp_path / "lt.carry.tgz"
+    assert cli_in_process(capsys, "carry", "lt-host", "--to", str(carry), "--no-wheels", "--project", proj.root)[0] == 0
+    import shutil
+
+    shutil.rmtree(proj.channel)   # the offline machine: nothing built, nothing in a channel
+    rc, out, err = cli_in_process(capsys, "prove", "lt-host", "--reinstall", "--from-carry", str(carry), "--json",
+                                  "--project", proj.root)
+    assert rc == 0, err
+    (env,) = json.loads(out)["envs"]
+    assert env["bytes"] == "same 4/4" and [t["result"] for t in env["tests"]] == ["pass", "pass"]
+    rc, _, err = cli_in_process(capsys, "prove", "lt-host", "--relock", "--from-carry", str(carry), "--project", proj.root)
+    assert rc == 2 and "--from-carry" in err
