@@ -24,6 +24,7 @@ install reads it (packages as the mirror of their channels, sources into the sou
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import hashlib
 import io
@@ -39,7 +40,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Optional, Sequence
+from typing import IO, TYPE_CHECKING, Iterator, Optional, Sequence
 from urllib.parse import urlsplit
 
 import deepep_env
@@ -79,11 +80,24 @@ class Member:
     data: bytes = b""
     executable: bool = False
     link: Optional[str] = None
+    path: Optional[Path] = None     # the bytes are this file's, streamed when written (packages are large)
+    sha: Optional[str] = None       # hex, when known already (a package checked against the lock)
+
+    def digest(self) -> str:
+        if self.sha is None:
+            self.sha = file_sha256(self.path)[7:] if self.path is not None else hashlib.sha256(self.data).hexdigest()
+        return self.sha
+
+    def size(self) -> int:
+        return self.path.stat().st_size if self.path is not None else len(self.data)
+
+    def stream(self) -> IO[bytes]:
+        return open(self.path, "rb") if self.path is not None else io.BytesIO(self.data)
 
     def entry(self) -> dict[str, object]:
         if self.link is not None:
             return {"link": self.link}
-        entry: dict[str, object] = {"sha256": hashlib.sha256(self.data).hexdigest(), "size": len(self.data)}
+        entry: dict[str, object] = {"sha256": self.digest(), "size": self.size()}
         if self.executable:
             entry["executable"] = True
         return entry
@@ -103,7 +117,7 @@ class CarryPlan:
 # --- making ------------------------------------------------------------------------------------
 
 def _file_member(name: str, path: Path) -> Member:
-    return Member(name, path.read_bytes(), executable=bool(path.stat().st_mode & stat.S_IXUSR))
+    return Member(name, path=path, executable=bool(path.stat().st_mode & stat.S_IXUSR))
 
 
 def _package_file(q: LockedPackage, project: Project) -> Optional[Path]:
@@ -187,7 +201,7 @@ def _env_members(env: str, data: LockData, project: Project, plan: CarryPlan) ->
             arc = f"pkgs/{q.subdir}/{name}"
             path = _package_file(q, project)
             if path is not None:
-                plan.members.append(Member(arc, path.read_bytes()))
+                plan.members.append(Member(arc, path=path, sha=q.sha256))
                 plan.packages.append(arc)
             elif build_id_of(q.build):
                 missing.append(f"{q.name} {q.version} {q.build}")
@@ -252,7 +266,7 @@ def pinned_wheels(wheels_dir: Optional[Path], cache: Path) -> list[Member]:
     if lacking:
         raise UserError(f"{src} lacks the pinned wheels of {', '.join(lacking)} (by sha256)", file=REQUIREMENTS,
                         field="--wheels", accepted="a folder with the wheels data/carry-requirements.txt pins")
-    return [Member(f"wheels/{by_sha[sha].name}", by_sha[sha].read_bytes()) for sha in sorted(pins)]
+    return [Member(f"wheels/{by_sha[sha].name}", path=by_sha[sha], sha=sha) for sha in sorted(pins)]
 
 
 def host_debs(debs_dir: Optional[Path], cache: Path) -> list[Member]:
@@ -274,7 +288,7 @@ def host_debs(debs_dir: Optional[Path], cache: Path) -> list[Member]:
         if not f.is_file() or file_sha256(f)[7:] != sha:
             raise UserError(f"{src} lacks {name} ({pkg}) with sha256 {sha[:16]}…", file=HOST_DEBS, field="--debs",
                             accepted="a folder with the .debs data/carry-host.txt pins")
-        out.append(Member(f"host/debs/{name}", f.read_bytes()))
+        out.append(Member(f"host/debs/{name}", path=f, sha=sha))
     return out
 
 
@@ -330,7 +344,7 @@ def _tarinfo(m: Member) -> tarfile.TarInfo:
     if m.link is not None:
         ti.type, ti.linkname, ti.mode = tarfile.SYMTYPE, m.link, 0o777
     else:
-        ti.size, ti.mode = len(m.data), 0o755 if m.executable else 0o644
+        ti.size, ti.mode = m.size(), 0o755 if m.executable else 0o644
     return ti
 
 
@@ -342,7 +356,11 @@ def write_archive(members: Sequence[Member], out: Path) -> None:
                                                    compresslevel=6) as gz:
             with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
                 for m in members:
-                    tar.addfile(_tarinfo(m), io.BytesIO(m.data) if m.link is None else None)
+                    if m.link is not None:
+                        tar.addfile(_tarinfo(m))
+                        continue
+                    with m.stream() as fh:
+                        tar.addfile(_tarinfo(m), fh)
         os.replace(tmp, out)
     finally:
         if tmp.exists():
@@ -359,6 +377,7 @@ def make_carry(envs: Sequence[str], project: Project, out: Path, *, wheels: bool
     ordered = [Member(MANIFEST, manifest(cp, members)), *members]
     out.parent.mkdir(parents=True, exist_ok=True)
     write_archive(ordered, out)
+    check_carry(out)   # a file that changed while it was packed is caught here, not on the offline machine
     return cp, file_sha256(out)
 
 
@@ -366,13 +385,19 @@ def make_carry(envs: Sequence[str], project: Project, out: Path, *, wheels: bool
 
 @dataclass
 class Carry:
-    """A checked carry: its manifest and every member's bytes (links by target)."""
+    """A checked carry: its manifest (every member's sha256 and size, links by target)."""
 
     path: Path
     doc: dict
-    data: dict[str, bytes]
     links: dict[str, str]
     executables: set[str] = field(default_factory=set)
+
+    @property
+    def files(self) -> list[str]:
+        return sorted(n for n, e in (self.doc.get("members") or {}).items() if "link" not in e)
+
+
+MANIFEST_MAX = 64 << 20
 
 
 def _refuse(path: Path, why: str) -> UserError:
@@ -381,56 +406,100 @@ def _refuse(path: Path, why: str) -> UserError:
 
 
 def _safe_name(name: str) -> bool:
-    return not (name.startswith("/") or ".." in name.split("/") or name == "")
+    return not (name.startswith("/") or ".." in name.split("/") or "" in name.split("/"))
+
+
+def _hash_stream(fh: IO[bytes], sink: Optional[IO[bytes]] = None) -> tuple[str, int]:
+    h, n = hashlib.sha256(), 0
+    for block in iter(lambda: fh.read(1 << 20), b""):
+        h.update(block)
+        n += len(block)
+        if sink is not None:
+            sink.write(block)
+    return h.hexdigest(), n
+
+
+@contextlib.contextmanager
+def _members(path: Path) -> Iterator[Iterator[tuple[tarfile.TarInfo, Optional[IO[bytes]]]]]:
+    """The archive's members in order, each with its stream (None for a link); any damage to the
+    archive itself is one refusal line."""
+    def gen(tar: tarfile.TarFile) -> Iterator[tuple[tarfile.TarInfo, Optional[IO[bytes]]]]:
+        for ti in tar:
+            if not _safe_name(ti.name):
+                raise _refuse(path, f"member {ti.name!r} leaves the archive's folder")
+            if ti.issym():
+                yield ti, None
+            elif ti.isfile():
+                yield ti, tar.extractfile(ti)
+            else:
+                raise _refuse(path, f"member {ti.name!r} is neither a file nor a link")
+    try:
+        with tarfile.open(path, "r|gz") as tar:
+            yield gen(tar)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise _refuse(path, f"unreadable ({exc})") from None
 
 
 def check_carry(path: Path) -> Carry:
-    """Read ``path`` and check it against its manifest: every member there with its sha256 and size,
-    nothing outside it; the first difference is one refusal line."""
-    try:
-        with tarfile.open(path, "r:gz") as tar:
-            infos = tar.getmembers()
-            if not infos or infos[0].name != MANIFEST:
-                raise _refuse(path, f"its first member is not {MANIFEST}")
-            data: dict[str, bytes] = {}
-            links: dict[str, str] = {}
-            exes = {ti.name for ti in infos if ti.isfile() and ti.mode & 0o100}
-            for ti in infos:
-                if not _safe_name(ti.name):
-                    raise _refuse(path, f"member {ti.name!r} leaves the archive's folder")
-                if ti.issym():
-                    links[ti.name] = ti.linkname
-                elif ti.isfile():
-                    fh = tar.extractfile(ti)
-                    data[ti.name] = fh.read() if fh else b""
-                else:
-                    raise _refuse(path, f"member {ti.name!r} is neither a file nor a link")
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-        raise _refuse(path, f"unreadable ({exc})") from None
-    try:
-        doc = json.loads(data.pop(MANIFEST))
-    except ValueError as exc:
-        raise _refuse(path, f"{MANIFEST} is not JSON ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise _refuse(path, f"{MANIFEST} is not {FORMAT} (format {doc.get('format') if isinstance(doc, dict) else '?'!r})")
-    want: dict = doc.get("members") or {}
-    for name in sorted(set(data) | set(links)):
+    """Read ``path`` and check it against its manifest: every member there with its sha256, size and
+    mode, nothing outside it, links only inside a source tree and nothing under a link; the first
+    difference is one refusal line. Streams: a carry is never held in memory."""
+    doc: Optional[dict] = None
+    got: dict[str, tuple[str, int]] = {}
+    links: dict[str, str] = {}
+    exes: set[str] = set()
+    with _members(path) as members:
+        for ti, fh in members:
+            if doc is None:
+                if ti.name != MANIFEST or fh is None or ti.size > MANIFEST_MAX:
+                    raise _refuse(path, f"its first member is not {MANIFEST}")
+                try:
+                    doc = json.loads(fh.read())
+                except ValueError as exc:
+                    raise _refuse(path, f"{MANIFEST} is not JSON ({exc})") from None
+                if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+                    fmt = doc.get("format") if isinstance(doc, dict) else "?"
+                    raise _refuse(path, f"{MANIFEST} is not {FORMAT} (format {fmt!r})")
+                continue
+            if ti.name in got or ti.name in links:
+                raise _refuse(path, f"member {ti.name} is there twice")
+            if fh is None:
+                links[ti.name] = ti.linkname
+            else:
+                got[ti.name] = _hash_stream(fh)
+                if ti.mode & 0o100:
+                    exes.add(ti.name)
+    if doc is None:
+        raise _refuse(path, "it is empty")
+    _compare(path, doc.get("members") or {}, got, links, exes)
+    return Carry(path, doc, links, exes)
+
+
+def _compare(path: Path, want: dict, got: dict[str, tuple[str, int]], links: dict[str, str], exes: set[str]) -> None:
+    for name in sorted(set(got) | set(links)):
         if name not in want:
             raise _refuse(path, f"member {name} is not in its manifest")
+    for name in sorted(links):
+        parts = name.split("/")
+        if parts[:2] != ["sources", "trees"] or len(parts) < 4:
+            raise _refuse(path, f"link {name} is outside a source tree")
+    for name in sorted(set(got) | set(links)):
+        parents = ["/".join(name.split("/")[:i]) for i in range(1, name.count("/") + 1)]
+        if any(p in links for p in parents):
+            raise _refuse(path, f"member {name} lies under a link")
     for name, entry in sorted(want.items()):
         if "link" in entry:
             if links.get(name) != entry["link"]:
                 raise _refuse(path, f"link {name} is missing or points elsewhere")
             continue
-        if name not in data:
+        if name not in got:
             raise _refuse(path, f"member {name} is missing")
-        got = hashlib.sha256(data[name]).hexdigest()
+        sha, size = got[name]
         if bool(entry.get("executable")) != (name in exes):
             raise _refuse(path, f"member {name} has another mode than its manifest says")
-        if got != entry.get("sha256") or len(data[name]) != entry.get("size"):
-            raise _refuse(path, f"member {name} has sha256 {got[:16]}… ({len(data[name])} bytes), its manifest says "
+        if sha != entry.get("sha256") or size != entry.get("size"):
+            raise _refuse(path, f"member {name} has sha256 {sha[:16]}… ({size} bytes), its manifest says "
                                 f"{str(entry.get('sha256'))[:16]}… ({entry.get('size')} bytes)")
-    return Carry(path, doc, data, links, exes)
 
 
 @dataclass
@@ -443,68 +512,69 @@ class Unpacked:
 
 
 def unpack_carry(path: Path, project: Project) -> Unpacked:
-    """Check the carry, then put its packages under the state folder (``carry/<sha16>/pkgs``) and its
-    sources into the project's source cache (each tree re-hashed: the cache is by content)."""
+    """Check the carry, then put its packages under the state folder (``carry/<sha16>/pkgs``), its
+    sources into the project's source cache (each tree re-hashed: the cache is by content) and its
+    rdma-core debs, extracted, beside them. Every file written is hashed as it is written and
+    compared with the manifest again (the archive could change between the check and the copy)."""
     c = check_carry(path)
-    digest = file_sha256(path)[7:23]
-    root = Path(project.state) / "carry" / digest
-    pkgs = root / "pkgs"
-    n_pkgs = 0
-    for name, blob in sorted(c.data.items()):
-        if name.startswith("pkgs/"):
-            dst = root / name
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            if not dst.is_file() or file_sha256(dst)[7:] != hashlib.sha256(blob).hexdigest():
-                dst.write_bytes(blob)
-            n_pkgs += 1
-    n_src = _unpack_sources(c, SourceCache(Path(project.source_cache).resolve()))
-    up = Unpacked(pkgs, c.doc.get("envs") or {}, n_src, n_pkgs)
-    debs = sorted(n for n in c.data if n.startswith("host/debs/"))
+    want = c.doc.get("members") or {}
+    root = Path(project.state) / "carry" / file_sha256(path)[7:23]
+    cache = SourceCache(Path(project.source_cache).resolve())
+    trees: dict[str, Optional[Path]] = {}
+    up = Unpacked(root / "pkgs", c.doc.get("envs") or {})
+    with _members(path) as members:
+        for ti, fh in members:
+            parts = ti.name.split("/")
+            if parts[:2] == ["sources", "trees"]:
+                if parts[2] not in trees:   # None: the cache has that tree already
+                    trees[parts[2]] = (None if cache.tree(f"sha256:{parts[2]}")
+                                       else Path(tempfile.mkdtemp(prefix="carry-", dir=cache.scratch())))
+                tmp = trees[parts[2]]
+                if tmp is not None:
+                    _place(c, ti, fh, tmp / "/".join(parts[3:]), want)
+            elif parts[:2] == ["sources", "patches"] and fh is not None:
+                blob = fh.read()
+                if hashlib.sha256(blob).hexdigest() != parts[2] or parts[2] != want[ti.name]["sha256"]:
+                    raise _refuse(path, f"patch {ti.name} does not hash to its name")
+                cache.add_patch(blob, f"sha256:{parts[2]}")
+                up.sources += 1
+            elif parts[0] in ("pkgs", "host") and fh is not None:
+                _place(c, ti, fh, root / ti.name, want)
+                up.packages += parts[0] == "pkgs"
+    for hexd, tmp in sorted(trees.items()):
+        if tmp is not None:
+            got = tree_sha256(tmp)
+            if got != f"sha256:{hexd}":
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise _refuse(path, f"source tree {hexd[:16]}… unpacks to {got[7:23]}…")
+            cache.add_tree(tmp, digest=got, move=True)
+        up.sources += 1
+    debs = sorted(root / n for n in c.files if n.startswith("host/debs/"))
     if debs:   # rdma-core's headers beside /, never into it: DEEPEP_ENV_RDMA_CORE names them
         host = root / "host" / "rdma"
         if not (host / ".extracted").is_file():
             shutil.rmtree(host, ignore_errors=True)
-            for n in debs:
-                (root / n).parent.mkdir(parents=True, exist_ok=True)
-                (root / n).write_bytes(c.data[n])
-                extract_deb(root / n, host)
+            for deb in debs:
+                extract_deb(deb, host)
             (host / ".extracted").write_text("")
         up.rdma_core = host / "usr"
     return up
 
 
-def _unpack_sources(c: Carry, cache: SourceCache) -> int:
-    trees: dict[str, list[str]] = {}
-    n = 0
-    for name in sorted(set(c.data) | set(c.links)):
-        parts = name.split("/")
-        if parts[:2] == ["sources", "trees"] and len(parts) > 3:
-            trees.setdefault(parts[2], []).append(name)
-        elif parts[:2] == ["sources", "patches"] and len(parts) == 3:
-            if hashlib.sha256(c.data[name]).hexdigest() != parts[2]:
-                raise _refuse(c.path, f"patch {name} does not hash to its name")
-            cache.add_patch(c.data[name], f"sha256:{parts[2]}")
-            n += 1
-    for hexd, names in sorted(trees.items()):
-        if cache.tree(f"sha256:{hexd}"):
-            n += 1
-            continue
-        tmp = Path(tempfile.mkdtemp(prefix="carry-", dir=cache.scratch()))
-        for name in names:
-            dst = tmp / "/".join(name.split("/")[3:])
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            if name in c.links:
-                os.symlink(c.links[name], dst)
-            else:
-                dst.write_bytes(c.data[name])
-                dst.chmod(0o755 if name in c.executables else 0o644)
-        got = tree_sha256(tmp)
-        if got != f"sha256:{hexd}":
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise _refuse(c.path, f"source tree {hexd[:16]}… unpacks to {got[7:23]}…")
-        cache.add_tree(tmp, digest=got, move=True)
-        n += 1
-    return n
+def _place(c: Carry, ti: tarfile.TarInfo, fh: Optional[IO[bytes]], dst: Path, want: dict) -> None:
+    """One member written to ``dst`` (a link as a link), its bytes checked against the manifest."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if fh is None:
+        os.symlink(ti.linkname, dst)
+        return
+    part = dst.with_name(f".{dst.name}.part")
+    with open(part, "wb") as out:
+        sha, _ = _hash_stream(fh, out)
+    if sha != want[ti.name]["sha256"]:
+        part.unlink()
+        raise _refuse(c.path, f"member {ti.name} changed while it was unpacked")
+    part.chmod(0o755 if ti.name in c.executables else 0o644)
+    os.replace(part, dst)
 
 
 def carry_mirrors(data: LockData, env: str, pkgs: Path) -> list[str]:

@@ -185,3 +185,18 @@ def test_host_debs_by_sha256_and_extracted_without_dpkg(made, tmp_path, capsys):
     rc, _, err = cli_in_process(capsys, "carry", "lt-host", "--to", str(tmp_path / "d.tgz"), "--no-wheels",
                                 "--debs", str(tmp_path), "--project", a.root)
     assert rc == 2 and "lacks ibverbs-providers_44.0-2_amd64.deb" in err, err
+
+
+@pytest.mark.parametrize("members,says", [
+    ([("pkgs/linux-64/x.conda", "/etc/passwd", b"")], "is outside a source tree"),
+    ([("sources/trees/ab/dir", "/tmp", b""), ("sources/trees/ab/dir/f", None, b"x")], "lies under a link"),
+])
+def test_check_refuses_links_that_could_escape(tmp_path, capsys, members, says):
+    """Even with a manifest that lists them: a link is only ever a source tree's own, and nothing is
+    written through one."""
+    from deepep_env.install.carry import MANIFEST, CarryPlan, Member, manifest, write_archive
+
+    ms = [Member(n, data, link=link) for n, link, data in members]
+    write_archive([Member(MANIFEST, manifest(CarryPlan(envs={}), ms)), *ms], tmp_path / "l.tgz")
+    rc, _, err = cli_in_process(capsys, "carry", "--check", str(tmp_path / "l.tgz"))
+    assert rc == 1 and says in err, err
