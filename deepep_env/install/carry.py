@@ -372,7 +372,12 @@ def make_carry(envs: Sequence[str], project: Project, out: Path, *, wheels: bool
                debs_dir: Optional[Path] = None) -> tuple[CarryPlan, str]:
     """``deepep-env carry ENV... --to FILE``: returns the plan and the archive's sha256."""
     cp = plan_carry(envs, project, wheels=wheels, wheels_dir=wheels_dir, debs=debs, debs_dir=debs_dir)
-    uniq = {m.name: m for m in cp.members}   # a package two envs share is carried once
+    uniq: dict[str, Member] = {}
+    for m in cp.members:   # a package two envs share is carried once; one name with two contents is refused
+        if m.name in uniq and uniq[m.name].digest() != m.digest():
+            raise UserError(f"two different files would be carried as {m.name} (two channels with one file name)",
+                            field="ENV", accepted="carry those environments in separate archives")
+        uniq.setdefault(m.name, m)
     members = [uniq[n] for n in sorted(uniq)]
     ordered = [Member(MANIFEST, manifest(cp, members)), *members]
     out.parent.mkdir(parents=True, exist_ok=True)
