@@ -24,6 +24,9 @@ def register(app: typer.Typer) -> None:
         host_debs: bool = typer.Option(False, "--host-debs", help="carry rdma-core's headers (the .debs data/carry-host.txt "
                                        "pins; apt-get download into the state folder)"),
         debs: Optional[Path] = typer.Option(None, "--debs", help="--host-debs, the .debs taken from DIR"),
+        sources: bool = typer.Option(False, "--sources", help="carry deepep-env's own builds as their pinned sources, "
+                                     "not as packages (smaller; the offline machine rebuilds each and checks it "
+                                     "against the lock)"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -53,7 +56,7 @@ def register(app: typer.Typer) -> None:
         if not envs:
             raise UserError("name at least one environment to carry", field="ENV", accepted="env names of the lock")
         cp, sha = make_carry(envs, project(project_dir), to, wheels=not no_wheels, wheels_dir=wheels,
-                             debs=host_debs, debs_dir=debs)
+                             debs=host_debs, debs_dir=debs, sources=sources)
         if as_json:
             print_json({"carry": str(to), "sha256": sha, "envs": cp.envs, "packages": len(cp.packages),
                         "rebuild": cp.rebuild, "wheels": cp.wheels})

@@ -187,7 +187,9 @@ def _sources_for(env: str, project: Project, builds: Sequence[str], missing: Seq
     return out
 
 
-def _env_members(env: str, data: LockData, project: Project, plan: CarryPlan) -> None:
+def _env_members(env: str, data: LockData, project: Project, plan: CarryPlan, *, sources: bool = False) -> None:
+    """ENV's locked packages into the plan: each this machine has, else (a build of ours) its sources;
+    ``sources``: every build of ours as its sources (smaller; the offline machine rebuilds and checks it)."""
     le = data.env(env)
     if le is None:
         raise UserError(f"the lock has no environment {env!r}", file=data.path, accepted=f"`deepep-env lock {env}` first")
@@ -199,7 +201,7 @@ def _env_members(env: str, data: LockData, project: Project, plan: CarryPlan) ->
                                 field=q.name, accepted="a lock written by `deepep-env lock`")
             name = q.file_name or Path(urlsplit(q.url).path).name
             arc = f"pkgs/{q.subdir}/{name}"
-            path = _package_file(q, project)
+            path = None if sources and build_id_of(q.build) else _package_file(q, project)
             if path is not None:
                 plan.members.append(Member(arc, path=path, sha=q.sha256))
                 plan.packages.append(arc)
@@ -310,7 +312,8 @@ def extract_deb(deb: Path, dest: Path) -> None:
 
 
 def plan_carry(envs: Sequence[str], project: Project, *, wheels: bool = True,
-               wheels_dir: Optional[Path] = None, debs: bool = False, debs_dir: Optional[Path] = None) -> CarryPlan:
+               wheels_dir: Optional[Path] = None, debs: bool = False, debs_dir: Optional[Path] = None,
+               sources: bool = False) -> CarryPlan:
     """Everything :func:`make_carry` writes for ``envs`` (pixi environment names) of the project's lock."""
     if not envs:
         raise UserError("name at least one environment", field="ENV", accepted=", ".join(project.spec_names()))
@@ -319,7 +322,7 @@ def plan_carry(envs: Sequence[str], project: Project, *, wheels: bool = True,
     cp = CarryPlan(envs={e: env_digests(data, e) for e in sorted(set(envs))})
     cp.members.append(Member("lock/pixi.lock", lock_path.read_bytes()))
     for env in sorted(set(envs)):
-        _env_members(env, data, project, cp)
+        _env_members(env, data, project, cp, sources=sources)
     cp.members.append(tool_wheel())
     if wheels:
         cp.members += pinned_wheels(wheels_dir, Path(project.state) / "carry" / "wheels")
@@ -369,9 +372,10 @@ def write_archive(members: Sequence[Member], out: Path) -> None:
 
 def make_carry(envs: Sequence[str], project: Project, out: Path, *, wheels: bool = True,
                wheels_dir: Optional[Path] = None, debs: bool = False,
-               debs_dir: Optional[Path] = None) -> tuple[CarryPlan, str]:
+               debs_dir: Optional[Path] = None, sources: bool = False) -> tuple[CarryPlan, str]:
     """``deepep-env carry ENV... --to FILE``: returns the plan and the archive's sha256."""
-    cp = plan_carry(envs, project, wheels=wheels, wheels_dir=wheels_dir, debs=debs, debs_dir=debs_dir)
+    cp = plan_carry(envs, project, wheels=wheels, wheels_dir=wheels_dir, debs=debs, debs_dir=debs_dir,
+                    sources=sources)
     uniq: dict[str, Member] = {}
     for m in cp.members:   # a package two envs share is carried once; one name with two contents is refused
         if m.name in uniq and uniq[m.name].digest() != m.digest():

@@ -124,6 +124,14 @@ def test_sources_for_what_no_channel_has(lt_world, made, tmp_path, monkeypatch, 
     assert not (tmp_path / "x.tgz").exists()
 
 
+def test_sources_instead_of_packages(made, tmp_path, capsys):
+    """--sources: every build of ours as the sources to rebuild it, though the channel has the package."""
+    a, _, _ = made
+    rc, _, err = cli_in_process(capsys, "carry", "lt-host", "--to", str(tmp_path / "s.tgz"), "--no-wheels", "--sources",
+                                "--project", a.root)
+    assert rc == 2 and "deep-ep 1.2.1" in err and "not in the source cache" in err, err
+
+
 def _source_carry(tree: Path, name: str, out: Path) -> None:
     from deepep_env.install.carry import MANIFEST, CarryPlan, Member, _tree_members, manifest, write_archive
 
