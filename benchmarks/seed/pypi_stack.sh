@@ -3,15 +3,8 @@
 # (seed 003, sm_90), DeepEP built on a machine with no GPU from pinned wheels, and the lock shown to be
 # enough on a fresh clone.
 #
-#   bash benchmarks/seed/pypi_stack.sh prereqs                the host externals those specs name: the venv
-#        /opt/deepep-cu130 (python3.12 -m venv, or $PYTHON312 -m venv; CPython 3.12.1, the locked ids'
-#        interpreter; torch 2.11.0 and its CUDA 13 wheels by version and sha256, benchmarks/seed/cu130-venv.txt,
-#        pip --require-hashes: h20-roce-wheel's PyTorch), the bare venv /opt/deepep-py312 (the same interpreter
-#        and its own pip, nothing else: gcp-b200-wheel's PyTorch is the package deepep-pytorch, built from the
-#        same wheels pinned in recipes/pytorch-wheel/sources.toml) and rdma-core's headers (Debian's debs by version, unpacked into $RDMA, default
-#        /tmp/deepep-rdma; NVSHMEM's IBGDA headers include <infiniband/mlx5dv.h>). The CUDA toolkit is no
-#        longer one of them: the specs' `[cuda] provider = "wheel"` builds it from NVIDIA's wheels pinned in
-#        recipes/cuda-wheel/sources.toml (a package of the graph, in the lock's build ids).
+#   bash benchmarks/seed/pypi_stack.sh prereqs                the host externals those specs name:
+#        env_specs/prepare/pypi-stack.sh (their `[host] prepare`; its header says what it makes)
 #   bash benchmarks/seed/pypi_stack.sh relock ENV SOURCES     fetch (PyPI for the NVSHMEM wheel, SOURCES for
 #        DeepEP's tarball), build, lock, pixi sync and export, in this checkout.
 #   bash benchmarks/seed/pypi_stack.sh reinstall ENV SOURCES DIR
@@ -33,23 +26,8 @@ fig() { echo "$1=$2"; }
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$1" "$(now)"; }
 
-prereqs() {
-  local t; t=$(now)
-  [ -x "$VENV/bin/python3" ] || "${PYTHON312:-python3.12}" -m venv "$VENV" \
-    || { echo "pypi_stack: no Python 3.12 to make $VENV (PYTHON312=/path/to/python3.12)" >&2; return 1; }
-  "$VENV/bin/pip" install -q --no-deps --require-hashes -r "$HERE/cu130-venv.txt" || return 1
-  [ -x "$BARE/bin/python3" ] || "${PYTHON312:-python3.12}" -m venv "$BARE" || return 1
-  fig venv_s "$(since "$t")"
-  if [ ! -f "$RDMA/.extracted" ]; then
-    local d; d=$(mktemp -d)
-    (cd "$d" && apt-get download -q=2 libibverbs-dev=44.0-2 ibverbs-providers=44.0-2 libibverbs1=44.0-2) || return 1
-    mkdir -p "$RDMA" && for f in "$d"/*.deb; do dpkg -x "$f" "$RDMA"; done && touch "$RDMA/.extracted"
-  fi
-  "$VENV/bin/python3" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
-  # The interpreter is a host external: its version and headers are in the build ids. The lock was built
-  # with CPython 3.12.1 (pyenv's); another patch release gives other ids (plan says "other host").
-  local v; v=$("$VENV/bin/python3" -c 'import platform; print(platform.python_version())')
-  [ "$v" = 3.12.1 ] || echo "pypi_stack: note: $VENV runs Python $v; the locked ids were built with 3.12.1 (PYTHON312=/path/to/python3.12.1)" >&2
+prereqs() {   # the specs' own host preparation (their [host] prepare)
+  bash "$ROOT/env_specs/prepare/pypi-stack.sh"
 }
 
 relock() {

@@ -1,6 +1,7 @@
 """`deepep-env install ENV`: exactly the locked packages, sha256-verified, into a prefix."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -21,6 +22,8 @@ def register(app: typer.Typer) -> None:
                                               "an env with no passing test record for the lock's digest (signed by a "
                                               "trusted key, under --trust or the spec's [verify] trust)"),
         trust_file: Optional[str] = TrustOpt,
+        from_carry: Optional[str] = typer.Option(None, "--from-carry", help="install from a `deepep-env carry` "
+                                                 "archive, no network: every channel served by it"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -40,13 +43,21 @@ def register(app: typer.Typer) -> None:
             raise UserError("--trust is a policy for --require-verified", field="--trust",
                             accepted="--require-verified --trust FILE")
         if require_verified:
-            from pathlib import Path
-
             from deepep_env.verify.matrix import require_verified as gate
 
             gate(proj, env, trust(trust_file), Path(lock) if lock else None)
-        res = install_env(env, proj, prefix=prefix, lock_path=lock, mirrors=mirror or (), force=force,
-                          progress=progress)
+        if from_carry is not None:
+            from deepep_env.base.errors import UserError
+            from deepep_env.install.carry import install_from_carry
+
+            if lock is not None:
+                raise UserError("--from-carry installs from the project's lock; --lock is not taken with it",
+                                field="--lock", accepted="one of --lock, --from-carry")
+            _, res = install_from_carry(env, proj, Path(from_carry), prefix=prefix,
+                                        mirrors=mirror or (), force=force, progress=progress)
+        else:
+            res = install_env(env, proj, prefix=prefix, lock_path=lock, mirrors=mirror or (),
+                              force=force, progress=progress)
         data = res.to_dict()
         print_warnings(data["warnings"])
         if as_json:

@@ -226,7 +226,7 @@ class HostSpec(Strict):
     kernel_modules: list[str] = Field(default_factory=list)
     driver_params: dict[str, int] = Field(default_factory=dict, description="e.g. {PeerMappingOverride = 1}")
     prepare: Optional[str] = Field(None, description="the command that makes this spec's host externals (provider = "
-                                   "'host' paths) on a new machine, e.g. 'bash benchmarks/seed/pypi_stack.sh prereqs': "
+                                   "'host' paths) on a new machine, e.g. 'bash env_specs/prepare/pypi-stack.sh': "
                                    "named by install, plan and doctor where they are missing; never run by deepep-env")
 
     _d = field_validator("driver", "doca_ofed", "rdma_core")(lambda cls, v: v if v is None else _check_range(v))
@@ -237,7 +237,7 @@ class HostSpec(Strict):
         # printed inside one-line errors and plan's table: one printable line, bounded
         if v is not None and (not v.strip() or len(v) > PREPARE_MAX or not v.isprintable()):
             raise ValueError(f"prepare must be one printable line of 1 to {PREPARE_MAX} characters "
-                             "(a command such as 'bash benchmarks/seed/pypi_stack.sh prereqs')")
+                             "(a command such as 'bash env_specs/prepare/pypi-stack.sh')")
         return v
 
     @field_validator("kernel_modules")

@@ -177,7 +177,7 @@ def test_the_real_catalog_is_pips_closure_of_torch_2_11_for_cp312_and_cuda_13():
     assert built_for(parts) == ("3.12", "13.0")
     assert nccl_wheel(parts).version == "2.28.9" and parts["nvidia_nvshmem_cu13"].version == "3.4.5"
     pins = {ln.split("==")[0].lower().replace("_", "-"): ln.split("--hash=")[1].strip()
-            for ln in (REPO / "benchmarks" / "seed" / "cu130-venv.txt").read_text().splitlines() if "==" in ln}
+            for ln in (REPO / "env_specs" / "prepare" / "cu130-venv.txt").read_text().splitlines() if "==" in ln}
     assert {w.project: w.sha256 for w in parts.values()} == pins   # the sha256s pip --require-hashes checked
 
 
