@@ -119,7 +119,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--prefix", default=None, help=f"the env's prefix (default $DEEPEP_ENV_PREFIX, else the project's {DEFAULT_PREFIX})")
     parser.add_argument("--platform", default=None, help="platform profile (default: detected)")
     parser.add_argument("--demo-host", default=None, metavar="NAME",
-                        help="a bundled captured host (gcp-b200-demo, h200x8-nvlink) instead of this machine")
+                        help="a bundled captured host (gcp-b200-demo, gke-a4-demo, h20-roce-demo, h200x8-nvlink) instead of this machine")
     args = parser.parse_args(argv)
     return run_activate(args.env, root=args.root, shell=args.shell, prefix=args.prefix, platform=args.platform,
                         demo_host=args.demo_host)

@@ -134,7 +134,7 @@ def check_root(root: str | os.PathLike[str]) -> RootFS:
     if not os.path.isdir(path):
         raise UserError("not a directory", field="--root", file=path,
                         accepted="a host root such as / or a captured tree with sys/ and proc/, "
-                        "or a bundled capture: --demo-host gcp-b200-demo or h200x8-nvlink")
+                        "or a bundled capture: --demo-host gcp-b200-demo, gke-a4-demo, h20-roce-demo or h200x8-nvlink")
     fs = RootFS(path)
     if not (fs.is_dir("sys") or fs.is_dir("proc")):
         raise UserError(
