@@ -38,7 +38,7 @@ _PROBE = (
 
 
 def _optional(handlers: list[ast.ExceptHandler]) -> bool:
-    names = {n.id for h in handlers for n in ast.walk(h.type) if isinstance(n, ast.Name)} if handlers else set()
+    names = {n.id for h in handlers if h.type is not None for n in ast.walk(h.type) if isinstance(n, ast.Name)}
     return bool(names & {"ImportError", "ModuleNotFoundError", "Exception"}) or any(h.type is None for h in handlers)
 
 
