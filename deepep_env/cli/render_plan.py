@@ -138,6 +138,8 @@ def verified_line(v: dict[str, Any]) -> str:
         return f"no: {v['matching']} record(s) for digest {digest}, none passing"
     if st == "unverified":
         stale = f"; {v['stale']} record(s) for other locks" if v.get("stale") else ""
+        if v.get("why"):   # no record at all: say why (issue 51.6)
+            return f"no passing record for digest {digest}, no record at all: {markup_free(str(v['why']))}"
         return f"no passing record for digest {digest} (run `deepep-env task deepep-test-… -e ENV`){stale}"
     if st == "not locked":
         return "not locked: records need a lock digest"
