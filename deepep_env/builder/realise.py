@@ -32,7 +32,8 @@ from deepep_env.base.channels.urls import placeholder_host
 from deepep_env.formats.lockfile import LockedEnv, build_id_of, read_lock
 from deepep_env.sources import SourceCache, require_present, wants_for_nodes
 from deepep_env.builder.resolution import differences as differences_of_resolutions
-from deepep_env.sources.hostprint import externals_differences, missing_externals
+from deepep_env.sources.hostprint import (HOW_TO_MATCH, externals_differences, missing_externals, moved_externals,
+                                            with_read_note)
 
 Progress = Callable[[str, Any, Any], None]
 
@@ -142,13 +143,16 @@ class Realiser:
                              accepted=f"`deepep-env lock {self.env} --check` says what changed; then build and relock")
         here = next(n for n in live.nodes if n.package == node.package)
         if lacks := missing_externals(node.externals, here.externals):
-            return self._lacks(node.package, lacks, recorded.nodes)
-        diffs = externals_differences(node.externals, here.externals)
+            return self._lacks(node.package, with_read_note(lacks, here.meta), recorded.nodes)
+        named = moved_externals(node.externals, here.externals, here.meta)   # where this shell reads each one
+        diffs = [t for _, t in named] or externals_differences(node.externals, here.externals)
+        match = "; ".join(dict.fromkeys(HOW_TO_MATCH[c] for c, _ in named if c in HOW_TO_MATCH))
         return UserError(f"{self.why}; and it was built for another host "
                          f"({'; '.join(diffs[:3]) or 'host externals differ'}): the lock does not apply to this host",
                          file=self.lock_path, field=node.package,
-                         accepted=f"a channel that has it, or relock here: `deepep-env build {self.env} && "
-                                  f"deepep-env lock {self.env}`")
+                         accepted=(f"{match} (then install again), " if match else "")
+                         + f"a channel that has it, or relock here: `deepep-env build {self.env} && "
+                           f"deepep-env lock {self.env}`")
 
     def _lacks(self, package: str, lacks: list[str], nodes: Sequence[BuildNode]) -> UserError:
         """The refusal on a machine without the host externals the lock was built against (a fresh

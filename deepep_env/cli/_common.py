@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # annotations only: rich loads on first use
 
 ProjectOpt = typer.Option(None, "--project", help="project folder (default: nearest parent with env_specs/)")
 JsonOpt = typer.Option(False, "--json", help="print JSON instead of a table")
-DemoHostOpt = typer.Option(None, "--demo-host", help="use a bundled captured host (gcp-b200-demo, h200x8-nvlink) "
+DemoHostOpt = typer.Option(None, "--demo-host", help="use a bundled captured host (gcp-b200-demo, gke-a4-demo, h20-roce-demo, h200x8-nvlink) "
                            "instead of this machine; --root NAME works too")
 
 

@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
         root: Optional[str] = typer.Option(None, "--root", help="read the host under this root instead of /"),
         demo_host: Optional[str] = typer.Option(
             None, "--demo-host",
-            help="use a bundled captured host (gcp-b200-demo, h200x8-nvlink) instead of this machine",
+            help="use a bundled captured host (gcp-b200-demo, gke-a4-demo, h20-roce-demo, h200x8-nvlink) instead of this machine",
         ),
         platform: Optional[str] = typer.Option(None, "--platform", help="override the detected platform"),
         trust_file: Optional[str] = TrustOpt,

@@ -66,9 +66,11 @@ def render_resolved(c: Console, d: dict[str, Any]) -> None:
                 f"({'; '.join(lacks[:3])}){make}"), markup=True, highlight=False)
         elif diffs:
             more = f" (+{len(diffs) - 2} more)" if len(diffs) > 2 else ""
-            c.print(f"[yellow]other host:[/yellow] {b['package']} {b['build_string']} names host externals this machine "
-                    f"does not have ({'; '.join(diffs[:2])}{more}): built here it would get another id",
-                    markup=True, highlight=False)
+            match = "; ".join(b.get("host_match") or [])
+            c.print(f"[yellow]other host:[/yellow] {escape(b['package'])} {b['build_string']} names host externals this "
+                    f"machine does not have ({escape('; '.join(diffs[:2]))}{more}): built here it would get another id, "
+                    f"so `lock`/`install` here would not find the lock's build"
+                    + (f"; to match the lock: {escape(match)}" if match else ""), markup=True, highlight=False)
         for p in b.get("to_pin", []):
             where = p["urls"][0] if p.get("urls") else (p.get("tag") or p.get("rev") or "?")
             c.print(f"[yellow]to pin:[/yellow] {b['package']}: {p['what']} {p.get('version', '')} from {where} "
@@ -140,6 +142,8 @@ def verified_line(v: dict[str, Any]) -> str:
         return f"no: {v['matching']} record(s) for digest {digest}, none passing"
     if st == "unverified":
         stale = f"; {v['stale']} record(s) for other locks" if v.get("stale") else ""
+        if v.get("why"):   # no record at all: say why (issue 51.6)
+            return f"no passing record for digest {digest}, no record at all: {markup_free(str(v['why']))}"
         if v.get("other_tests"):    # passing records of tests that are not DeepEP's prove nothing of it
             stale += f"; passing records of {markup_free(', '.join(v['other_tests']))} beside (only DeepEP's tests verify)"
         return f"no passing record for digest {digest} (run `deepep-env task deepep-test-… -e ENV`){stale}"

@@ -78,6 +78,15 @@ def render_table(m: dict[str, Any]) -> None:
                   f"{c['current_records']}/{c['records']}",
                   Text(terminal(f"{c['newest']['time']} {c['newest']['node']}")), Text(terminal(_activation(c))),
                   Text(terminal(figs or "-")))
-    console().print(t)
+    if m["cells"]:
+        console().print(t)
+    if m.get("none"):   # every locked env without any record: a row saying none, and why (issue 51.6)
+        n = Table(title="locked, never tested")
+        for col in ("env", "platform", "result", "why"):
+            n.add_column(col, overflow="fold")
+        for c in m["none"]:
+            n.add_row(Text(terminal(c["env"])), Text(terminal(c["platform"])), Text("none", style="yellow"),
+                      Text(terminal(c["why"])))
+        console().print(n)
     if m.get("lock_error"):
         print(f"lock: {terminal(m['lock_error'])}")

@@ -15,6 +15,7 @@ import deepep_env.doctor.checks_libraries as checks_libraries
 import deepep_env.doctor.checks_nccl as checks_nccl
 import deepep_env.doctor.checks_nic as checks_nic
 import deepep_env.doctor.checks_nvshmem as checks_nvshmem
+import deepep_env.doctor.checks_test_imports as checks_test_imports
 import deepep_env.doctor.traffic as traffic
 from deepep_env.doctor.check import Check, checks_of
 from deepep_env.doctor.setup import SETUP_IDS
@@ -22,7 +23,7 @@ from deepep_env.doctor.setup import SETUP_IDS
 # Run order: what is installed first (the module Python imports, its NVSHMEM), then the
 # environment, the host and its RDMA configuration, the loader, NCCL, the NIC handler; then this
 # year's field failures (checks_field) and the EFA host (checks_efa).
-MODULES = (checks_deepep, checks_nvshmem, checks_deepep_v2, checks_env, checks_host, checks_libraries,
+MODULES = (checks_deepep, checks_test_imports, checks_nvshmem, checks_deepep_v2, checks_env, checks_host, checks_libraries,
            checks_nccl, checks_nic, checks_field, checks_efa)
 CHECK_FAILED = "doctor.check-failed"
 

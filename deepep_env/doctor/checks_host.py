@@ -229,6 +229,36 @@ def spec_modules_loaded(ctx: DoctorContext, emit: Emitter) -> None:
             _emit_module_missing(ctx, emit, "host.module-missing", m, sev, why)
 
 
+# The NICs a platform's detection requires (profiles_data.py ``match.fabric``), as a reader names them.
+FABRIC_NICS = {
+    "rdma": "RDMA NICs (RoCE or InfiniBand ports under /sys/class/infiniband, e.g. mlx5_0 or mlx5_bond_0)",
+    "infiniband": "InfiniBand NICs (ports with link layer InfiniBand under /sys/class/infiniband)",
+    "efa": "AWS EFA devices (rdmap* under /sys/class/infiniband)",
+}
+
+
+@check("host", "host.no-rdma-nic")
+def platform_has_nics(ctx: DoctorContext, emit: Emitter) -> None:
+    """A platform that runs over RDMA (its profile matches only hosts with RDMA NICs) has some."""
+    profile = ctx.host.platform.profile
+    fabric = profile.match.fabric if profile.match is not None else None
+    if fabric not in FABRIC_NICS or ctx.host.facts.nics or not ctx.host.facts.gpus:
+        return
+    if (ctx.env.get("NVSHMEM_REMOTE_TRANSPORT") or "").strip().lower() == "none":
+        return  # remote transport turned off: a single-node run on purpose
+    emit(
+        "host.no-rdma-nic",
+        "error",
+        f"platform {profile.name} ({ctx.host.platform.source}) runs internode traffic over "
+        f"{FABRIC_NICS[fabric]}, but this host has 0 RDMA NICs: NVSHMEM's IBGDA transport fails to init "
+        f"(expected: {profile.description})",
+        [Evidence(value="no RDMA device", file="/sys/class/infiniband"),
+         Evidence(value=f"platform {profile.name}: match fabric = {fabric!r}", file="deepep_env/platform/profiles_data.py")],
+        "check the NIC driver (`lsmod | grep -e mlx5_ib -e ib_uverbs`, `ibv_devices`) or the pod's RDMA device "
+        "plugin; on a single NVLink node use --platform nvlink (or NVSHMEM_REMOTE_TRANSPORT=none)",
+    )
+
+
 @check("host", "host.port-down")
 def rdma_ports_up(ctx: DoctorContext, emit: Emitter) -> None:
     """Every RDMA port is ACTIVE (a port in an unreadable state is a partial fact, not a finding)."""

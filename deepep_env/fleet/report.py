@@ -152,6 +152,15 @@ def _natural(name: str) -> tuple:
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
 
 
+# Errors that stop a job before anything else matters, named first (issue 51.3): a RoCE/IB node with no
+# RDMA NIC fails NVSHMEM's init on every rank, whatever else its report says.
+BREAKS_FIRST = ("host.no-rdma-nic",)
+
+
+def _breaks_first(finding_id: str) -> int:
+    return BREAKS_FIRST.index(finding_id) if finding_id in BREAKS_FIRST else len(BREAKS_FIRST)
+
+
 def merge(nodes: list[Node], expect: Optional[int] = None) -> dict[str, Any]:
     differing: list[dict[str, Any]] = []
     for fact in FACTS:
@@ -177,8 +186,8 @@ def merge(nodes: list[Node], expect: Optional[int] = None) -> dict[str, Any]:
     refused = [n for n in nodes if n.refused]
     breaker: Optional[dict[str, Any]] = None
     if failing:
-        n = failing[0]
-        breaker = {"node": n.name, "why": f"doctor errors: {', '.join(n.errors)}"}
+        n = min(failing, key=lambda f: min(map(_breaks_first, f.errors)))   # ties: the first node
+        breaker = {"node": n.name, "why": f"doctor errors: {', '.join(sorted(n.errors, key=_breaks_first))}"}
     elif refused:
         n = refused[0]
         breaker = {"node": n.name, "why": f"not admitted: {(n.admission or {}).get('why')}"}

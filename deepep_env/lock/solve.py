@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from deepep_env.base.channels.auth import redact
 from deepep_env.builder.copies import check_copy, store_sha
+from deepep_env.builder.moved import moved_ids
 from deepep_env.base.errors import UserError
 from deepep_env.base.channels.urls import client as make_client
 from deepep_env.base.channels.urls import probe, url_to_path
@@ -169,4 +170,15 @@ def lock_env(env: str, project: Project, *, channel: Optional[str | Path] = None
     cl = make_client([c for c in r.channels if "://" in c] + ([r.publish_url] if r.publish_url else []))
     req = request_for_env(r, project, channel_dir=Path(channel) if channel else None, client_obj=cl)
     path = Path(output) if output else default_lock_path(project, r.name)
-    return lock_request(req, path, client_obj=cl, project=project)
+    moved = moved_ids(project, r.name, req.plan_nodes)   # ids this machine plans that the lock does not have
+    try:
+        res = lock_request(req, path, client_obj=cl, project=project)
+    except UserError as exc:
+        if not moved:
+            raise
+        raise UserError(f"cannot lock {r.name}: {'; '.join(m.line() for m in moved)}; the channel has no build "
+                        f"with this machine's id (rattler: {exc.message})", field=moved[0].package,
+                        accepted=f"{moved[0].fix(r.host.prepare)}, then lock again; or build it here "
+                                 f"(`deepep-env build {r.name}`) and relock under the new id") from None
+    res.warnings += [f"build id moved: {m.line()} (to keep the lock's: {m.fix(r.host.prepare)})" for m in moved]
+    return res

@@ -18,7 +18,7 @@ from deepep_env.base.readfile import read_json
 from deepep_env.platform.hosttree import build_host_tree
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "hosts"
-DEMO_HOSTS = ("gcp-b200-demo", "h200x8-nvlink")
+DEMO_HOSTS = ("gcp-b200-demo", "gke-a4-demo", "h20-roce-demo", "h200x8-nvlink")
 
 
 def demo_description(name: str) -> dict:

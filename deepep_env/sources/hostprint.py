@@ -382,6 +382,61 @@ def missing_externals(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> l
     return out
 
 
+# Where a build reads each host external from, and what chooses that place (issue 51.4): a fact that
+# differs from the lock's is named with the path this shell reads and the variable that moves it.
+# component -> (the node meta key holding the path, the variable that sets it or None, the default)
+READ_FROM: dict[str, tuple[str, "str | None", str]] = {
+    "rdma_core": ("rdma_core_prefix", "DEEPEP_ENV_RDMA_CORE", "/usr"),
+    "cuda": ("cuda_prefix", None, "/usr/local/cuda"),
+    "python": ("python_executable", None, "python3"),
+}
+HOW_TO_MATCH = {
+    "rdma_core": "export DEEPEP_ENV_RDMA_CORE=<the rdma-core prefix (holding include/infiniband) the lock was built with>",
+    "cuda": "use the CUDA toolkit the lock was built with (the spec's cuda.prefix; CUDAHOSTCXX as it was)",
+    "python": "use the interpreter the lock was built with (the spec's python.executable, with the same pip/setuptools)",
+    "pytorch": "install the PyTorch the lock was built with into the spec's python",
+}
+
+
+def where_read(component: str, meta: Mapping[str, Any], environ: "Mapping[str, str] | None" = None) -> str:
+    """How this shell locates ``component``: ``rdma_core read from /usr (DEEPEP_ENV_RDMA_CORE unset)``."""
+    environ = os.environ if environ is None else environ
+    key, var, default = READ_FROM.get(component, ("", None, ""))
+    place = str(meta.get(key) or default) if key else ""
+    if not place:
+        return component
+    if var is None:
+        return f"{component} read from {place}"
+    state = f"{var}={environ[var]}" if environ.get(var) else f"{var} unset"
+    return f"{component} read from {place} ({state})"
+
+
+def with_read_note(lacks: Iterable[str], meta: Mapping[str, Any], environ: "Mapping[str, str] | None" = None) -> list[str]:
+    """``missing_externals``' entries with what chose the path, where a variable does:
+    ``rdma_core: /usr/include/infiniband (DEEPEP_ENV_RDMA_CORE unset → /usr)``."""
+    environ = os.environ if environ is None else environ
+    out = []
+    for entry in lacks:
+        comp = entry.split(":", 1)[0]
+        key, var, default = READ_FROM.get(comp, ("", None, ""))
+        if var is not None:
+            entry += f" ({var}={environ[var]})" if environ.get(var) else f" ({var} unset → {default})"
+        out.append(entry)
+    return out
+
+
+def moved_externals(recorded: Mapping[str, Any], here: Mapping[str, Any], meta: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(component, sentence) for each fingerprinted external whose facts differ between the lock's
+    record and this machine: where this shell reads it, then each fact as the lock has it and as here."""
+    out: list[tuple[str, str]] = []
+    for comp, ident in sorted(recorded.items()):
+        fp = ident.get("fingerprint") if isinstance(ident, Mapping) else None
+        live = (here.get(comp) or {}).get("fingerprint") if isinstance(here.get(comp), Mapping) else None
+        if isinstance(fp, Mapping) and isinstance(live, Mapping) and (diffs := differences(fp, live)):
+            out.append((comp, f"{where_read(comp, meta)}: {'; '.join(f'{comp}.{d}' for d in diffs[:3])}"))
+    return out
+
+
 def _absent(fact: str) -> str:
     """How a fact reads where a fingerprint does not have it (a build tool: its baseline version)."""
     base = BASELINE_BUILD_TOOLS.get(fact.removeprefix("build_tool_")) if fact.startswith("build_tool_") else None

@@ -166,11 +166,49 @@ def build_matrix(project: Project, env: Optional[str] = None, base: Optional[Pat
             policies[e] = policy_for(project, e, trust)
         cells.setdefault(r.key, Cell(*r.key, need=need[e], policy=policies[e])).records.append(r)
     rows = [cells[k].to_dict(digests) for k in sorted(cells)]
-    out: dict[str, Any] = {"cells": rows, "records": len(records), "warnings": warnings,
+    # every locked env without any record: a row of its own, `none`, saying why (issue 51.6)
+    have = {c["env"] for c in rows}
+    nones = [none_row(project, e, plat) for (e, plat) in sorted(digests) if e not in have and env in (None, e)] \
+        if base is None else []
+    out: dict[str, Any] = {"cells": rows, "none": nones, "records": len(records), "warnings": warnings,
                            "lock": str(project.pixi_lock.name)}
     if why:
         out["lock_error"] = why
     return out
+
+
+def target_platforms(project: Project, env: str) -> list[str]:
+    """The platform profiles the env's spec targets (none when it has no readable spec)."""
+    try:
+        return list(load_spec_file(project.spec_path(env)).platforms) if env in project.spec_names() else []
+    except UserError:
+        return []
+
+
+def no_record_why(project: Project, env: str) -> str:
+    """Why a locked env has no test record: no machine of the hardware its spec targets ran its tests."""
+    from deepep_env.platform.profiles import get_profile   # lazy: only where an env has no record
+
+    platforms = target_platforms(project, env)
+    gpus: list[str] = []
+    for name in platforms:
+        try:
+            gpus += [g for g in get_profile(name).gpu_models if g not in gpus]
+        except UserError:
+            continue
+    where = f"no {'/'.join(gpus)} machine" if gpus else "no machine of its platform"
+    on = f" ({', '.join(platforms)})" if platforms else ""
+    return (f"{where}{on} has run its tests with this lock "
+            f"(`deepep-env task deepep-test-intranode -e {env}` there records one)")
+
+
+def none_row(project: Project, env: str, lock_platform: str) -> dict[str, Any]:
+    """The matrix row of a locked env without any test record: ``platform`` is what its spec targets."""
+    return {"env": env, "platform": ", ".join(target_platforms(project, env)) or lock_platform, "test": "-",
+            "status": "none", "lock_platform": lock_platform, "ranks": None, "ranks_required": None,
+            "matches_lock": False, "verified": False, "records": 0, "current_records": 0,
+            "newest": {"time": None, "node": None, "exit_code": None, "digest": None, "path": None},
+            "figures": {}, "why": "no record: " + no_record_why(project, env)}
 
 
 def plan_verification(project: Project, env: str, ws: Optional[Workspace] = None,
@@ -200,6 +238,7 @@ def plan_verification(project: Project, env: str, ws: Optional[Workspace] = None
     else:
         status = "unverified"
     return {"status": status, "digest": ident.get("digest"), "lock_platform": ident.get("lock_platform"),
+            "why": no_record_why(project, env) if status == "unverified" and not records else None,
             "records": len(records), "matching": len(same), "ranks_required": need,
             "trust": policy.source if policy is not None else None,
             "untrusted_why": checks[enough[-1].path].why if status == "untrusted" else None,

@@ -77,7 +77,8 @@ def _builds(bp: BuildPlan, project: Project, prepare: Optional[str] = None) -> l
     out = []
     for n in bp.nodes:
         here = _host_here(n)
-        missing = hostprint.missing_externals(n.externals, here)
+        missing = hostprint.with_read_note(hostprint.missing_externals(n.externals, here), n.meta)
+        moved = hostprint.moved_externals(n.externals, here, n.meta)
         out.append({
             "package": n.package,
             "version": n.version,
@@ -89,7 +90,9 @@ def _builds(bp: BuildPlan, project: Project, prepare: Optional[str] = None) -> l
             "in_store": bool(n.id and store_entry(project, n.package, n.id).is_file()),
             # this machine's host externals where they differ from the facts the id names (the lock's
             # record): a build here would get another id, and an install here cannot rebuild this one
-            "host_differs": hostprint.externals_differences(n.externals, here),
+            "host_differs": [t for _, t in moved] or hostprint.externals_differences(n.externals, here),
+            # how to make each differing external match the lock's (issue 51.4)
+            "host_match": list(dict.fromkeys(hostprint.HOW_TO_MATCH[c] for c, _ in moved if c in hostprint.HOW_TO_MATCH)),
             # the externals this machine lacks altogether (a fresh machine): the spec's host.prepare makes them
             "host_missing": missing,
             "prepare": prepare if missing else None,

@@ -55,6 +55,16 @@ def fleets(host_tree, tmp_path_factory):
             "port": write_fleet(base / "port", good[:2] + [host_tree("gcp-b200-port-down")])}
 
 
+def test_a_node_without_rdma_nics_is_named_first(host_tree, tmp_path):
+    """Issue 51.3: a gcp-b200 node whose RDMA NICs vanished (doctor with --platform gcp-b200) is the first
+    thing that would break the job, ahead of an earlier node's other error."""
+    folder = write_fleet(tmp_path / "f", [host_tree("gcp-b200-port-down"), host_tree("gcp-b200")])
+    rep = run_doctor(None, root=str(host_tree("h200x8-nvlink")), platform="gcp-b200", environ={})
+    (folder / "node-2.json").write_text(json.dumps(rep.to_dict()))
+    b = fleet_report(folder)["first_breaking"]
+    assert b["node"] == "node-2" and b["why"].startswith("doctor errors: host.no-rdma-nic"), b
+
+
 def test_doctor_json_carries_the_fleet_facts(fleets):
     doc = json.loads((fleets["uniform"] / "node-0.json").read_text())
     h = doc["context"]["host"]

@@ -72,17 +72,34 @@ def test_profiles_are_complete():
 
 # -- demo hosts -------------------------------------------------------------------------------
 def test_packaged_descriptions_match_the_generator():
-    assert demo_description("gcp-b200-demo") == json.loads(json.dumps(make_hosts.gcp_b200("gcp-b200-demo")))
+    assert set(make_hosts.DEMO_GENERATORS) | {"h200x8-nvlink"} == set(DEMO_HOSTS)
+    for name, make in make_hosts.DEMO_GENERATORS.items():
+        assert demo_description(name) == json.loads(json.dumps(make())), name
     if CAPTURE_ROOT.is_dir():
         assert demo_description("h200x8-nvlink") == json.loads(json.dumps(make_hosts.from_capture()))
 
 
-@pytest.mark.parametrize("name,platform", [("gcp-b200-demo", "gcp-b200"), ("h200x8-nvlink", "nvlink")])
+@pytest.mark.parametrize("name,platform", [("gcp-b200-demo", "gcp-b200"), ("gke-a4-demo", "gke-a4"),
+                                           ("h20-roce-demo", "h20-roce"), ("h200x8-nvlink", "nvlink")])
 def test_materialize_demo_host(tmp_path, name, platform):
     root = materialize_demo_host(name, tmp_path / name)
     assert (root / "sys" / "bus" / "pci" / "devices").is_dir()
     assert detect(root, environ={}).platform.name == platform
-    assert set(DEMO_HOSTS) == {"gcp-b200-demo", "h200x8-nvlink"}
+    assert set(DEMO_HOSTS) == {"gcp-b200-demo", "gke-a4-demo", "h20-roce-demo", "h200x8-nvlink"}
+
+
+def test_seed_demo_hosts_overlay_cli():
+    """The seed platforms on a fresh clone (issue 51): GKE A4's pod view (gIB, /usr/local/nvidia,
+    Kubernetes markers, GID 3) and H20's bonded RoCE ports."""
+    gke = cli_subprocess("overlay", "--demo-host", "gke-a4-demo", check=True).stdout
+    assert "overlay for platform gke-a4" in gke
+    for line in ("export NCCL_NET='gIB'", "export NVSHMEM_IB_GID_INDEX='3'", "unset TORCH_NCCL_USE_COMM_NONBLOCKING",
+                 "export RDMAV_DRIVERS='/usr/local/nvidia/lib64/libibverbs/libmlx5'"):
+        assert line in gke
+    h20 = cli_subprocess("overlay", "--demo-host", "h20-roce-demo", check=True).stdout
+    assert "overlay for platform h20-roce" in h20
+    assert "export NVSHMEM_HCA_PREFIX='mlx5_bond'" in h20 and "0:mlx5_bond_0:1," in h20
+    assert "mlx5_4" not in h20.split("DEEP_EP_DEVICE_TO_HCA_MAPPING=")[1].splitlines()[0]
 
 
 def test_materialize_refuses_bad_input(tmp_path):

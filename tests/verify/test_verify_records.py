@@ -96,17 +96,23 @@ def test_verified_matrix_and_a_lock_change(proj, host_tree, capsys):
     rc, out, err = cli_in_process(capsys, "verified", "--json", "--project", proj.root)
     assert rc == 0, err
     cells = {c["test"]: c for c in json.loads(out)["cells"]}
+    # issue 51.6: every other locked env has a row, `none`, saying why
+    nones = {c["env"]: c for c in json.loads(out)["none"]}
+    assert "h200-nvlink" not in nones and "h200-nvlink-conda" in nones
+    assert all(c["status"] == "none" and c["why"].startswith("no record: no ") for c in nones.values())
     assert cells["intranode"]["status"] == "pass" and cells["intranode"]["matches_lock"] and cells["intranode"]["verified"]
     assert cells["intranode"]["figures"]["combine_bf16_gbps"] == 323.57
     assert cells["low-latency"]["status"] == "fail" and not cells["low-latency"]["verified"]
     assert {c["platform"] for c in cells.values()} == {"gcp-b200"}
     rc, out, _ = cli_in_process(capsys, "verified", "--project", proj.root)
     assert rc == 0 and "intranode" in out and "matches" in out and "324.72" in out
+    assert "h200-nvlink-conda" in out and "none" in out and "no record" in out
     # plan: a passing record for the digest
     from deepep_env.verify.matrix import plan_verification
 
     assert plan_verification(proj, "h200-nvlink")["status"] == "verified"
-    assert plan_verification(proj, "h200-nvlink-conda")["status"] == "unverified"
+    conda = plan_verification(proj, "h200-nvlink-conda")
+    assert conda["status"] == "unverified" and conda["why"].startswith(("no H200 machine", "no machine of")), conda
     # a lock change: diff names the record it drops, and the matrix says stale
     old = proj.root / "old.pixi.lock"
     shutil.copy(proj.pixi_lock, old)
