@@ -5,7 +5,9 @@ every node's report is there, ``deepep-env fleet report`` over all of them (ever
 same verdict from the same files; rank 0 prints it and writes ``fleet.html``), then the test only if
 the fleet passed, its output teed to ``test-<RANK>.log``, then ``deepep-env record`` (the test record,
 bound to the lock digest) whatever the test's exit status. The node's exit status is the test's, or
-3 when the preflight stopped it.
+3 when the preflight stopped it; a node that stops also leaves ``preflight-stopped`` in the folder, so a
+launcher that kills the other nodes first (Slurm's ``srun --kill-on-bad-exit``: they end with 143) can
+still say 3 (issue 57).
 
 The shared folder, one per run:
 - ``shell``: ``${DEEPEP_ENV_PREFLIGHT_DIR:-<--shared-dir or ./deepep-preflight>}/${DEEPEP_ENV_RUN_ID:-<job name>}``;
@@ -20,6 +22,7 @@ import shlex
 from typing import Optional
 
 PREFLIGHT_EXIT = 3
+STOPPED_MARK = "preflight-stopped"   # in the shared folder: some node's preflight stopped the test
 K8S_SHARED_MOUNT = "/deepep-env-shared"
 K8S_RUN_ID_VAR = "DEEPEP_ENV_RUN_ID"
 K8S_JOB_UID_FIELD = "metadata.labels['batch.kubernetes.io/controller-uid']"
@@ -48,14 +51,15 @@ def node_script(*, env: str, test: str, test_args: tuple[str, ...], nodes: int, 
         "set -u",
         f'dir="{folder}"; n={nodes}; rank="${{RANK:?RANK is set per node}}"',
         'mkdir -p "$dir" || exit 3',
+        f'stop() {{ : > "$dir/{STOPPED_MARK}"; exit 3; }}',
         f'{t} doctor {e} --root "${{DEEPEP_ENV_HOST_ROOT:-/}}" --json > "$dir/.node-$rank.json.tmp"',
-        'mv -f "$dir/.node-$rank.json.tmp" "$dir/node-$rank.json" || exit 3',
+        'mv -f "$dir/.node-$rank.json.tmp" "$dir/node-$rank.json" || stop',
         f"deadline=$((SECONDS + {int(timeout)}))",
         "while :; do",
         '  count=0; for f in "$dir"/node-*.json; do [ -e "$f" ] && count=$((count + 1)); done',
         '  [ "$count" -ge "$n" ] && break',
         '  if [ "$SECONDS" -ge "$deadline" ]; then',
-        '    echo "deepep-env preflight: $count of $n nodes reported in $dir; the test was not started" >&2; exit 3',
+        '    echo "deepep-env preflight: $count of $n nodes reported in $dir; the test was not started" >&2; stop',
         "  fi",
         "  sleep 1",
         "done",
@@ -65,7 +69,7 @@ def node_script(*, env: str, test: str, test_args: tuple[str, ...], nodes: int, 
         f'  {t} fleet report "$dir" --expect "$n" > /dev/null',
         "fi",
         'if [ $? -ne 0 ]; then',
-        '  echo "deepep-env preflight: the fleet did not pass ($dir/fleet.html); the test was not started" >&2; exit 3',
+        '  echo "deepep-env preflight: the fleet did not pass ($dir/fleet.html); the test was not started" >&2; stop',
         "fi",
         'log="$dir/test-$rank.log"',
         '"$@" 2>&1 | tee "$log"; rc=${PIPESTATUS[0]}',
