@@ -32,7 +32,8 @@ TASK_WRAPPER = (
 # MASTER_ADDR without --master-addr: node 0's NodeAddr, else its name (`set -euo pipefail` holds: `|| true`).
 MASTER_ADDR_LINES = [
     'MASTER_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"',
-    'MASTER_ADDR="$(scontrol -o show node "$MASTER_NODE" 2>/dev/null | sed -n \'s/.* NodeAddr=\\([^ ]*\\).*/\\1/p\' || true)"',
+    'MASTER_ADDR="$(scontrol -o show node "$MASTER_NODE" 2>/dev/null'
+    r" | sed -n 's/.* NodeAddr=\([^ ]*\).*/\1/p'" ' || true)"',
     'export MASTER_ADDR="${MASTER_ADDR:-$MASTER_NODE}"',
 ]
 
@@ -52,7 +53,8 @@ def render_slurm(plan: LaunchPlan) -> Rendering:
     how = (
         "\n"
         f"Submit with: sbatch {p.name}.sbatch"
-        + ("" if p.master_addr else "\nMASTER_ADDR is the NodeAddr of the allocation's first node; RANK is each task's SLURM_NODEID.")
+        + ("" if p.master_addr
+           else "\nMASTER_ADDR is the NodeAddr of the allocation's first node; RANK is each task's SLURM_NODEID.")
     )
     lines = ["#!/bin/bash"]
     lines += ["# " + line if line else "#" for line in header_lines(p, how)]
