@@ -111,13 +111,14 @@ def _preflight_exit(folder: str, tool: tuple[str, ...], nodes: int) -> list[str]
     """The job's status is 3 when a node's preflight stopped the test, and its output holds the fleet
     report. With ``--kill-on-bad-exit`` the first node to exit 3 gets the others killed, so on a real
     slurmctld (issue 57) the job ended ``ExitCode=143:0`` (srun reports the highest status; 143 =
-    SIGTERM), and when node 1 stopped first, node 0 was killed before it printed the report and wrote
-    ``fleet.html``. The stopped node's mark says 3; the batch step, on node 0 after srun has ended,
-    reports the fleet once more."""
+    SIGTERM); when node 1 stopped first, node 0 was killed before it printed the report and wrote
+    ``fleet.html``, and the stopping node's own last lines can be lost with the step. The stopped
+    node's mark says 3; the batch step, on node 0 after srun has ended, reports the fleet once more."""
     return [
         f'if [ "$rc" -ne 0 ] && [ -e "{folder}/{STOPPED_MARK}" ]; then',
         f'  {shlex.join(tool)} fleet report "{folder}" --expect {nodes} --html "{folder}/fleet.html" >&2 || true',
-        f'  echo "deepep-env launch: the preflight stopped the test (srun exited $rc); exit {PREFLIGHT_EXIT}" >&2',
+        f'  echo "deepep-env launch: the preflight stopped the test ({folder}/fleet.html; srun exited $rc);'
+        f' exit {PREFLIGHT_EXIT}" >&2',
         f"  exit {PREFLIGHT_EXIT}",
         "fi",
         'exit "$rc"',
