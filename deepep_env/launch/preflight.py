@@ -8,7 +8,9 @@ every node's report is there, ``deepep-env fleet report`` over all of them (ever
 same verdict from the same files; rank 0 prints it and writes ``fleet.html``), then the test only if
 the fleet passed, its output teed to ``test-<RANK>.log``, then ``deepep-env record`` (the test record,
 bound to the lock digest) whatever the test's exit status. The node's exit status is the test's, or
-3 when the preflight stopped it.
+3 when the preflight stopped it; a node that stops also leaves ``preflight-stopped`` in the folder, so a
+launcher that kills the other nodes first (Slurm's ``srun --kill-on-bad-exit``: they end with 143) can
+still say 3 (issue 57).
 
 The shared folder, one per run:
 - ``shell``: ``${DEEPEP_ENV_PREFLIGHT_DIR:-<--shared-dir or ./deepep-preflight>}/${DEEPEP_ENV_RUN_ID:-<job name>}``;
@@ -23,6 +25,7 @@ import shlex
 from typing import Optional
 
 PREFLIGHT_EXIT = 3
+STOPPED_MARK = "preflight-stopped"   # in the shared folder: some node's preflight stopped the test
 K8S_SHARED_MOUNT = "/deepep-env-shared"
 K8S_RUN_ID_VAR = "DEEPEP_ENV_RUN_ID"
 K8S_JOB_UID_FIELD = "metadata.labels['batch.kubernetes.io/controller-uid']"
@@ -43,11 +46,13 @@ def shared_dir(target: str, name: str, given: Optional[str], k8s_pvc: Optional[s
 
 def admit_lines(t: str, e: str) -> list[str]:
     """The node's admission into ``$dir/admit-$rank.json`` (``fleet report`` shows it; a refusal fails
-    the fleet); an admit that gives no verdict (no floor, a doctor error) stops the node."""
+    the fleet). An admit with no floor to judge by (exit 3: the env has no passing record yet, the first
+    run on a new cluster) is said and the job goes on: it is how the first records are made; anything
+    else it cannot judge (a doctor error) is left to doctor, the next step."""
     return [
-        f'{t} admit {e} --root "${{DEEPEP_ENV_HOST_ROOT:-/}}" --json --no-write > "$dir/.admit-$rank.json.tmp"',
-        'if [ -s "$dir/.admit-$rank.json.tmp" ]; then mv -f "$dir/.admit-$rank.json.tmp" "$dir/admit-$rank.json" || exit 3',
-        'else echo "deepep-env preflight: admit gave no verdict on this node; the test was not started" >&2; exit 3; fi',
+        f'{t} admit {e} --root "${{DEEPEP_ENV_HOST_ROOT:-/}}" --json --no-write > "$dir/.admit-$rank.json.tmp"; arc=$?',
+        'if [ "$arc" != 3 ] && [ -s "$dir/.admit-$rank.json.tmp" ]; then mv -f "$dir/.admit-$rank.json.tmp" "$dir/admit-$rank.json" || stop',
+        'else rm -f "$dir/.admit-$rank.json.tmp"; echo "deepep-env preflight: admit gave no verdict on this node (exit $arc; no floor yet: no passing record of this env to compare with); admission not checked" >&2; fi',
     ]
 
 
@@ -61,15 +66,16 @@ def node_script(*, env: str, test: str, test_args: tuple[str, ...], nodes: int, 
         "set -u",
         f'dir="{folder}"; n={nodes}; rank="${{RANK:?RANK is set per node}}"',
         'mkdir -p "$dir" || exit 3',
+        f'stop() {{ : > "$dir/{STOPPED_MARK}"; exit 3; }}',
         *(admit_lines(t, e) if admit else []),
         f'{t} doctor {e} --root "${{DEEPEP_ENV_HOST_ROOT:-/}}" --json > "$dir/.node-$rank.json.tmp"',
-        'mv -f "$dir/.node-$rank.json.tmp" "$dir/node-$rank.json" || exit 3',
+        'mv -f "$dir/.node-$rank.json.tmp" "$dir/node-$rank.json" || stop',
         f"deadline=$((SECONDS + {int(timeout)}))",
         "while :; do",
         '  count=0; for f in "$dir"/node-*.json; do [ -e "$f" ] && count=$((count + 1)); done',
         '  [ "$count" -ge "$n" ] && break',
         '  if [ "$SECONDS" -ge "$deadline" ]; then',
-        '    echo "deepep-env preflight: $count of $n nodes reported in $dir; the test was not started" >&2; exit 3',
+        '    echo "deepep-env preflight: $count of $n nodes reported in $dir; the test was not started" >&2; stop',
         "  fi",
         "  sleep 1",
         "done",
@@ -79,7 +85,7 @@ def node_script(*, env: str, test: str, test_args: tuple[str, ...], nodes: int, 
         f'  {t} fleet report "$dir" --expect "$n" > /dev/null',
         "fi",
         'if [ $? -ne 0 ]; then',
-        '  echo "deepep-env preflight: the fleet did not pass ($dir/fleet.html); the test was not started" >&2; exit 3',
+        '  echo "deepep-env preflight: the fleet did not pass ($dir/fleet.html); the test was not started" >&2; stop',
         "fi",
         'log="$dir/test-$rank.log"',
         '"$@" 2>&1 | tee "$log"; rc=${PIPESTATUS[0]}',

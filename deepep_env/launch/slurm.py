@@ -1,7 +1,11 @@
 """Target ``slurm``: an sbatch script, one task per node, started with ``srun``.
 
-- ``MASTER_ADDR`` = the first host of the allocation (``scontrol show hostnames`` prints them in
-  node order, and srun's task on node 0 is that host), unless ``--master-addr`` was given.
+- ``MASTER_ADDR`` = the address of the allocation's first node (``scontrol show hostnames`` prints the
+  node names in node order, and srun's task on node 0 runs there), unless ``--master-addr`` was given.
+  A node's *name* need not resolve: Slurm reaches a node at its ``NodeAddr`` (which defaults to the
+  name), so the script asks ``scontrol -o show node`` for it and falls back to the name if that is
+  hidden (issue 57: on a real slurmctld, ``NodeName=n0 NodeAddr=127.0.0.1`` gave the test
+  ``MASTER_ADDR=n0`` and node 1 could not resolve it).
 - ``WORLD_SIZE`` = ``$SLURM_NNODES``; ``RANK`` = ``$SLURM_NODEID``, read *inside* each task (it
   differs per node), after checking it equals ``$SLURM_PROCID`` (= one task per node).
 - Variables are exported in the batch step and reach the tasks through ``srun --export=ALL``.
@@ -13,6 +17,7 @@ import shlex
 from deepep_env.launch import checks
 from deepep_env.launch.model import LaunchPlan, Rendering, SlurmOptions
 from deepep_env.launch.plan import header_lines
+from deepep_env.launch.preflight import PREFLIGHT_EXIT, STOPPED_MARK, shared_dir
 
 # Runs inside each srun task. Kept free of single quotes: it is embedded in one.
 TASK_WRAPPER = (
@@ -22,6 +27,15 @@ TASK_WRAPPER = (
     'exit 2; fi; '
     'exec "$@"'
 )
+
+
+# MASTER_ADDR without --master-addr: node 0's NodeAddr, else its name (`set -euo pipefail` holds: `|| true`).
+MASTER_ADDR_LINES = [
+    'MASTER_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"',
+    'MASTER_ADDR="$(scontrol -o show node "$MASTER_NODE" 2>/dev/null'
+    r" | sed -n 's/.* NodeAddr=\([^ ]*\).*/\1/p'" ' || true)"',
+    'export MASTER_ADDR="${MASTER_ADDR:-$MASTER_NODE}"',
+]
 
 
 def check_options(o: SlurmOptions) -> None:
@@ -39,7 +53,8 @@ def render_slurm(plan: LaunchPlan) -> Rendering:
     how = (
         "\n"
         f"Submit with: sbatch {p.name}.sbatch"
-        + ("" if p.master_addr else "\nMASTER_ADDR is the allocation's first host; RANK is each task's SLURM_NODEID.")
+        + ("" if p.master_addr
+           else "\nMASTER_ADDR is the NodeAddr of the allocation's first node; RANK is each task's SLURM_NODEID.")
     )
     lines = ["#!/bin/bash"]
     lines += ["# " + line if line else "#" for line in header_lines(p, how)]
@@ -63,8 +78,7 @@ def render_slurm(plan: LaunchPlan) -> Rendering:
     if p.master_addr:
         lines.append(f"export MASTER_ADDR={shlex.quote(p.master_addr)}")
     else:
-        lines.append('MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"')
-        lines.append("export MASTER_ADDR")
+        lines += MASTER_ADDR_LINES
     lines += [
         f"export MASTER_PORT={p.master_port}",
         'export WORLD_SIZE="$SLURM_NNODES"',
@@ -77,9 +91,13 @@ def render_slurm(plan: LaunchPlan) -> Rendering:
     lines.append("")
     srun = ["srun", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--export=ALL"]
     cmd = [*srun, "bash", "-c", TASK_WRAPPER, "deepep-node", *p.command]
-    lines.append(_wrap(cmd, (len(srun), len(srun) + 4)))
+    if p.node_argv:
+        lines.append(_wrap(cmd, (len(srun), len(srun) + 4)) + " && rc=0 || rc=$?")
+        lines += _preflight_exit(shared_dir("slurm", p.name, p.options.shared_dir, None), p.options.tool, n)
+    else:
+        lines.append(_wrap(cmd, (len(srun), len(srun) + 4)))
     text = "\n".join(lines) + "\n"
-    addr = p.master_addr or "first host of $SLURM_JOB_NODELIST"
+    addr = p.master_addr or "NodeAddr of the first node of $SLURM_JOB_NODELIST"
     nodes = tuple(
         {"rank": r, "variables": {"MASTER_ADDR": addr, "MASTER_PORT": str(p.master_port), "WORLD_SIZE": str(n),
                                   "RANK": str(r), **dict(p.exports)},
@@ -87,6 +105,24 @@ def render_slurm(plan: LaunchPlan) -> Rendering:
         for r in range(n)
     )
     return Rendering(plan=p, filename=f"{p.name}.sbatch", text=text, nodes=nodes)
+
+
+def _preflight_exit(folder: str, tool: tuple[str, ...], nodes: int) -> list[str]:
+    """The job's status is 3 when a node's preflight stopped the test, and its output holds the fleet
+    report. With ``--kill-on-bad-exit`` the first node to exit 3 gets the others killed, so on a real
+    slurmctld (issue 57) the job ended ``ExitCode=143:0`` (srun reports the highest status; 143 =
+    SIGTERM); when node 1 stopped first, node 0 was killed before it printed the report and wrote
+    ``fleet.html``, and the stopping node's own last lines can be lost with the step. The stopped
+    node's mark says 3; the batch step, on node 0 after srun has ended, reports the fleet once more."""
+    return [
+        f'if [ "$rc" -ne 0 ] && [ -e "{folder}/{STOPPED_MARK}" ]; then',
+        f'  {shlex.join(tool)} fleet report "{folder}" --expect {nodes} --html "{folder}/fleet.html" >&2 || true',
+        f'  echo "deepep-env launch: the preflight stopped the test ({folder}/fleet.html; srun exited $rc);'
+        f' exit {PREFLIGHT_EXIT}" >&2',
+        f"  exit {PREFLIGHT_EXIT}",
+        "fi",
+        'exit "$rc"',
+    ]
 
 
 def _wrap(words: list[str], cuts: tuple[int, ...]) -> str:

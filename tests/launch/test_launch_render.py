@@ -208,7 +208,10 @@ def test_slurm_script_structure(nodes):
         assert f"#SBATCH {want}" in sb
     first_code = next(i for i, x in enumerate(lines) if x and not x.startswith("#"))
     assert max(i for i, x in enumerate(lines) if x.startswith("#SBATCH ")) < first_code  # sbatch stops at code
-    assert 'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"' in lines
+    from deepep_env.launch.slurm import MASTER_ADDR_LINES
+
+    assert 'MASTER_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"' in lines
+    assert all(x in lines for x in MASTER_ADDR_LINES)     # node 0's NodeAddr (test_launch_slurm.py)
     assert 'export WORLD_SIZE="$SLURM_NNODES"' in lines
     srun = next(x for x in lines if x.startswith("srun "))
     assert f"--ntasks={nodes}" in srun and "--ntasks-per-node=1" in srun and "--export=ALL" in srun
