@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, SignOpt, print_json, project, signer
 
 
 def register(app: typer.Typer) -> None:
@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         detach: bool = typer.Option(False, "--detach", help="start the run in the background and print its folder "
                                     "(then `prove --follow`)"),
         run_dir: Optional[str] = typer.Option(None, "--run-dir", hidden=True, help="the run folder (--detach's)"),
+        sign: Optional[str] = SignOpt,
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -47,7 +48,8 @@ def register(app: typer.Typer) -> None:
         elif detach:
             argv = [*(envs or []), *(["--reinstall"] if reinstall else []), *(["--relock"] if relock else []),
                     "--ranks", ranks, *[a for t in tests or () for a in ("--test", t)], *(["--offline"] if offline else []),
-                    *(["--from-carry", str(from_carry.resolve())] if from_carry else [])]
+                    *(["--from-carry", str(from_carry.resolve())] if from_carry else []),
+                    *(["--sign", str(Path(sign).resolve())] if sign else [])]
             print(pv.detach(argv, proj, envs=envs or [], mode="relock" if relock else "reinstall" if reinstall else "lock",
                             ranks=ranks))
             return
@@ -59,7 +61,8 @@ def register(app: typer.Typer) -> None:
                                 accepted="--from-carry with --reinstall, or --relock alone")
             mode = "relock" if relock else "reinstall" if reinstall else "lock"
             data = pv.prove(envs or [], proj, mode=mode, ranks=ranks, tests=tests or (), echo=sys.stderr,
-                            offline=offline, run=Path(run_dir) if run_dir else None, carry=from_carry).to_dict()
+                            offline=offline, run=Path(run_dir) if run_dir else None, carry=from_carry,
+                            signer=signer(sign)).to_dict()
         if as_json:
             print_json(data)
         else:

@@ -189,7 +189,7 @@ def _newest_record(project: Project, env: str, before: set[Path]) -> Optional[di
     return {**new[-1].data, "_path": str(new[-1].path.relative_to(project.root))} if new else None
 
 
-def run_test(project: Project, env: str, task: str, ranks: int, run: Path) -> TestRow:
+def run_test(project: Project, env: str, task: str, ranks: int, run: Path, signer: Optional[Any] = None) -> TestRow:
     args = ["--num-processes", str(ranks), *EXTRA_ARGS.get(task, ())]
     plan = plan_task(project, task, environment=pixi_env_name(env), args=args)
     before = {r.path for r in load_records(project, env)[0]}
@@ -197,7 +197,7 @@ def run_test(project: Project, env: str, task: str, ranks: int, run: Path) -> Te
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     with _to_log(log):
-        rc = run_task(project, plan, install=False, record=True)
+        rc = run_task(project, plan, install=False, record=True, signer=signer)
     rec = _newest_record(project, env, before) or {}
     if rec.get("_path"):   # the record beside the run too: a checkout laid down again loses verified/
         copy = run / "records" / env / Path(rec["_path"]).name
@@ -211,7 +211,8 @@ def run_test(project: Project, env: str, task: str, ranks: int, run: Path) -> Te
 
 
 def prove_env(project: Project, env: str, *, mode: str, ranks: int, run: Path, say: Callable[[str], None],
-              tests: Sequence[str] = (), offline: bool = False, carry: Optional[Path] = None) -> EnvRow:
+              tests: Sequence[str] = (), offline: bool = False, carry: Optional[Path] = None,
+              signer: Optional[Any] = None) -> EnvRow:
     row = EnvRow(env)
     try:
         if mode == "relock":
@@ -241,7 +242,7 @@ def prove_env(project: Project, env: str, *, mode: str, ranks: int, run: Path, s
         row.error = "no test task in pixi.toml for it (`deepep-env pixi sync`)"
     for task in names:
         say(f"{env}: {task} on {ranks} rank(s)")
-        t = run_test(project, env, task, ranks, run)
+        t = run_test(project, env, task, ranks, run, signer)
         say(f"{env}: {t.test}: {t.result} ({t.evidence}; {t.seconds} s; log {t.log})")
         row.tests.append(t)
     return row
@@ -262,8 +263,9 @@ def check_request(envs: Sequence[str], project: Project, mode: str, ranks: str) 
 
 def prove(envs: Sequence[str], project: Project, *, mode: str = "lock", ranks: str = "all",
           tests: Sequence[str] = (), echo: Optional[TextIO] = None, run: Optional[Path] = None,
-          offline: bool = False, carry: Optional[Path] = None) -> ProveResult:
-    """``deepep-env prove``: every env in turn; the result is also written to ``<run>/result.json``."""
+          offline: bool = False, carry: Optional[Path] = None, signer: Optional[Any] = None) -> ProveResult:
+    """``deepep-env prove``: every env in turn; the result is also written to ``<run>/result.json``.
+    ``signer``: each test record is signed with it (verify/attest.py), as ``task --sign`` does."""
     try:
         gpus, counts = check_request(envs, project, mode, ranks)
     except UserError as exc:
@@ -277,7 +279,7 @@ def prove(envs: Sequence[str], project: Project, *, mode: str = "lock", ranks: s
     try:
         for env in envs:
             result.envs.append(prove_env(project, env, mode=mode, ranks=counts[env], run=run, say=say, tests=tests,
-                                         offline=offline, carry=carry))
+                                         offline=offline, carry=carry, signer=signer))
     finally:
         write_text(run / RESULT, json.dumps(result.to_dict(), indent=1) + "\n")
         say(f"done: {'ok' if result.ok else 'NOT ok'}")

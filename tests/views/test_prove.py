@@ -111,3 +111,21 @@ def test_prove_from_a_carry_with_nothing_built_here(proj, tmp_path, capsys):
     assert env["bytes"] == "same 4/4" and [t["result"] for t in env["tests"]] == ["pass", "pass"]
     rc, _, err = cli_in_process(capsys, "prove", "lt-host", "--relock", "--from-carry", str(carry), "--project", proj.root)
     assert rc == 2 and "--from-carry" in err
+
+
+def test_prove_signs_every_record_it_writes(proj, tmp_path, capsys):
+    """`prove --sign KEY`: each test record gets its in-toto attestation (as `task --sign`), and under the
+    key's trust file `verified --trust` counts them."""
+    key = tmp_path / "keys" / "ci.key"
+    key.parent.mkdir()
+    assert cli_in_process(capsys, "key", "new", str(key), "--name", "ci")[0] == 0
+    rc, out, err = cli_in_process(capsys, "prove", "lt-host", "--reinstall", "--sign", str(key), "--json",
+                                  "--project", proj.root)
+    assert rc == 0, err
+    (env,) = json.loads(out)["envs"]
+    for t in env["tests"]:
+        rec = proj.root / t["record"]
+        assert rec.with_name(rec.stem + ".intoto.jsonl").is_file()
+    rc, out, err = cli_in_process(capsys, "verified", "--json", "--trust", f"{key}.pub", "--project", proj.root)
+    cells = {c["test"]: c for c in json.loads(out)["cells"]}
+    assert cells["intranode"]["verified"] and cells["low-latency"]["verified"]
