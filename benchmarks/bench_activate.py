@@ -15,6 +15,12 @@ imported on this path (cli/fast_activate.py). The same for ``deepep-env hook --s
 the deepep-env package's ``activate.d`` script runs on every conda/pixi activation (issue 16) —
 timed the same way (``hook_*`` figures).
 
+Issue 50: the environments hold the activation as a package of its own (recipes/deepep-env: the
+modules of base/layers.py ACTIVATION and ``share/deepep-env/hook.py``), and that package's hook is what
+conda, pixi and ``deepep-env task`` run. It is laid out here as the recipe lays it out (the activation's
+source tree, builder/toolpkg.py) and timed too (``pkg_hook_*``), as is ``activate --demo-host``; each is
+also given as a ratio to ``python -c pass`` of the same interpreter (goal: <= 1.5).
+
 Prints ``name=value`` lines; the last one is the headline (p50 in ms; target < 150).
 Usage: python benchmarks/bench_activate.py [--runs N]
 """
@@ -54,6 +60,20 @@ def make_prefix(base: Path) -> Path:
     return prefix
 
 
+def package_hook(dest: Path) -> Path:
+    """The deepep-env package's share/deepep-env as recipes/deepep-env/build.sh lays it out: the
+    activation's modules (builder/toolpkg.py's source tree) under lib/, and the recipe's hook.py."""
+    import shutil
+
+    from deepep_env.builder.toolpkg import tool_source
+
+    src, _ = tool_source()
+    share = dest / "share" / "deepep-env"
+    shutil.copytree(src, share / "lib" / "deepep_env")
+    shutil.copyfile(REPO / "recipes" / "deepep-env" / "hook.py", share / "hook.py")
+    return share / "hook.py"
+
+
 def timed(cmd: list[str], env: dict[str, str]) -> float:
     t = time.perf_counter()
     res = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
@@ -89,21 +109,33 @@ def main(argv: list[str]) -> int:
         entry = "import sys; from deepep_env.cli.main import main; sys.exit(main())"
         activate = [sys.executable, "-c", entry, "activate", "gcp-b200", "--root", str(root), "--prefix", str(prefix)]
         hook = [sys.executable, "-c", entry, "hook", "--shell", "sh", "--prefix", str(prefix)]
+        pkg = package_hook(base / "pkg")
+        pkg_hook = [sys.executable, str(pkg), "--shell", "sh", "--prefix", str(prefix)]
+        demo = [sys.executable, "-c", entry, "activate", "gcp-b200", "--demo-host", "gcp-b200-demo", "--prefix", str(prefix)]
         hook_env = dict(env, DEEPEP_ENV_HOST_ROOT=str(root))
         bare = [sys.executable, "-c", "pass"]
         timed(activate, env)  # warm-up: writes .pyc files
         timed(hook, hook_env)
         timed(bare, env)
+        pkg_env = {k: v for k, v in hook_env.items() if k != "PYTHONPATH"}   # the package's own tree, nothing else
+        timed(pkg_hook, pkg_env)
+        timed(demo, env)
 
         bad, ours = imports_of(activate, env)
         bad_hook, _ = imports_of(hook, hook_env)
         bad = sorted(set(bad) | set(bad_hook))
 
-        act_ms, bare_ms, hook_ms = [], [], []
+        bad_pkg, pkg_mods = imports_of(pkg_hook, pkg_env)
+        bad = sorted(set(bad) | set(bad_pkg))
+
+        act_ms, bare_ms, hook_ms, pkg_ms, demo_ms = [], [], [], [], []
         for _ in range(runs):
             bare_ms.append(timed(bare, env))
             act_ms.append(timed(activate, env))
             hook_ms.append(timed(hook, hook_env))
+            pkg_ms.append(timed(pkg_hook, pkg_env))
+            demo_ms.append(timed(demo, env))
+        b50 = statistics.median(bare_ms)
 
         print(f"runs={runs}")
         print(f"modules_deepep_env={len(ours)}")
@@ -114,6 +146,12 @@ def main(argv: list[str]) -> int:
         print(f"activate_minus_bare_p50_ms={statistics.median(a - b for a, b in zip(act_ms, bare_ms)):.1f}")
         print(f"hook_p90_ms={sorted(hook_ms)[int(0.9 * (runs - 1))]:.1f}")
         print(f"hook_p50_ms={statistics.median(hook_ms):.1f}")
+        print(f"pkg_hook_modules_deepep_env={len(pkg_mods)}")
+        print(f"pkg_hook_p50_ms={statistics.median(pkg_ms):.1f}")
+        print(f"activate_demo_host_p50_ms={statistics.median(demo_ms):.1f}")
+        print(f"pkg_hook_vs_bare={statistics.median(pkg_ms) / b50:.2f}")
+        print(f"hook_vs_bare={statistics.median(hook_ms) / b50:.2f}")
+        print(f"activate_vs_bare={statistics.median(act_ms) / b50:.2f}")
         print(f"activate_p50_ms={statistics.median(act_ms):.1f}")
     return 1 if bad else 0
 
