@@ -120,8 +120,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--platform", default=None, help="platform profile (default: detected)")
     parser.add_argument("--demo-host", default=None, metavar="NAME",
                         help="a bundled captured host (gcp-b200-demo, h200x8-nvlink) instead of this machine")
+    parser.add_argument("--json", action="store_true", help="same as --shell json")
     args = parser.parse_args(argv)
-    return run_activate(args.env, root=args.root, shell=args.shell, prefix=args.prefix, platform=args.platform,
+    return run_activate(args.env, root=args.root, shell="json" if args.json else args.shell, prefix=args.prefix, platform=args.platform,
                         demo_host=args.demo_host)
 
 
