@@ -91,7 +91,10 @@ def test_missing_peermem_and_a_failing_node(fleets):
     (d,) = [d for d in rep["differing"] if d["fact"] == "peermem"]
     assert d["majority"] is True and d["odd"] == [{"node": "node-3", "value": False}]
     rep = fleet_report(fleets["port"])
-    assert rep["failing"] == 1 and rep["first_breaking"] == {"node": "node-2", "why": "doctor errors: host.port-down"}
+    b = rep["first_breaking"]
+    assert rep["failing"] == 1 and (b["node"], b["host"]) == ("node-2", "gcp-b200-port-down")
+    assert b["causes"] == ["active_nics", "gpu_hca", "host.port-down"]        # the missing NIC first
+    assert b["why"].startswith("active_nics 7 (majority 8); ") and b["why"].endswith("; doctor error host.port-down")
     assert {d["fact"] for d in rep["differing"]} >= {"active_nics"}
     assert "FAIL node-2" in render_text(rep)
 
@@ -128,6 +131,9 @@ def test_html_page_is_one_parsable_self_contained_file(fleets, tmp_path, capsys)
     root = ET.fromstring(text.split("\n", 2)[2])      # after the XML declaration and the doctype
     cells = [e for e in root.iter(f"{NS}div") if "cell" in (e.get("class") or "")]
     assert [c.get("data-node") for c in cells] == ["node-0", "node-1", "node-2", "node-3"]
+    # the cells name the hosts, as the terminal report does
+    assert [c.text for c in cells] == ["gcp-b200", "gcp-b200", "gcp-b200-gid1", "gcp-b200"]
+    assert "gcp-b200-gid1 (node-2)" in "".join(next(e for e in root.iter(f"{NS}p") if e.get("id") == "first-breaking").itertext())
     odd = cells[2]
     assert odd.get("data-state") == "odd" and "gid_index: 1 (majority: 3)" in odd.get("title")
     rows = [[(td.text or "") for td in tr.iter(f"{NS}td")] for tr in root.iter(f"{NS}tr")]
@@ -136,6 +142,30 @@ def test_html_page_is_one_parsable_self_contained_file(fleets, tmp_path, capsys)
     ok = render_html(fleet_report(fleets["uniform"]))
     ET.fromstring(ok.split("\n", 2)[2])
     assert "Every node reports the same facts" in ok and "<script" not in ok
+
+
+def test_first_breaking_node_by_consequence(tmp_path, host_tree, capsys):
+    """An H200 with no NIC in a B200 fleet (issue 56): its other GPU model comes first, then its missing
+    NICs, then its driver-key error; it is named before a B200 node whose only fault is driver keys."""
+    from deepep_env.platform.demo import host_root
+
+    folder = write_fleet(tmp_path / "fleet", [host_tree("gcp-b200")] * 3)
+    with host_root("/", "h200x8-nvlink") as h200:
+        write_fleet(tmp_path / "h200", [h200])
+    shutil.copy(tmp_path / "h200" / "node-0.json", folder / "node-3.json")
+    keys = {"id": "nic-handler.driver-keys", "severity": "error", "message": "planted"}
+    for name in ("node-1.json", "node-3.json"):
+        doc = json.loads((folder / name).read_text())
+        doc["findings"].append(keys)
+        (folder / name).write_text(json.dumps(doc))
+    b = fleet_report(folder)["first_breaking"]
+    assert b["node"] == "node-3"
+    assert b["causes"][:2] == ["platform", "gpus"] and b["causes"][-1] == "nic-handler.driver-keys"
+    assert b["causes"].index("nic_count") < b["causes"].index("driver")
+    assert b["why"].startswith("platform nvlink (majority gcp-b200); gpus 8 x NVIDIA H200 (majority 8 x NVIDIA B200); "
+                               "nic_count 0 (majority 8)")
+    rc, out, _ = cli_in_process(capsys, "fleet", "report", str(folder))
+    assert rc == 1 and f"first node that would break the job: node-3 ({b['host']}): platform nvlink" in out
 
 
 # -- the launch's preflight on simulated nodes ---------------------------------------------------
