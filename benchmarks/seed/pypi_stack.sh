@@ -37,11 +37,15 @@ prereqs() {
   local t; t=$(now)
   [ -x "$VENV/bin/python3" ] || "${PYTHON312:-python3.12}" -m venv "$VENV" \
     || { echo "pypi_stack: no Python 3.12 to make $VENV (PYTHON312=/path/to/python3.12)" >&2; return 1; }
-  "$VENV/bin/pip" install -q --no-deps --require-hashes -r "$HERE/cu130-venv.txt" || return 1
+  # pip's own progress on a terminal (a few GB of wheels, minutes); quiet in a log (issue 56)
+  local quiet=(); [ -t 2 ] || quiet=(-q)
+  echo "pypi_stack: prereqs: $VENV from $HERE/cu130-venv.txt (hash-pinned wheels, a few GB on a fresh machine)" >&2
+  "$VENV/bin/pip" install "${quiet[@]}" --no-deps --require-hashes -r "$HERE/cu130-venv.txt" || return 1
   [ -x "$BARE/bin/python3" ] || "${PYTHON312:-python3.12}" -m venv "$BARE" || return 1
   fig venv_s "$(since "$t")"
   if [ ! -f "$RDMA/.extracted" ]; then
     local d; d=$(mktemp -d)
+    echo "pypi_stack: prereqs: rdma-core 44.0 headers and libraries into $RDMA (apt-get download)" >&2
     (cd "$d" && apt-get download -q=2 libibverbs-dev=44.0-2 ibverbs-providers=44.0-2 libibverbs1=44.0-2) || return 1
     mkdir -p "$RDMA" && for f in "$d"/*.deb; do dpkg -x "$f" "$RDMA"; done && touch "$RDMA/.extracted"
   fi

@@ -14,9 +14,10 @@ import socket
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import BinaryIO, Mapping
 from urllib.parse import urlsplit
 
+from deepep_env.base import progress
 from deepep_env.base.channels.auth import Credentials, redact
 from deepep_env.base.channels.refusals import access_hint, server_hint, server_words
 from deepep_env.base.errors import UserError
@@ -103,6 +104,22 @@ def _failure(exc: BaseException, url: str, what: str, timeout: float) -> Publish
                         "nothing was indexed")
 
 
+class _Counted:
+    """A file body that reports the bytes http.client reads from it (base/progress.py)."""
+
+    def __init__(self, fh: BinaryIO, label: str, size: int) -> None:
+        self.fh, self.label, self.shown = fh, label, progress.current()
+        self.shown.start(label, size)
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fh.read(n)
+        if data:
+            self.shown.advance(self.label, len(data))
+        else:
+            self.shown.finish(self.label)
+        return data
+
+
 def request(
     method: str,
     url: str,
@@ -124,8 +141,9 @@ def request(
     try:
         if isinstance(body, Path):
             fh = open(body, "rb")
-            hdrs["Content-Length"] = str(body.stat().st_size)
-            conn.request(method, path, body=fh, headers=hdrs)
+            size = body.stat().st_size
+            hdrs["Content-Length"] = str(size)
+            conn.request(method, path, body=_Counted(fh, body.name, size), headers=hdrs)
         else:
             if body is not None:
                 hdrs["Content-Length"] = str(len(body))
