@@ -1,9 +1,10 @@
 """Helpers shared by the thin command modules: JSON output and the project option."""
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
 
 import typer
 
@@ -11,9 +12,11 @@ from deepep_env.base.project import Project, find_project
 
 if TYPE_CHECKING:  # annotations only: rich loads on first use
     from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 ProjectOpt = typer.Option(None, "--project", help="project folder (default: nearest parent with env_specs/)")
 JsonOpt = typer.Option(False, "--json", help="print JSON instead of a table")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="no progress bars (shown only when stdout and stderr are a terminal)")
 DemoHostOpt = typer.Option(None, "--demo-host", help="use a bundled captured host (gcp-b200-demo, gke-a4-demo, h20-roce-demo, h200x8-nvlink) "
                            "instead of this machine; --root NAME works too")
 
@@ -71,3 +74,46 @@ def trust(path: Optional[str]) -> Any:
     from deepep_env.verify.keys import load_trust
 
     return load_trust(Path(path)) if path else None
+
+
+class _Bars:
+    """base/progress.Transfers as rich progress bars on stderr: one bar per file while it moves, and
+    the total of every file so far."""
+
+    def __init__(self, bars: Progress, verb: str) -> None:
+        self.bars = bars
+        self.tasks: dict[str, TaskID] = {}
+        self.total = bars.add_task(f"{verb} (total)", total=0)
+
+    def start(self, label: str, total: Optional[int]) -> None:
+        self.tasks[label] = self.bars.add_task(label, total=total)
+        if total:
+            t = self.bars.tasks[self.total].total or 0
+            self.bars.update(self.total, total=t + total)
+
+    def advance(self, label: str, nbytes: int) -> None:
+        if label in self.tasks:
+            self.bars.advance(self.tasks[label], nbytes)
+        self.bars.advance(self.total, nbytes)
+
+    def finish(self, label: str) -> None:
+        task = self.tasks.pop(label, None)
+        if task is not None:
+            self.bars.update(task, visible=False)
+
+
+@contextlib.contextmanager
+def transfer_bars(verb: str, quiet: bool = False) -> Iterator[None]:
+    """Progress bars for the transfers the library reports inside the block (base/progress.py), on a
+    terminal only: nothing when stdout or stderr is not a TTY (a log, a pipe, `--json > f`) or with --quiet."""
+    if quiet or not (sys.stdout.isatty() and sys.stderr.isatty()):
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    from deepep_env.base.progress import reporting
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                  console=Console(stderr=True), transient=True) as bars, reporting(_Bars(bars, verb)):
+        yield

@@ -25,13 +25,14 @@ def register(app: typer.Typer) -> None:
         prefix: Optional[str] = typer.Option(None, "--prefix", help=f"The env's prefix; default $DEEPEP_ENV_PREFIX, else the project's {DEFAULT_PREFIX}."),
         platform: Optional[str] = typer.Option(None, "--platform", help="Platform profile; default: detected."),
         demo_host: Optional[str] = DemoHostOpt,
+        as_json: bool = typer.Option(False, "--json", help="same as --shell json"),
     ) -> None:
         """Print a script for `eval`: the env's prefix activation plus the host overlay."""
         from deepep_env.cli.fast_activate import run_activate
         from deepep_env.cli.main import tool_activation
 
-        code = run_activate(env, root=root, shell=shell, prefix=prefix, platform=platform, demo_host=demo_host,
-                            tool=tool_activation())
+        code = run_activate(env, root=root, shell="json" if as_json else shell, prefix=prefix, platform=platform,
+                            demo_host=demo_host, tool=tool_activation())
         if code:
             raise typer.Exit(code)
 

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json
+from deepep_env.cli._common import JsonOpt, ProjectOpt, QuietOpt, print_json, transfer_bars
 from deepep_env.base.errors import UserError
 from deepep_env.base.project import Project, find_project
 
@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
         offline: bool = typer.Option(False, "--offline", help="no network: only the cache and --from"),
         project: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
+        quiet: bool = QuietOpt,
     ) -> None:
         """Fill the source cache; every source and patch is verified by content hash."""
         # library imports stay local: main.build_app imports every command module on every run
@@ -36,7 +37,9 @@ def register(app: typer.Typer) -> None:
             if recipes is None or project is not None:
                 raise
             proj = Project(Path.cwd())  # a bare folder of recipes needs no project
-        report = fetch_sources(env, proj, recipes_dir=recipes, cache=source_cache, offline=offline, from_dir=from_dir)
+        with transfer_bars("downloaded", quiet):
+            report = fetch_sources(env, proj, recipes_dir=recipes, cache=source_cache, offline=offline,
+                                   from_dir=from_dir)
         if as_json:
             print_json(report.to_json())
             return

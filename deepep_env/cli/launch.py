@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, List, Literal, Optional
 import typer
 
 from deepep_env.base.atomic import write_output
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, project
+from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json, print_warnings, project
 from deepep_env.base.errors import UserError
 
 if TYPE_CHECKING:  # annotations only: no import at run time
@@ -87,12 +87,14 @@ def register(app: typer.Typer) -> None:
         runner: Optional[str] = typer.Option(None, "--runner", hidden=True, help="words before the program ('' = none; {env} = env name)"),
         python: str = typer.Option("python", "--python", hidden=True, help="interpreter running the test"),
         program: Optional[str] = typer.Option(None, "--program", hidden=True, help="test program path (a stand-in)"),
+        strict: bool = typer.Option(False, "--strict", help="refuse (exit 2) an env this checkout cannot install "
+                                    "(not locked); without it, a warning"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
         """Render a multi-node launch of one of DeepEP's tests (Kubernetes, Slurm or per-node shell)."""
         # local: pydantic, yaml, and main.build_app imports every command module on every run
-        from deepep_env.launch import K8sOptions, LaunchOptions, SlurmOptions, launch
+        from deepep_env.launch import K8sOptions, LaunchOptions, SlurmOptions, launch, not_installable
 
         if security not in ("privileged", "capabilities"):
             raise UserError(f"unknown security mode {security!r}", field="--security", accepted="privileged, capabilities")
@@ -112,4 +114,11 @@ def register(app: typer.Typer) -> None:
             tool=tuple(shlex.split(tool)) if tool else ("deepep-env",),
             slurm=SlurmOptions(partition=partition, account=account, time=time_limit),
         )
-        _emit(launch(env, options, project(project_dir)), output, as_json)
+        proj = project(project_dir)
+        rendering = launch(env, options, proj)
+        why = not_installable(env, proj)
+        if why and strict:
+            raise UserError(why, field="ENV", accepted="an env this checkout has locked, or drop --strict")
+        if why:
+            print_warnings([why])
+        _emit(rendering, output, as_json)

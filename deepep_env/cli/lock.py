@@ -1,7 +1,7 @@
 """`deepep-env lock ENV [--check]`: solve the spec into the project's pixi.lock, or say why it is stale."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -43,6 +43,9 @@ def register(app: typer.Typer) -> None:
         if only is not None:
             _only(proj, env, only, check=check, output=output)
             return
+        if check and env == "all":
+            _check_all(proj, channel=channel, output=output, as_json=as_json)
+            return
         if check:
             checked = check_lock(env, proj, channel=channel, lock_path=output)
             data = checked.to_dict()
@@ -67,6 +70,31 @@ def register(app: typer.Typer) -> None:
         for sub, pkgs in res.packages.items():
             for p in pkgs:
                 print(f"  {sub}  {p['name']} {p['version']} {p['build']}")
+
+
+def _check_all(proj: Project, *, channel: Optional[str], output: Optional[str], as_json: bool) -> None:
+    """``lock all --check``: every environment's check; an environment that cannot be checked here (a
+    source not pinned yet, say) is reported with its reason and counts as stale. Exit 1 when any is."""
+    from deepep_env.base.errors import UserError
+    from deepep_env.lock import check_lock
+    from deepep_env.lock.render import check_text
+    from deepep_env.lock.workspace import workspace
+
+    ws = workspace(proj, None)
+    docs: list[dict[str, Any]] = []
+    for e in proj.spec_names():
+        try:
+            docs.append(check_lock(e, proj, channel=channel, lock_path=output, ws=ws).to_dict())
+        except UserError as err:
+            docs.append({"env": e, "fresh": False, "error": str(err)})
+    if as_json:
+        print_json(docs)
+    else:
+        print("\n".join(f"{d['env']}: cannot check: {d['error']}" if "error" in d else check_text(d) for d in docs))
+    stale = [d["env"] for d in docs if not d["fresh"]]
+    if stale:
+        raise StaleError(f"{len(stale)} of {len(docs)} environment(s) stale or not checkable: {', '.join(stale)}",
+                         accepted="run `deepep-env lock ENV` for each (or the step its line names)")
 
 
 def _from(proj: Project, env: str, source: str, *, others: dict[str, object]) -> None:

@@ -52,6 +52,11 @@ COMMAND_MODULES = (
 )
 
 
+# `-h` as well as `--help`, as pixi, conda and rattler-build take: click's contexts inherit
+# help_option_names, so every command and sub-command (fleet report, pixi …) takes both.
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+
+
 def build_app() -> typer.Typer:
     import typer
 
@@ -61,7 +66,24 @@ def build_app() -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        context_settings=CONTEXT_SETTINGS,
     )
+
+    def _version(value: bool) -> None:
+        if value:
+            from deepep_env.cli.version import print_version
+
+            print_version()
+            raise typer.Exit(0)
+
+    @app.callback()
+    def _root(
+        version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_version,
+                                     help="print the tool's version, this checkout's build id, and the versions "
+                                          "of rattler-build and py-rattler it drives"),
+    ) -> None:
+        """Install, verify and run DeepEP from versioned, locked, hardware-aware environments."""
+
     for name in COMMAND_MODULES:   # a command module that fails to import is an error, never a silent gap
         importlib.import_module(f"deepep_env.cli.{name}").register(app)
     return app
@@ -121,9 +143,12 @@ def tool_activation() -> "fast_activate.ToolSide":
     return ToolSide(demo_root, resolve)
 
 
+_HELP = frozenset({"-h", "--help"})
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["activate"]:
+    if argv[:1] == ["activate"] and not _HELP & set(argv[1:]):   # -h/--help: typer's help, as every command's
         from deepep_env.cli import fast_activate   # the fast paths: stdlib only, no typer (module docstring)
 
         return fast_activate.main(argv[1:], tool_activation())

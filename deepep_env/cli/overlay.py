@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
         root: str = typer.Option("/", "--root", help="Read the host under this directory; default /."),
         prefix: Optional[str] = typer.Option(None, "--prefix", help="An installed env prefix (enables the NVSHMEM preload rule and its spec env)."),
         fmt: str = typer.Option("bash", "--format", "-f", help="bash, zsh, fish, json, dotenv, k8s, k8s-json."),
+        as_json: bool = typer.Option(False, "--json", help="same as --format json"),
         demo_host: Optional[str] = DemoHostOpt,
     ) -> None:
         """Environment changes for this host, each with the rule and the fact behind it."""
@@ -23,6 +24,8 @@ def register(app: typer.Typer) -> None:
         from deepep_env.base.errors import UserError
         from deepep_env.overlay.render import FORMATS, render
 
+        if as_json:
+            fmt = "json"
         if fmt not in FORMATS:
             raise UserError(f"unknown format {fmt!r}", field="--format", accepted=", ".join(FORMATS))
         from deepep_env.platform.demo import host_root

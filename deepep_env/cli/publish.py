@@ -5,7 +5,7 @@ from typing import List, Optional
 
 import typer
 
-from deepep_env.cli._common import JsonOpt, ProjectOpt, print_json
+from deepep_env.cli._common import JsonOpt, ProjectOpt, QuietOpt, print_json, transfer_bars
 from deepep_env.base.errors import UserError
 
 
@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
         state: Optional[str] = typer.Option(None, "--state", help="tool state dir (default: .deepep-env)"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
+        quiet: bool = QuietOpt,
     ) -> None:
         """Upload packages and leave the channel indexed. Credentials: DEEPEP_ENV_CHANNEL_TOKEN or
         DEEPEP_ENV_CHANNEL_USER/_PASSWORD, RATTLER_AUTH_FILE, keyring; S3: AWS_* variables."""
@@ -31,7 +32,8 @@ def register(app: typer.Typer) -> None:
 
         install_log_redaction()
         try:
-            report = publish_env(env, to, packages=package or (), state=state, project=project_dir)
+            with transfer_bars("uploaded", quiet):
+                report = publish_env(env, to, packages=package or (), state=state, project=project_dir)
         except UserError as err:
             # Re-raised with the message scrubbed: main.py prints str(err) as the one error line.
             err.args = (redact(str(err)),)

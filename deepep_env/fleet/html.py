@@ -33,8 +33,13 @@ def _v(value: Any) -> str:
     return terminal("unknown" if value is None else (value if isinstance(value, str) else json.dumps(value)))
 
 
+def _label(node: dict[str, Any]) -> str:
+    """A node as the terminal report names it: the host name doctor read, else its file's name."""
+    return _v(node.get("host") or node["node"] or "-")
+
+
 def _hover(node: dict[str, Any], majority: dict[str, Any]) -> str:
-    lines = [f"{_v(node['node'])}: {node['state']}"]
+    lines = [f"{_label(node)} ({_v(node['file'])}): {node['state']}"]
     if node["errors"]:
         lines.append("doctor errors: " + ", ".join(map(_v, node["errors"])))
     if (node.get("admission") or {}).get("why"):
@@ -46,6 +51,7 @@ def _hover(node: dict[str, Any], majority: dict[str, Any]) -> str:
 
 def render_html(rep: dict[str, Any]) -> str:
     majority = {d["fact"]: d["majority"] for d in rep["differing"]}
+    hosts = {n["node"]: _label(n) for n in rep["per_node"]}
     ok = rep["ok"]
     b = rep["first_breaking"]
     out = ['<?xml version="1.0" encoding="utf-8"?>', "<!DOCTYPE html>",
@@ -57,19 +63,20 @@ def render_html(rep: dict[str, Any]) -> str:
            f"<p>{rep['nodes']} node(s), {rep['failing']} with doctor errors, "
            f"{'uniform' if rep['uniform'] else 'not uniform'}.</p>"]
     if b:
-        out.append(f"<p id=\"first-breaking\">First node that would break the job: <b>{escape(_v(b['node'] or '-'))}</b>: "
+        out.append(f"<p id=\"first-breaking\">First node that would break the job: <b>{escape(_label(b))}</b>"
+                   f"{escape(' (' + _v(b['node']) + ')' if b.get('host') and b['node'] else '')}: "
                    f"{escape(_v(b['why']))}</p>")
     out.append('<div class="grid" id="nodes">')
     for n in rep["per_node"]:
-        out.append(f"<div class=\"cell {n['state']}\" data-node=\"{escape(_v(n['node']))}\" data-state=\"{n['state']}\" "
-                   f"title=\"{escape(_hover(n, majority))}\">{escape(_v(n['node']))}</div>")
+        out.append(f"<div class=\"cell {n['state']}\" data-node=\"{escape(_v(n['node']))}\" data-host=\"{escape(_v(n['host'] or ''))}\" "
+                   f"data-state=\"{n['state']}\" title=\"{escape(_hover(n, majority))}\">{escape(_label(n))}</div>")
     out.append("</div>")
     out.append('<p>Legend: <span style="color:#2e7d32">■ pass</span> <span style="color:#f9a825">■ differs from the '
                'majority</span> <span style="color:#c62828">■ doctor errors</span></p>')
     if rep["differing"]:
         out.append('<table id="differing"><tr><th>fact</th><th>majority</th><th>nodes</th><th>odd nodes</th></tr>')
         for d in rep["differing"]:
-            odd = "<br/>".join(f"{escape(_v(o['node']))}: {escape(_v(o['value']))}" for o in d["odd"][:200])
+            odd = "<br/>".join(f"{escape(hosts.get(o['node']) or _v(o['node']))}: {escape(_v(o['value']))}" for o in d["odd"][:200])
             if len(d["odd"]) > 200:
                 odd += f"<br/>(+{len(d['odd']) - 200} more)"
             name = escape(d["fact"]) + ("" if d["required"] else " (informational)")

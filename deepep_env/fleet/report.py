@@ -3,8 +3,9 @@
 Per node: pass or fail (doctor errors) and its facts (``context.host``, written by doctor from the
 host probe, plus the NIC handler and the libibverbs copies doctor found). Per fact that differs
 between nodes: the majority value and the odd nodes. Then the first node that would break the job:
-the first with a doctor error, else the first whose value of a fact the job needs uniform is not
-the majority's. The fleet passes when no node has an error and every required fact is uniform.
+the node whose worst cause has the gravest consequence (another GPU model, then missing NICs, then the
+rest: driver keys, versions), a node with doctor errors before one that only differs, then the first;
+its causes listed in that order. The fleet passes when no node has an error and every required fact is uniform.
 
 Admission records (``deepep-env admit ENV --json`` in the same folder, any file name, told apart by
 their stamp; docs/admit.md) are matched to a node by file name (``admit-X.json`` to ``node-X.json``, as
@@ -42,6 +43,14 @@ REQUIRED = ("platform", "gpus", "driver", "cuda_driver", "ofed", "rdma_core", "l
 # Facts shown when they differ, that do not fail the fleet on their own.
 INFORMATIONAL = ("kernel", "nics")
 FACTS = REQUIRED + INFORMATIONAL
+
+# What breaks a job first, by consequence (issue 56): a node with another GPU model cannot run the job's
+# kernels at all; one with missing NICs cannot join the internode traffic; then everything else (driver
+# keys, versions, ...). Differing facts and doctor error ids, each in its tier.
+GPU_FACTS = ("platform", "gpus")
+NIC_FACTS = ("nic_count", "active_nics", "gpu_hca", "nics")
+GPU_ERRORS = ("env.platform-mismatch",)
+NIC_ERRORS = ("host.no-rdma-nic", "host.port-down", "host.hca-list", "host.hca-mapping", "efa.devices")
 
 
 @dataclass
@@ -152,15 +161,6 @@ def _natural(name: str) -> tuple:
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
 
 
-# Errors that stop a job before anything else matters, named first (issue 51.3): a RoCE/IB node with no
-# RDMA NIC fails NVSHMEM's init on every rank, whatever else its report says.
-BREAKS_FIRST = ("host.no-rdma-nic",)
-
-
-def _breaks_first(finding_id: str) -> int:
-    return BREAKS_FIRST.index(finding_id) if finding_id in BREAKS_FIRST else len(BREAKS_FIRST)
-
-
 def merge(nodes: list[Node], expect: Optional[int] = None) -> dict[str, Any]:
     differing: list[dict[str, Any]] = []
     for fact in FACTS:
@@ -182,18 +182,19 @@ def merge(nodes: list[Node], expect: Optional[int] = None) -> dict[str, Any]:
                           "majority_nodes": counts[majority],
                           "odd": [{"node": n.name, "value": n.facts.get(fact)} for n in odd]})
     failing = [n for n in nodes if n.errors]
-    odd_nodes = [n for n in nodes if n.odd]
+    majority_of = {d["fact"]: d["majority"] for d in differing}
     refused = [n for n in nodes if n.refused]
     breaker: Optional[dict[str, Any]] = None
-    if failing:
-        n = min(failing, key=lambda f: min(map(_breaks_first, f.errors)))   # ties: the first node
-        breaker = {"node": n.name, "why": f"doctor errors: {', '.join(sorted(n.errors, key=_breaks_first))}"}
+    ranked = sorted((min(_tier(c) for c in _causes(n)), not n.errors, i) for i, n in enumerate(nodes) if n.errors or n.odd)
+    if ranked:
+        n = nodes[ranked[0][2]]
+        causes = sorted(_causes(n), key=_tier)
+        breaker = {"node": n.name, "host": n.host, "causes": [c[1] for c in causes],
+                   "why": "; ".join(_cause_text(c, n, majority_of) for c in causes)}
     elif refused:
         n = refused[0]
-        breaker = {"node": n.name, "why": f"not admitted: {(n.admission or {}).get('why')}"}
-    elif odd_nodes:
-        n = odd_nodes[0]
-        breaker = {"node": n.name, "why": "differs from the majority in " + ", ".join(n.odd)}
+        breaker = {"node": n.name, "host": n.host, "causes": ["admission"],
+                   "why": f"not admitted: {(n.admission or {}).get('why')}"}
     missing = max(0, (expect or 0) - len(nodes))
     if missing and breaker is None:
         breaker = {"node": None, "why": f"{missing} of {expect} nodes sent no report"}
@@ -204,6 +205,27 @@ def merge(nodes: list[Node], expect: Optional[int] = None) -> dict[str, Any]:
         "failing": len(failing), "uniform": uniform, "first_breaking": breaker,
         "differing": differing, "per_node": [n.to_dict() for n in nodes],
     }
+
+
+def _causes(n: Node) -> list[tuple[str, str]]:
+    """("fact", name) for each required fact where ``n`` is odd, ("error", id) for each doctor error."""
+    return [("fact", f) for f in n.odd] + [("error", e) for e in n.errors]
+
+
+def _tier(cause: tuple[str, str]) -> int:
+    kind, name = cause
+    if name in (GPU_FACTS if kind == "fact" else GPU_ERRORS):
+        return 0
+    if kind == "fact" and name in NIC_FACTS or kind == "error" and name.startswith(NIC_ERRORS):
+        return 1
+    return 2
+
+
+def _cause_text(cause: tuple[str, str], n: Node, majority: dict[str, Any]) -> str:
+    kind, name = cause
+    if kind == "error":
+        return f"doctor error {name}"
+    return f"{name} {_show(n.facts.get(name))} (majority {_show(majority.get(name))})"
 
 
 def fleet_report(folder: "str | os.PathLike[str]", expect: Optional[int] = None) -> dict[str, Any]:
@@ -242,10 +264,17 @@ def _node_line(n: dict[str, Any]) -> str:
         why = f"  not admitted: {_show(n['admission']['why'])}"
     elif n["odd"]:
         why = f"  differs: {', '.join(n['odd'])}"
-    host = f" ({_show(n['host'])})" if n["host"] and n["host"] != n["node"] else ""
     adm = n.get("admission")
     until = f"  admitted until {_show(adm['valid_until'])}" if adm and adm["admitted"] else ""
-    return f"{n['state'].upper():4} {_show(n['node'])}{host}{why}{until}"
+    return f"{n['state'].upper():4} {node_label(n)}{why}{until}"
+
+
+def node_label(n: dict[str, Any]) -> str:
+    """A node as the reports name it: its file's name, and the host name doctor read, where that differs."""
+    if not n.get("node"):
+        return "-"
+    host = f" ({_show(n['host'])})" if n.get("host") and n["host"] != n["node"] else ""
+    return f"{_show(n['node'])}{host}"
 
 
 def render_text(rep: dict[str, Any]) -> str:
@@ -259,7 +288,7 @@ def render_text(rep: dict[str, Any]) -> str:
         lines.append(f"differs: {d['fact']}{tag}: majority {_show(d['majority'])} on {d['majority_nodes']} node(s); odd: {odd}{more}")
     b = rep["first_breaking"]
     if b:
-        lines.append(f"first node that would break the job: {_show(b['node'] or '-')}: {_show(b['why'])}")
+        lines.append(f"first node that would break the job: {node_label(b)}: {_show(b['why'])}")
     verdict = "PASS" if rep["ok"] else "FAIL"
     exp = f" of {rep['expected']}" if rep.get("expected") else ""
     lines.append(f"fleet: {verdict}: {rep['nodes']}{exp} node(s), {rep['failing']} with errors, "

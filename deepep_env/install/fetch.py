@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional
 
 from deepep_env.base.channels.auth import redact
+from deepep_env.base.channels.refusals import channel_failure
 from deepep_env.base.channels.urls import mirror_dir, placeholder_host, url_to_path
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256
@@ -109,6 +110,10 @@ def _download(rec: RepoDataRecord, label: str, expected: str, lock_path: Path, c
                             field=rec.name.normalized, first_line=True, cleanup=drop_part):
             asyncio.run(download_to_path(client_obj, url, tmp))
     except UserError as exc:
+        failed = channel_failure(exc.message, [url])
+        if failed is not None:   # credentials or a broken server: a rebuild would not be the next step
+            raise UserError(f"{label}: cannot download {redact(url)}: {failed[0]}", file=lock_path,
+                            field=rec.name.normalized, accepted=failed[1]) from None
         raise Unavailable(exc.message, file=lock_path, field=rec.name.normalized) from None
     actual = file_sha256(tmp)
     if actual != f"sha256:{expected}":

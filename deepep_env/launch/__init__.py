@@ -38,7 +38,23 @@ def launch(env: str, options: LaunchOptions, project: Optional[Project] = None) 
     return render(plan_launch(EnvInfo.from_resolved(spec), options))
 
 
+def not_installable(env: str, project: Optional[Project] = None) -> Optional[str]:
+    """Why ``env`` cannot be installed from this checkout, with the step that moves it on, or None when
+    it is locked (issue 56: a launch of an unlocked env fails on every node's preflight)."""
+    from deepep_env.base.project import find_project   # lazy: the spec and the lock, only for this check
+    from deepep_env.envspec import load_resolved   # lazy: pydantic
+    from deepep_env.lock.next_step import next_step   # lazy: the lock and the build plan
+
+    proj = project or find_project(None)
+    name = load_resolved(env, proj).name
+    step = next_step(proj, name)
+    if step.state == "locked":
+        return None
+    return (f"{name} is {step.why}: every node's install and preflight would fail; "
+            f"next: `{step.command}`{step.note()}, {step.then_install(name)}")
+
+
 __all__ = [
     "DEFAULT_MASTER_PORT", "TARGETS", "TESTS", "EnvInfo", "K8sOptions", "LaunchOptions", "LaunchPlan",
-    "Rendering", "SlurmOptions", "launch", "plan_launch", "render",
+    "Rendering", "SlurmOptions", "launch", "not_installable", "plan_launch", "render",
 ]

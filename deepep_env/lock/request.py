@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from deepep_env.base.errors import UserError
-from deepep_env.base.channels.urls import ChannelRef, read_index, resolve_channels
+from deepep_env.base.channels.urls import ChannelRef, placeholder_host, probe, read_index, resolve_channels, url_to_path
 from deepep_env.builder.plan import live_host, plan as build_plan
 from deepep_env.formats.build_inputs import resolutions_from_builds
 from deepep_env.formats.lock_platforms import LockPlatformDef, VirtualPkg, platform_for
@@ -156,6 +156,31 @@ def built_nodes(plan: BuildPlan) -> list[BuiltNode]:
     return out
 
 
+def refuse_unbuilt(env: str, nodes: list[BuiltNode], refs: list[ChannelRef]) -> None:
+    """Refuse to lock ``env`` when the local channel lacks a package of this checkout's build plan and
+    nothing else could serve it (the local folder is read, or its publish_url is a placeholder): after a
+    pin or recipe changes, the changed package must be built first (issue 56: the refusal named the
+    placeholder URL instead). A real publish_url is left to the solve: a teammate may have published it."""
+    for ref in refs:
+        if not ref.local or not (ref.source.startswith("file:") or placeholder_host(ref.source)):
+            continue
+        folder = Path(ref.local_dir) if ref.local_dir else url_to_path(ref.source)
+        missing = [n for n in nodes if not _built_here(folder, n)]
+        if missing:
+            names = ", ".join(f"{n.package} {n.version} {n.build_string}" for n in missing)
+            also = (f"; its publish_url {ref.source.rstrip('/')} is a placeholder, so nothing else serves "
+                    f"{'it' if len(missing) == 1 else 'them'}") if ref.local_dir else ""
+            raise UserError(f"{names} not built: the local channel {folder} has no build of this checkout's "
+                            f"{'package' if len(missing) == 1 else 'packages'} (a changed pin or recipe is a new "
+                            f"build id){also}; nothing written", field="channels",
+                            accepted=f"`deepep-env build {env}` first, then `deepep-env lock {env}`"
+                                     + (" (or set publish_url to your team's channel)" if also else ""))
+
+
+def _built_here(folder: Path, n: BuiltNode) -> bool:
+    return any(True for ext in (".conda", ".tar.bz2") for _ in folder.glob(f"*/*-{n.version}-{n.build_string}{ext}"))
+
+
 def built_requirements(nodes: list[BuiltNode], index: list[dict]) -> list[Requirement]:
     """One requirement per output of each build. Output names come from the channel index (all
     packages carrying the node's build string); without an index, the package is assumed to be
@@ -201,6 +226,10 @@ def request_for_env(r: ResolvedSpec, project: Project, *, channel_dir: Optional[
     nodes = built_nodes(bp)
     index: list[dict] = []
     if not for_check:
+        for ref in refs:   # an unreachable or placeholder channel first: editing channels moves build ids too
+            if not ref.local:
+                probe(ref, r.subdirs)
+        refuse_unbuilt(r.name, nodes, refs)
         for ref in refs:
             if ref.local:
                 index += read_index(ref, r.subdirs, client_obj)

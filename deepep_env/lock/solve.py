@@ -19,6 +19,7 @@ from deepep_env.builder.copies import check_copy, store_sha
 from deepep_env.builder.moved import moved_ids
 from deepep_env.base.errors import UserError
 from deepep_env.base.channels.urls import client as make_client
+from deepep_env.base.channels.refusals import channel_failure
 from deepep_env.base.channels.urls import probe, url_to_path
 from deepep_env.formats.build_inputs import write_env_inputs
 from deepep_env.formats.lockfile import EnvSection, write_env
@@ -83,14 +84,21 @@ def solve_request(req: LockRequest, *, client_obj: Optional[Client] = None) -> d
     constraints = [r.spec for r in req.constraints] or None
     out: dict[str, list] = {}
     for subdir in req.subdirs:
-        with rattler_errors(f"cannot solve {req.env} for {subdir}: {{error}}; nothing written", field="channels",
-                            accepted="packages present in the spec's channels (run `deepep-env build ENV` for ours)"):
-            recs = asyncio.run(rattler.solve(
-                sources, roots, gateway=gw, platforms=[Subdir(subdir), "noarch"],
-                virtual_packages=[v.rattler() for v in req.virtual_packages.get(subdir, [])],
-                constraints=constraints, channel_priority=ChannelPriority.Strict,
-                timeout=_dt.timedelta(seconds=SOLVE_TIMEOUT_S),
-            ))
+        try:
+            with rattler_errors(f"cannot solve {req.env} for {subdir}: {{error}}; nothing written", field="channels",
+                                accepted="packages present in the spec's channels (run `deepep-env build ENV` for ours)"):
+                recs = asyncio.run(rattler.solve(
+                    sources, roots, gateway=gw, platforms=[Subdir(subdir), "noarch"],
+                    virtual_packages=[v.rattler() for v in req.virtual_packages.get(subdir, [])],
+                    constraints=constraints, channel_priority=ChannelPriority.Strict,
+                    timeout=_dt.timedelta(seconds=SOLVE_TIMEOUT_S),
+                ))
+        except UserError as exc:   # a 401/403 or 5xx from a channel: its own cause and next step
+            failed = channel_failure(exc.message, [c.source for c in req.channels])
+            if failed is None:
+                raise
+            raise UserError(f"cannot solve {req.env} for {subdir}: {failed[0]}; nothing written", field="channels",
+                            accepted=failed[1]) from None
         out[subdir] = recs
     return out
 

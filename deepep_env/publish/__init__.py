@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Iterable
 
 from deepep_env.base.channels.auth import check_url_has_no_secret, credentials_for, redact
+from deepep_env.base.channels.urls import placeholder_host
 from deepep_env.base.errors import UserError
 from deepep_env.base.project import find_project
 from deepep_env.envspec.load import load_spec_file
@@ -102,6 +103,21 @@ def default_target(env: str | None, project: str | Path | None = None) -> str:
     return spec.publish_url
 
 
+def refuse_placeholder(to: str, kind: str, env: str | None, *, given: bool) -> None:
+    """A target on a reserved example host (the specs' ``publish_url`` until a team sets its own) is
+    refused before any network attempt: it never resolves, so a DNS lookup would only spend the
+    resolver's timeout (issue 56)."""
+    host = placeholder_host(consumer_url(to, kind)) if kind != "file" else None
+    if host is None:
+        return
+    name = env or "ENV"
+    raise UserError(f"{redact(to)} is a placeholder ({host} is a reserved example name: nothing is "
+                    "published there, no network attempt made); nothing uploaded",
+                    field="--to" if given else "publish_url",
+                    accepted=f"`deepep-env publish {name} --to URL` (a team channel, or file:///DIR to try it "
+                             f"offline), or set publish_url in env_specs/{name}.toml")
+
+
 def publish(
     env: str | None,
     to: str | None,
@@ -112,10 +128,12 @@ def publish(
 ) -> PublishReport:
     """Upload ``env``'s built packages (or ``packages``) to ``to`` (default: the spec's
     ``publish_url``) and leave the channel indexed."""
+    given = bool(to)
     if not to:
         to = default_target(env, project)
     check_url_has_no_secret(to, field="--to")
     kind = target_kind(to)
+    refuse_placeholder(to, kind, env, given=given)
     pkgs = collect(env, packages, state, project)
     report = PublishReport(env=env, target=redact(to), kind=kind, channel_url=redact(consumer_url(to, kind)))
     log.info("publishing %d package(s) to %s (%s)", len(pkgs), to, kind)

@@ -14,10 +14,12 @@ import socket
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import BinaryIO, Mapping
 from urllib.parse import urlsplit
 
-from deepep_env.base.channels.auth import Credentials, ENV_PASSWORD, ENV_TOKEN, ENV_USER, redact
+from deepep_env.base import progress
+from deepep_env.base.channels.auth import Credentials, redact
+from deepep_env.base.channels.refusals import access_hint, server_hint, server_words
 from deepep_env.base.errors import UserError
 
 DEFAULT_TIMEOUT = 30.0
@@ -102,6 +104,22 @@ def _failure(exc: BaseException, url: str, what: str, timeout: float) -> Publish
                         "nothing was indexed")
 
 
+class _Counted:
+    """A file body that reports the bytes http.client reads from it (base/progress.py)."""
+
+    def __init__(self, fh: BinaryIO, label: str, size: int) -> None:
+        self.fh, self.label, self.shown = fh, label, progress.current()
+        self.shown.start(label, size)
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fh.read(n)
+        if data:
+            self.shown.advance(self.label, len(data))
+        else:
+            self.shown.finish(self.label)
+        return data
+
+
 def request(
     method: str,
     url: str,
@@ -123,8 +141,9 @@ def request(
     try:
         if isinstance(body, Path):
             fh = open(body, "rb")
-            hdrs["Content-Length"] = str(body.stat().st_size)
-            conn.request(method, path, body=fh, headers=hdrs)
+            size = body.stat().st_size
+            hdrs["Content-Length"] = str(size)
+            conn.request(method, path, body=_Counted(fh, body.name, size), headers=hdrs)
         else:
             if body is not None:
                 hdrs["Content-Length"] = str(len(body))
@@ -143,11 +162,7 @@ def request(
 def auth_failure(url: str, resp: Response, credentials: Credentials | None, what: str) -> PublishError:
     """The one line for a 401/403: which host, which credential source (never its value)."""
     where = _where(url)
-    if credentials is None:
-        hint = (f"no credentials found for {urlsplit(url).hostname}: set {ENV_TOKEN} "
-                f"(or {ENV_USER}/{ENV_PASSWORD}), or add the host to RATTLER_AUTH_FILE")
-    else:
-        hint = f"check the {credentials.kind} credential from {credentials.source}"
+    hint = access_hint(url, credentials)
     word = "rejected the credentials" if resp.status == 401 else "refused access"
     if credentials is None and resp.status == 401:
         word = "requires credentials"
@@ -155,6 +170,7 @@ def auth_failure(url: str, resp: Response, credentials: Credentials | None, what
 
 
 def unexpected(url: str, resp: Response, what: str) -> PublishError:
-    snippet = resp.body[:200].decode("utf-8", "replace").strip().replace("\n", " ")
-    extra = f": {redact(snippet)}" if snippet and not snippet.lstrip().startswith("<") else ""
-    return PublishError(f"{_where(url)} answered {resp.status} {resp.reason} to {what}{extra}")
+    words = server_words(resp.body)
+    extra = f": {words}" if words else ""
+    hint = f"; {server_hint(resp.status)}" if 500 <= resp.status < 600 else ""
+    return PublishError(f"{_where(url)} answered {resp.status} {resp.reason} to {what}{extra}{hint}")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from deepep_env.base import atomic, readfile
+from deepep_env.base import atomic, progress, readfile
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256
 from deepep_env.publish.common import classify, uploaded
@@ -61,7 +61,11 @@ def publish_dir(channel: Path, packages: list[LocalPackage], report: PublishRepo
                 and file_sha256(dest) == p.sha256):
             # Packages are tens to hundreds of MB: fine to hold in memory on a build host, and
             # atomic.write_bytes gives the temp-then-rename guarantee readers rely on.
+            shown = progress.current()
+            shown.start(p.filename, p.size)
             atomic.write_bytes(dest, p.path.read_bytes())
+            shown.advance(p.filename, p.size)
+            shown.finish(p.filename)
     touched = sorted({p.subdir for p in todo})
     if not (channel / "noarch" / "repodata.json").is_file():
         touched = sorted(set(touched) | {"noarch"})

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Optional, Sequence
 
+from deepep_env.base import progress
 from deepep_env.base.argv import operand
 from deepep_env.base.children import cleanup_on_sigterm
 from deepep_env.base.errors import UserError
@@ -231,25 +232,32 @@ def _download(url: str, dest: Path, *, size: Optional[int] = None) -> None:
     limit_s = _bound(DEADLINE_ENV, DEFAULT_DEADLINE_S, MOST_DEADLINE_S)
     deadline = time.monotonic() + limit_s
     req = urllib.request.Request(url, headers={"User-Agent": "deepep-env"})
+    shown = progress.current()
+    label = url.rsplit("/", 1)[-1] or url
     with urllib.request.urlopen(req, timeout=min(DOWNLOAD_TIMEOUT_S, limit_s)) as resp, open(dest, "wb") as fh:
         declared = resp.headers.get("Content-Length") if resp.headers else None
         if declared and declared.isascii() and declared.isdigit() and int(declared) > cap:
             raise DownloadBound(f"{declared} bytes declared, over {what} ({cap} bytes)")
+        shown.start(label, int(declared) if declared and declared.isdigit() else size)
         got = 0
-        while True:     # one read at a time, so the deadline is looked at
-            try:
-                chunk = _read_within(resp, deadline)
-            except DownloadBound:
-                raise DownloadBound(f"still downloading after {limit_s} s ({DEADLINE_ENV}); stopped at {got} bytes") \
-                    from None
-            if not chunk:
-                break
-            got += len(chunk)
-            if got > cap:
-                raise DownloadBound(f"more than {what} ({cap} bytes); stopped")
-            if time.monotonic() > deadline:
-                raise DownloadBound(f"still downloading after {limit_s} s ({DEADLINE_ENV}); stopped at {got} bytes")
-            fh.write(chunk)
+        try:
+            while True:     # one read at a time, so the deadline is looked at
+                try:
+                    chunk = _read_within(resp, deadline)
+                except DownloadBound:
+                    raise DownloadBound(f"still downloading after {limit_s} s ({DEADLINE_ENV}); stopped at {got} bytes") \
+                        from None
+                if not chunk:
+                    break
+                got += len(chunk)
+                if got > cap:
+                    raise DownloadBound(f"more than {what} ({cap} bytes); stopped")
+                if time.monotonic() > deadline:
+                    raise DownloadBound(f"still downloading after {limit_s} s ({DEADLINE_ENV}); stopped at {got} bytes")
+                fh.write(chunk)
+                shown.advance(label, len(chunk))
+        finally:
+            shown.finish(label)
 
 
 def _strip_vcs(root: Path) -> None:

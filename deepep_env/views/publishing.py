@@ -17,6 +17,6 @@ def publish_env(env: "str | None", to: "str | None", *, packages: Iterable["str 
                 state: "str | Path | None" = None, project: "str | Path | None" = None) -> PublishReport:
     """:func:`deepep_env.publish.publish`, then ``env``'s test records to a file channel
     (``verified/ENV/`` in the channel; a note for other targets)."""
+    report = publish(env, to, packages=packages, state=state, project=project)   # None: the spec's publish_url
     to = to or default_target(env, project)
-    report = publish(env, to, packages=packages, state=state, project=project)
     return ship_records(report.kind, channel_path(to) if report.kind == "file" else None, env, project, report)

@@ -62,7 +62,12 @@ def test_a_node_without_rdma_nics_is_named_first(host_tree, tmp_path):
     rep = run_doctor(None, root=str(host_tree("h200x8-nvlink")), platform="gcp-b200", environ={})
     (folder / "node-2.json").write_text(json.dumps(rep.to_dict()))
     b = fleet_report(folder)["first_breaking"]
-    assert b["node"] == "node-2" and b["why"].startswith("doctor errors: host.no-rdma-nic"), b
+    assert b["node"] == "node-2", b
+    # by consequence (issue 56.4): the other GPU model, then the missing NICs (host.no-rdma-nic among them),
+    # then the driver keys
+    causes = b["causes"]
+    assert causes[0] == "gpus" and "host.no-rdma-nic" in causes
+    assert causes.index("host.no-rdma-nic") < causes.index("nic-handler.driver-keys")
 
 
 def test_doctor_json_carries_the_fleet_facts(fleets):
@@ -101,7 +106,10 @@ def test_missing_peermem_and_a_failing_node(fleets):
     (d,) = [d for d in rep["differing"] if d["fact"] == "peermem"]
     assert d["majority"] is True and d["odd"] == [{"node": "node-3", "value": False}]
     rep = fleet_report(fleets["port"])
-    assert rep["failing"] == 1 and rep["first_breaking"] == {"node": "node-2", "why": "doctor errors: host.port-down"}
+    b = rep["first_breaking"]
+    assert rep["failing"] == 1 and (b["node"], b["host"]) == ("node-2", "gcp-b200-port-down")
+    assert b["causes"] == ["active_nics", "gpu_hca", "host.port-down"]        # the missing NIC first
+    assert b["why"].startswith("active_nics 7 (majority 8); ") and b["why"].endswith("; doctor error host.port-down")
     assert {d["fact"] for d in rep["differing"]} >= {"active_nics"}
     assert "FAIL node-2" in render_text(rep)
 
@@ -149,7 +157,7 @@ def test_admissions_are_shown_and_a_refused_node_fails_the_fleet(fleets, tmp_pat
     rep = fleet_report(folder)
     assert not rep["ok"] and rep["per_node"][2]["state"] == "refused"
     text = render_text(rep)
-    assert "first node that would break the job: node-2: not admitted: low-latency: rank 1 ll_dispatch_gbps" in text
+    assert "first node that would break the job: node-2 (gcp-b200): not admitted: low-latency: rank 1 ll_dispatch_gbps" in text
     (folder / "admit-2.json").write_text(json.dumps(_admission(host, True, until="2020-01-01T00:00:00Z")))
     assert "admission expired at 2020-01-01T00:00:00Z" in render_text(fleet_report(folder))
 
@@ -163,6 +171,9 @@ def test_html_page_is_one_parsable_self_contained_file(fleets, tmp_path, capsys)
     root = ET.fromstring(text.split("\n", 2)[2])      # after the XML declaration and the doctype
     cells = [e for e in root.iter(f"{NS}div") if "cell" in (e.get("class") or "")]
     assert [c.get("data-node") for c in cells] == ["node-0", "node-1", "node-2", "node-3"]
+    # the cells name the hosts, as the terminal report does
+    assert [c.text for c in cells] == ["gcp-b200", "gcp-b200", "gcp-b200-gid1", "gcp-b200"]
+    assert "gcp-b200-gid1 (node-2)" in "".join(next(e for e in root.iter(f"{NS}p") if e.get("id") == "first-breaking").itertext())
     odd = cells[2]
     assert odd.get("data-state") == "odd" and "gid_index: 1 (majority: 3)" in odd.get("title")
     rows = [[(td.text or "") for td in tr.iter(f"{NS}td")] for tr in root.iter(f"{NS}tr")]
@@ -171,6 +182,30 @@ def test_html_page_is_one_parsable_self_contained_file(fleets, tmp_path, capsys)
     ok = render_html(fleet_report(fleets["uniform"]))
     ET.fromstring(ok.split("\n", 2)[2])
     assert "Every node reports the same facts" in ok and "<script" not in ok
+
+
+def test_first_breaking_node_by_consequence(tmp_path, host_tree, capsys):
+    """An H200 with no NIC in a B200 fleet (issue 56): its other GPU model comes first, then its missing
+    NICs, then its driver-key error; it is named before a B200 node whose only fault is driver keys."""
+    from deepep_env.platform.demo import host_root
+
+    folder = write_fleet(tmp_path / "fleet", [host_tree("gcp-b200")] * 3)
+    with host_root("/", "h200x8-nvlink") as h200:
+        write_fleet(tmp_path / "h200", [h200])
+    shutil.copy(tmp_path / "h200" / "node-0.json", folder / "node-3.json")
+    keys = {"id": "nic-handler.driver-keys", "severity": "error", "message": "planted"}
+    for name in ("node-1.json", "node-3.json"):
+        doc = json.loads((folder / name).read_text())
+        doc["findings"].append(keys)
+        (folder / name).write_text(json.dumps(doc))
+    b = fleet_report(folder)["first_breaking"]
+    assert b["node"] == "node-3"
+    assert b["causes"][:2] == ["platform", "gpus"] and b["causes"][-1] == "nic-handler.driver-keys"
+    assert b["causes"].index("nic_count") < b["causes"].index("driver")
+    assert b["why"].startswith("platform nvlink (majority gcp-b200); gpus 8 x NVIDIA H200 (majority 8 x NVIDIA B200); "
+                               "nic_count 0 (majority 8)")
+    rc, out, _ = cli_in_process(capsys, "fleet", "report", str(folder))
+    assert rc == 1 and f"first node that would break the job: node-3 ({b['host']}): platform nvlink" in out
 
 
 # -- the launch's preflight on simulated nodes ---------------------------------------------------

@@ -127,17 +127,24 @@ def test_missing_local_build_fails_naming_the_package(proj, capsys):
     recipe.write_text(recipe.read_text() + "# changed\n")
     rc, _, err = cli_in_process(capsys, "lock", "lt-host", "--project", proj.root)
     assert rc == 2
-    assert "cannot solve lt-host for linux-64" in err and "deep-ep" in err and "nothing written" in err
+    # named before any solve, with the step that fixes it (issue 56: "build first")
+    assert "deep-ep 1.2.1 h" in err and "not built" in err and "nothing written" in err
+    assert "`deepep-env build lt-host` first" in err
     assert not (proj.pixi_lock).exists()
 
 
-def test_no_local_channel_and_unreachable_publish_url(proj, capsys):
+def test_no_local_channel_and_unreachable_publish_url(proj, capsys, lt_world):
     import shutil
 
     shutil.rmtree(proj.channel)
     rc, _, err = cli_in_process(capsys, "lock", "lt-host", "--project", proj.root)
     assert rc == 2
-    assert "no build in" in err and "conda.deepep-env.invalid/lt-host" in err and "is a placeholder URL" in err
+    # the real cause (nothing built here) before the placeholder, and the step that fixes it (issue 56)
+    assert "not built: the local channel" in err and "`deepep-env build lt-host` first" in err
+    assert "publish_url https://conda.deepep-env.invalid/lt-host is a placeholder" in err
+    shutil.copytree(lt_world.channel, proj.channel)      # the step: the channel `deepep-env build` leaves
+    rc, _, err = cli_in_process(capsys, "lock", "lt-host", "--project", proj.root)
+    assert rc == 0, err
 
 
 def test_unpinned_source_cannot_be_locked(proj, capsys):
