@@ -151,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["activate"] and not _HELP & set(argv[1:]):   # -h/--help: typer's help, as every command's
         from deepep_env.cli import fast_activate   # the fast paths: stdlib only, no typer (module docstring)
 
-        return fast_activate.main(argv[1:], tool_activation())
+        # --json (the tool's spelling on every command) is the fast path's --shell json: said here, so the
+        # activation's own code (base/layers.py ACTIVATION) is not touched for a tool habit
+        rest = [a for x in argv[1:] for a in (["--shell", "json"] if x == "--json" else [x])]
+        return fast_activate.main(rest, tool_activation())
     if argv[:1] == ["hook"]:   # run by every conda activation of an env with the deepep-env package
         from deepep_env.cli import fast_activate
 

@@ -1,4 +1,5 @@
-"""`deepep-env --version`: the tool's version, this checkout's build of it, and the tools it drives."""
+"""`deepep-env --version`: the tool's version, the activation it puts into environments (the `deepep-env`
+package this checkout builds: base/layers.py ACTIVATION, issue 50), and the tools it drives."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -12,9 +13,9 @@ def _dist_version(name: str) -> str:
 
 
 def tool_build() -> str:
-    """This checkout's build of the tool package (the build string `lock --only deepep-env` locks),
-    else — outside a project with recipes/deepep-env, or when the id cannot be computed here — the
-    tree hash of the running ``deepep_env`` package, which the build id is made from."""
+    """This checkout's build of the environments' ``deepep-env`` package — the activation, the build string
+    `lock --only deepep-env` locks — else (outside a project with recipes/deepep-env, or when the id cannot
+    be computed here) the tree hash of the activation's modules, which that build id is made from."""
     from deepep_env.base.errors import UserError
     from deepep_env.base.project import find_project
     from deepep_env.builder.toolpkg import tool_source
@@ -25,14 +26,14 @@ def tool_build() -> str:
     except (UserError, OSError):
         node = None
     if node is not None and node.build_string:
-        return f"build {node.build_string}"
-    return f"tree {tool_source()[1]}"
+        return f"activation {node.build_string}"
+    return f"activation tree {tool_source()[1]}"
 
 
 def version_lines() -> list[str]:
     from deepep_env import __version__
 
-    return [f"deepep-env {__version__} ({tool_build()})",
+    return [f"deepep-env {__version__} (the environments' {tool_build()})",
             f"rattler-build {_dist_version('py-rattler-build')} (py-rattler-build)",
             f"py-rattler {_dist_version('py-rattler')}"]
 

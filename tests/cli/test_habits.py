@@ -35,7 +35,7 @@ def test_version(capsys):
     rc, out, err = cli_in_process(capsys, "--version")
     assert rc == 0, err
     first, rb, pr = out.splitlines()
-    assert first.startswith(f"deepep-env {__version__} (build h") or first.startswith(f"deepep-env {__version__} (tree sha256:")
+    assert first.startswith(f"deepep-env {__version__} (the environments' activation h") or first.startswith(f"deepep-env {__version__} (the environments' activation tree sha256:")
     assert rb.startswith("rattler-build 0.") and pr.startswith("py-rattler 0.")
     assert cli_in_process(capsys, "-V").stdout == out
 
