@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# An environment built and locked on a machine with no GPU (issue 40: h20-roce-wheel, DeepEP for sm_90
+# An environment built and locked on a machine with no GPU (issue 40: h20-roce, DeepEP for sm_90
 # from PyPI's stack), run on this machine's GPUs through the project's own commands:
 #   GPU_DIR=.gpuN bash benchmarks/gpu/cpu_built.sh ENV
 # Its DeepEP package comes in the carry ($GPU_DIR/cpu-built/*.conda, the very file the lock names by

@@ -34,7 +34,7 @@ git_tree() {  # git_tree REPO REV PREFIX OUT.tar.xz [SUBMODULE_REPO SUBMODULE_RE
 }
 D=$MIRRORS/deepseek-ai+DeepEP/repo
 git_tree "$D" 8a07e7e7ed57cfc63005f670d64d410cb30b061b DeepEP-8a07e7e "$DIR/sources/deepep-8a07e7e.tar.xz"
-# seed 003's revision (h20-roce, h20-roce-wheel): cpu_built.sh fetches the env's sources from the carry
+# seed 003's revision (h20-roce, h20-roce): cpu_built.sh fetches the env's sources from the carry
 git_tree "$D" 29d31c095796f3c8ece47ee9cdcc167051bbeed9 DeepEP-29d31c0 "$DIR/sources/deepep-29d31c0.tar.xz"
 git_tree "$MIRRORS/NVIDIA+nvshmem/repo" 131da55f643ac87c810ba0bc51d359258bf433a1 nvshmem-v3.4.5-0 "$DIR/sources/nvshmem-v3.4.5-0.tar.xz"
 git_tree "$D" dd758caf451848bd150e1046af3d0a73e5fff38d DeepEP-dd758ca "$DIR/sources/deepep-dd758ca-with-fmt-a4c7e17.tar.xz" \

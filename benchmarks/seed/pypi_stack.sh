@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The seed platforms on PyPI's stack (issue 40): gcp-b200-wheel (seed 000, sm_100) and h20-roce-wheel
+# The seed platforms on PyPI's stack (issue 40): gcp-b200 (seed 000, sm_100) and h20-roce
 # (seed 003, sm_90), DeepEP built on a machine with no GPU from pinned wheels, and the lock shown to be
 # enough on a fresh clone.
 #

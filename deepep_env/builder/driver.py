@@ -82,7 +82,7 @@ def _value(v: Any) -> Any:
         return "true" if v else "false"
     if isinstance(v, (list, tuple)):
         # An empty list is "[]", never "": rattler-build leaves a script variable with an empty value
-        # unset, and a recipe running under `set -u` then stops (found building h20-roce-wheel, whose
+        # unset, and a recipe running under `set -u` then stops (found building h20-roce, whose
         # spec requires no DeepEP feature: recipes/deep-ep/build.sh read $DEEPEP_REQUIRE). Not in any id
         # (the variant is), and no built package had an empty list: no bytes move.
         return ";".join(_value(x) if isinstance(x, bool) else str(x) for x in v) if v else "[]"

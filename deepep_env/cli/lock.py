@@ -23,6 +23,8 @@ def register(app: typer.Typer) -> None:
                                            "deepep-env (this checkout's build of the tool; ENV 'all' = every environment)"),
         from_: Optional[str] = typer.Option(None, "--from", help="take ENV's lock from this pixi.lock (or folder) "
                                             "written elsewhere, e.g. on its GPU machine; checked against this checkout"),
+        prune: bool = typer.Option(False, "--prune", help="with ENV 'all': leave out of pixi.lock every environment "
+                                   "whose spec is gone (a renamed or removed env_specs/ENV.toml), as pixi does"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -32,6 +34,10 @@ def register(app: typer.Typer) -> None:
             from deepep_env.base.atomic import output_file
 
             output_file(output, field="--output")
+        if prune:
+            _prune(proj, env, given=[k for k, v in {"--check": check, "--only": only, "--from": from_,
+                                                    "--output": output, "--channel": channel}.items() if v])
+            return
         if from_ is not None:
             _from(proj, env, from_, others={"--channel": channel, "--check": check or None, "--output": output,
                                             "--only": only})
@@ -115,6 +121,18 @@ def _from(proj: Project, env: str, source: str, *, others: dict[str, object]) ->
     print(f"{res.env}: taken from {res.source} ({'written' if res.changed else 'unchanged'}; lock {env} --check: fresh)")
     for note in res.notes:
         print(f"  note: {note}")
+
+
+def _prune(proj: Project, env: str, given: list[str]) -> None:
+    """``lock all --prune``: the environments whose spec is gone, left out of the lock."""
+    from deepep_env.base.errors import UserError
+    from deepep_env.lock.prune import prune
+
+    if env != "all" or given:
+        raise UserError("--prune works on the whole lock and alone", field="--prune", accepted="deepep-env lock all --prune")
+    gone = prune(proj)
+    print(f"pruned from {proj.pixi_lock.name}: {', '.join(gone)} (no spec makes them)" if gone
+          else f"{proj.pixi_lock.name}: every environment has its spec")
 
 
 def _only(proj: Project, env: str, only: str, *, check: bool, output: Optional[str]) -> None:

@@ -1,6 +1,6 @@
 """Family ``deepep``: every test task's script can import what it imports, in the env's interpreter.
 
-Issue 51: after `install gcp-b200-wheel`, DeepEP's ``tests/utils.py`` stopped at ``import numpy``
+Issue 51: after `install gcp-b200`, DeepEP's ``tests/utils.py`` stopped at ``import numpy``
 (pip's closure of torch has no numpy, nor has the bare host venv) while doctor reported 0 errors.
 The scripts the test tasks run (lock/pixi.py ``TEST_TASKS`` plus the engine's own, under
 ``<prefix>/share/deep-ep/tests``) are parsed with :mod:`ast`; the sibling modules they import

@@ -101,6 +101,13 @@ def put_env_record(project: Project, env: str, builds: Any) -> Path:
     return _write(project, envs)
 
 
+def drop_env_inputs(project: Project, envs: Sequence[str]) -> None:
+    """Leave ``envs`` out of the record (``lock --prune``), every other environment kept."""
+    have = dict(read_inputs(project))
+    if any(e in have for e in envs):
+        _write(project, {e: v for e, v in have.items() if e not in envs})
+
+
 def swap_tool_inputs(project: Project, env: str, node: Any) -> None:
     """Record ``node`` (deepep-env's own package, relocked in place) for ``env``, nothing else changed."""
     envs = dict(read_inputs(project))

@@ -19,7 +19,7 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
 
 from deepep_env.base.atomic import write_bytes
 from deepep_env.base.channels.auth import check_url_has_no_secret
@@ -304,12 +304,16 @@ def write_env(path: Path, env: str, section: EnvSection, platforms: list) -> tup
     return write_envs(path, {env: section}, platforms)
 
 
-def write_envs(path: Path, new: dict[str, EnvSection], platforms: list) -> tuple[bytes, bool]:
-    """:func:`write_env` for several environments at once: one read of the lock, one write."""
+def write_envs(path: Path, new: dict[str, EnvSection], platforms: list,
+               drop: Sequence[str] = ()) -> tuple[bytes, bool]:
+    """:func:`write_env` for several environments at once: one read of the lock, one write. ``drop``:
+    environments to leave out (``lock --prune``: their spec is gone)."""
     from rattler import LockChannel, LockFile, LockPlatform
     from rattler.platform.subdir import Subdir
 
     sections, old_plats = _existing_sections(path)
+    for name in drop:
+        sections.pop(name, None)
     sections.update(new)
     for env in sorted(new):
         _refuse_two_records_for_one_url(path, env, sections)

@@ -55,7 +55,7 @@ def _built_records(project: Project, node: BuildNode) -> Callable[[], RepoDataRe
     """Build the tool package here (the builder's channel, indexed) and return a reader that gives a
     new RepoDataRecord of it on every call: each environment's lock entry gets its own record, since
     :func:`_swapped` sets the record's URL to that environment's channel (one shared record gave every
-    environment the last one's URL: found locking gcp-b200-wheel beside the h200 environments)."""
+    environment the last one's URL: found locking gcp-b200 beside the h200 environments)."""
     from rattler import Channel, RepoData
 
     report = build_graph([node], store=project.store, channel=project.channel, source_cache=project.source_cache,

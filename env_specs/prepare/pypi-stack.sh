@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The host externals of the PyPI-stack specs (gcp-b200-wheel, h20-roce-wheel: their `[host] prepare`), made
+# The host externals of the PyPI-stack specs (gcp-b200, h20-roce: their `[host] prepare`), made
 # on a new machine; deepep-env never runs this, it names it where those externals are missing.
 #   - /opt/deepep-cu130: a venv of CPython 3.12 (python3.12, or $PYTHON312; 3.12.1 is the locked ids'
 #     interpreter) with torch 2.11.0 and its CUDA 13 wheels by version and sha256 (cu130-venv.txt beside this
-#     file, pip --require-hashes): h20-roce-wheel's PyTorch;
-#   - /opt/deepep-py312: the same interpreter and its own pip, nothing else (gcp-b200-wheel's PyTorch is the
+#     file, pip --require-hashes): h20-roce's PyTorch;
+#   - /opt/deepep-py312: the same interpreter and its own pip, nothing else (gcp-b200's PyTorch is the
 #     package deepep-pytorch, built from the wheels recipes/pytorch-wheel/sources.toml pins);
 #   - rdma-core's headers (Debian 12's debs by version) unpacked into $RDMA (default /tmp/deepep-rdma): NVSHMEM's
 #     IBGDA headers include <infiniband/mlx5dv.h>; then `export DEEPEP_ENV_RDMA_CORE=$RDMA/usr`.

@@ -238,7 +238,7 @@ build:
 
 
 def test_an_empty_list_reaches_a_set_u_script_as_a_value(tmp_path):
-    """Found building h20-roce-wheel (issue 40, 2026-11-28): a spec with no DeepEP `require` rendered
+    """Found building h20-roce (issue 40, 2026-11-28): a spec with no DeepEP `require` rendered
     "", rattler-build left the script's variable unset, and recipes/deep-ep/build.sh (`set -u`) stopped.
     An empty list now renders "[]", which the recipe reads as no feature; a list keeps its ";" form."""
     from build_fixtures import read_in_package

@@ -130,15 +130,18 @@ def test_plan_edges_are_what_the_recipes_name_and_order_follows_them(spec):
 # What the edges are today, spelled out (the test above derives them; this says them).
 GOLDEN = {
     "h200-nvlink": {"deepep-env": ((), ()), "nvshmem": ((), ()), "deep-ep": (("nvshmem",), ("deepep-env",))},
-    "gke-a4": {"deepep-env": ((), ()), "gdrcopy": ((), ()), "nvshmem": (("gdrcopy",), ()),
+    "gke-a4-seed": {"deepep-env": ((), ()), "gdrcopy": ((), ()), "nvshmem": (("gdrcopy",), ()),
                "deep-ep": (("nvshmem",), ("deepep-env",))},
     "h200-nvlink-v2": {"deepep-env": ((), ()), "nccl": ((), ()), "deep-ep": (("nccl",), ("deepep-env",))},
     "gcp-b200-v2": {"deepep-env": ((), ()), "nvshmem": ((), ()), "nccl": ((), ()),
                     "deep-ep": (("nvshmem", "nccl"), ("deepep-env",))},
     # a wheel CUDA and a wheel PyTorch: the toolkit and deepep-pytorch, built against by DeepEP (NVSHMEM's
     # wheel repack reads neither)
-    "gcp-b200-wheel": {"deepep-env": ((), ()), "cuda": ((), ()), "pytorch": ((), ()), "nvshmem": ((), ()),
-                       "deep-ep": (("cuda", "pytorch", "nvshmem"), ("deepep-env",))},
+    "gcp-b200": {"deepep-env": ((), ()), "cuda": ((), ()), "pytorch": ((), ()), "nvshmem": ((), ()),
+                 "deep-ep": (("cuda", "pytorch", "nvshmem"), ("deepep-env",))},
+    # GKE A4 on the same stack: gcp-b200's graph (and its ids: the platform is in no pre-image)
+    "gke-a4": {"deepep-env": ((), ()), "cuda": ((), ()), "pytorch": ((), ()), "nvshmem": ((), ()),
+               "deep-ep": (("cuda", "pytorch", "nvshmem"), ("deepep-env",))},
 }
 
 

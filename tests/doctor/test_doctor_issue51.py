@@ -47,7 +47,7 @@ def _installed(tmp_path: Path, with_numpy: bool) -> Path:
     """A host-python env: a real interpreter (a bare venv, no numpy); the overlay puts the prefix's site on PYTHONPATH."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    prefix = make_prefix(tmp_path / "pfx", env="gcp-b200-wheel", python="host",
+    prefix = make_prefix(tmp_path / "pfx", env="gcp-b200", python="host",
                          python_executable=str(venv / "bin" / "python"))
     site = prefix / "lib" / "python3.12" / "site-packages"
     (site / "torch").mkdir()

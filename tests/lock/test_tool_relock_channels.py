@@ -1,8 +1,8 @@
 """`lock all --only deepep-env` keeps each environment's own channel URL for the tool package.
 
-Found locking gcp-b200-wheel (publish_url …/gcp-b200) beside the h200 environments (…/h200), 2026-11-28:
+Found locking gcp-b200 (publish_url …/gcp-b200) beside the h200 environments (…/h200), 2026-11-28:
 one RepoDataRecord was shared by every environment's swap, so each took the URL written last, and
-`lock gcp-b200-wheel --check` said `url-outside-channels`. Real lock, real tool build (offline), a copy of
+`lock gcp-b200 --check` said `url-outside-channels`. Real lock, real tool build (offline), a copy of
 the committed pixi.lock in which every environment locks an older tool build."""
 from __future__ import annotations
 

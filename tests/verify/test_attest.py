@@ -351,6 +351,6 @@ def test_publish_ships_the_envelope_and_verified_checks_it_there(proj, host_tree
 def test_task_refuses_a_bad_key_before_the_test_runs(proj, tmp_path, capsys):
     priv, _ = _key(tmp_path)
     os.chmod(priv, 0o604)
-    rc, _, err = cli_in_process(capsys, "task", "deepep-test-intranode", "-e", "gcp-b200-wheel", "--sign", str(priv))
+    rc, _, err = cli_in_process(capsys, "task", "deepep-test-intranode", "-e", "gcp-b200", "--sign", str(priv))
     assert rc != 0 and "readable by group or other" in err and len(err.strip().splitlines()) == 1
     assert not (proj.root / "verified").exists() and not (proj.root / ".pixi").exists()
