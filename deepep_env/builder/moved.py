@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
+from deepep_env.base.errors import UserError
 from deepep_env.formats.build_inputs import read_inputs
 from deepep_env.sources.hostprint import HOW_TO_MATCH, moved_externals
 
@@ -71,3 +72,12 @@ def moved_ids(project: Project, env: str, nodes: Sequence[BuildNode]) -> list[Mo
         why, fixes = _why(n, rec, out)
         out[n.package] = MovedId(n.package, str(rec.get("build")), n.build_string, why, fixes)
     return list(out.values())
+
+
+def moved_refusal(env: str, moved: Sequence[MovedId], cause: str, prepare: Optional[str] = None) -> UserError:
+    """The one-line refusal of a lock whose build ids moved on this machine: which package, why (the host
+    external that differs), and how to make it match — never the bare cause (issue 51.4: "No candidates",
+    or a missing build in the local channel)."""
+    return UserError(f"cannot lock {env}: {'; '.join(m.line() for m in moved)}; {cause}", field=moved[0].package,
+                     accepted=f"{moved[0].fix(prepare)}, then lock again; or build it here "
+                              f"(`deepep-env build {env}`) and relock under the new id")

@@ -42,12 +42,12 @@ def register(app: typer.Typer) -> None:
 
 
 def _activation(c: dict[str, Any]) -> str:
-    """The activation the deciding record ran under: its variables (names) and digest, or why there is none."""
+    """The activation the deciding record ran under: its digest and how many variables it set (``--json``
+    lists them), or why the record has none (``v1 record``)."""
     a = c.get("activation") or {}
     if not a.get("recorded"):
-        return f"not recorded ({a.get('why') or '?'})"
-    names = ", ".join(dict.fromkeys(v["name"] for v in a["variables"])) or "nothing set"
-    return f"{names} ({str(a['digest'])[7:19]})"
+        return str(a.get("why") or "not recorded")
+    return f"{str(a['digest'])[7:19]} ({len(a['variables'])} var.)"   # the variables: --json
 
 
 def render_table(m: dict[str, Any]) -> None:
@@ -59,7 +59,7 @@ def render_table(m: dict[str, Any]) -> None:
     from deepep_env.cli._common import console
 
     t = Table(title=f"verified ({m['records']} records; lock: {m['lock']})")
-    for col in ("env", "platform", "test", "result", "ranks", "lock", "records", "newest", "activation", "figures"):
+    for col in ("env", "platform", "test", "result", "ranks", "lock", "records", "newest", "figures"):
         t.add_column(col, overflow="fold")   # a long value wraps, never cut with an ellipsis: data shown whole
     for c in m["cells"]:
         lock = "matches" if c["matches_lock"] else "stale"
@@ -74,9 +74,9 @@ def render_table(m: dict[str, Any]) -> None:
         signed = c["signature"]["label"]       # under the lock: signed by NAME, unsigned, or why not trusted
         if c.get("untrusted_why"):
             signed = f"not verified: {c['untrusted_why']}"
-        t.add_row(*(Text(terminal(x)) for x in data), res, ranks, Text.assemble(lock, "\n", Text(terminal(signed))),
+        t.add_row(*(Text(terminal(x)) for x in data), res, ranks, Text.assemble(lock, "\n", Text(terminal(signed)), "\n", Text(terminal("activation " + _activation(c)))),
                   f"{c['current_records']}/{c['records']}",
-                  Text(terminal(f"{c['newest']['time']} {c['newest']['node']}")), Text(terminal(_activation(c))),
+                  Text(terminal(f"{c['newest']['time']} {c['newest']['node']}")),
                   Text(terminal(figs or "-")))
     if m["cells"]:
         console().print(t)

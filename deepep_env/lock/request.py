@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from deepep_env.base.errors import UserError
+from deepep_env.builder.moved import moved_ids, moved_refusal
 from deepep_env.base.channels.urls import ChannelRef, placeholder_host, probe, read_index, resolve_channels, url_to_path
 from deepep_env.builder.plan import live_host, plan as build_plan
 from deepep_env.formats.build_inputs import resolutions_from_builds
@@ -229,7 +230,13 @@ def request_for_env(r: ResolvedSpec, project: Project, *, channel_dir: Optional[
         for ref in refs:   # an unreachable or placeholder channel first: editing channels moves build ids too
             if not ref.local:
                 probe(ref, r.subdirs)
-        refuse_unbuilt(r.name, nodes, refs)
+        try:
+            refuse_unbuilt(r.name, nodes, refs)
+        except UserError as exc:   # a build missing because a host external moved its id: name the external
+            moved = moved_ids(project, r.name, list(bp.nodes))
+            if not moved:
+                raise
+            raise moved_refusal(r.name, moved, exc.message, r.host.prepare) from None
         for ref in refs:
             if ref.local:
                 index += read_index(ref, r.subdirs, client_obj)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from deepep_env.base.channels.auth import redact
 from deepep_env.builder.copies import check_copy, store_sha
-from deepep_env.builder.moved import moved_ids
+from deepep_env.builder.moved import moved_ids, moved_refusal
 from deepep_env.base.errors import UserError
 from deepep_env.base.channels.urls import client as make_client
 from deepep_env.base.channels.refusals import channel_failure
@@ -184,9 +184,7 @@ def lock_env(env: str, project: Project, *, channel: Optional[str | Path] = None
     except UserError as exc:
         if not moved:
             raise
-        raise UserError(f"cannot lock {r.name}: {'; '.join(m.line() for m in moved)}; the channel has no build "
-                        f"with this machine's id (rattler: {exc.message})", field=moved[0].package,
-                        accepted=f"{moved[0].fix(r.host.prepare)}, then lock again; or build it here "
-                                 f"(`deepep-env build {r.name}`) and relock under the new id") from None
+        raise moved_refusal(r.name, moved, f"the channel has no build with this machine's id (rattler: {exc.message})",
+                            r.host.prepare) from None
     res.warnings += [f"build id moved: {m.line()} (to keep the lock's: {m.fix(r.host.prepare)})" for m in moved]
     return res

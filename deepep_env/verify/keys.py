@@ -36,6 +36,15 @@ _ACCEPT_KEY = "an ed25519 private key (PKCS#8 PEM) of mode 0600, as `deepep-env 
 _ACCEPT_LINE = "lines `ed25519 <base64 raw public key> [NAME]` (a .pub file `deepep-env key new` wrote), # comments"
 
 
+def require_crypto(what: str) -> None:
+    """One line, not a traceback, where this Python has no ``cryptography`` (a carried site without it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("cryptography") is None:
+        raise UserError(f"{what} needs the cryptography package, which this Python does not have",
+                        accepted="pip install 'cryptography>=42' (a carry holds it: deepep_env/data/carry-requirements.txt)")
+
+
 def key_id(raw_public: bytes) -> str:
     """The DSSE keyid of a public key: sha256 (hex) of its 32 raw bytes."""
     return hashlib.sha256(raw_public).hexdigest()
@@ -57,6 +66,7 @@ class TrustedKey:
         return key_id(self.public)
 
     def verifies(self, sig: bytes, message: bytes) -> bool:
+        require_crypto("checking a signature")
         from cryptography.exceptions import InvalidSignature
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -102,6 +112,7 @@ def _key_name(path: Path) -> str:
 def new_key(path: Path, name: Optional[str] = None) -> tuple[Path, Path]:
     """A new ed25519 key pair: ``path`` (mode 0600, created exclusively) and ``path.pub`` (a trust file of
     one line). Refuses, writing nothing, when either exists."""
+    require_crypto("`key new`")
     pub_path = path.with_name(path.name + ".pub")
     name = name or _key_name(path)
     if not NAME_RE.match(name):
@@ -128,6 +139,7 @@ def new_key(path: Path, name: Optional[str] = None) -> tuple[Path, Path]:
 
 def load_signer(path: Path) -> Signer:
     """The private key at ``path``: a regular file not readable by group or other, ed25519, unencrypted."""
+    require_crypto("signing a record")
     try:
         fd = open_regular(path)
     except OSError as err:

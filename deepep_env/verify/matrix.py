@@ -142,7 +142,7 @@ def activation_summary(data: dict[str, Any]) -> dict[str, Any]:
     act = data.get("activation")
     if not isinstance(act, dict):
         return {"recorded": False, "why": "v1 record"
-                if "activation" not in data else "no installed prefix to ask"}
+                if "activation" not in data else "none (no prefix)"}
     if act.get("variables") is None:
         return {"recorded": False, "package": act.get("package"), "why": act.get("why")}
     return {"recorded": True, "package": act.get("package"), "digest": act.get("digest"),

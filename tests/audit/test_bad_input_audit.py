@@ -165,7 +165,7 @@ def test_fetch_from_a_tarball_escaping_its_folder_is_refused_in_one_line(tmp_pat
 
 
 def test_fetch_offline_of_an_unpinned_source_names_what_to_do(tmp_path):
-    res = cli_subprocess("fetch", "gcp-b200", "--offline", "--source-cache", str(tmp_path / "c"),
+    res = cli_subprocess("fetch", "gcp-b200-seed", "--offline", "--source-cache", str(tmp_path / "c"),
                          env={**os.environ, "DEEPEP_ENV_PROJECT": str(REPO)})
     no_traceback(res)
     assert res.returncode == 2 and "(None)" not in res.stderr and "not pinned by content yet" in res.stderr

@@ -112,7 +112,8 @@ def test_publish_ships_only_what_reads_as_a_record(proj, good, tmp_path):
     (("host", "node"), "n\x1b]0;pwned\x07\x1b[2J", "n\\x1b]0;pwned\\x07\\x1b[2J"),     # raw ESC/BEL before
     (("host", "platform"), "nv\u202elink", "nv\\u202elink"),
 ])
-def test_record_values_print_as_data(field, value, shown, proj, good, host_tree, capsys):
+def test_record_values_print_as_data(field, value, shown, proj, good, host_tree, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")   # a terminal wide enough that no cell wraps: the value is compared whole
     _plant(proj, _with(good, field if isinstance(field, tuple) else (field,), value))
     rc, out, err = cli_in_process(capsys, "verified", "--project", proj.root)
     assert rc == 0 and not err, err

@@ -29,7 +29,7 @@ def _reqs(project, env):
 
 
 def test_seed_spec_renders_conda_forge_pattern(repo):
-    deep = _reqs(repo, "gcp-b200")["deep-ep"]["deep-ep"]
+    deep = _reqs(repo, "gcp-b200-seed")["deep-ep"]["deep-ep"]
     assert {"gcc_linux-64 14.*", "gxx_linux-64 14.*", "cuda-nvcc_linux-64 12.9.*", "sysroot_linux-64 2.28.*",
             "ninja"} <= set(deep["build"])
     assert {"python 3.12.*", "pip", "pytorch ==2.10.0 cuda129*", "cuda-version 12.9.*", "cuda-cudart-dev",
@@ -37,7 +37,7 @@ def test_seed_spec_renders_conda_forge_pattern(repo):
     assert any(r.startswith("pytorch ==2.10.0 cuda129* (pin_compatible exact") for r in deep["run"])
     assert "python 3.12.*" in deep["run"] and "cuda-cudart" in deep["run"]
     assert not any(r.startswith("rdma-core") for r in deep["run"])  # host driver stack's libibverbs at run time
-    nv = _reqs(repo, "gcp-b200")["nvshmem"]["deepep-nvshmem"]
+    nv = _reqs(repo, "gcp-b200-seed")["nvshmem"]["deepep-nvshmem"]
     assert "cmake" in nv["build"] and "cuda-driver-dev" in nv["host"]
 
 
@@ -51,7 +51,7 @@ def test_host_mode_renders_no_conda_toolchain(repo):
 def test_plan_json_lists_requirements_and_what_to_pin(repo, capsys):
     from cli_runner import cli_in_process
 
-    rc, out, _ = cli_in_process(capsys, "plan", "gcp-b200", "--json", "--project", str(repo.root))
+    rc, out, _ = cli_in_process(capsys, "plan", "gcp-b200-seed", "--json", "--project", str(repo.root))
     assert rc == 0
     builds = {b["package"]: b for b in json.loads(out)["builds"]}
     assert "pytorch ==2.10.0 cuda129*" in builds["deep-ep"]["requirements"]["deep-ep"]["host"]
@@ -64,8 +64,8 @@ def _strip(spec: str) -> str:
 
 
 def test_build_and_host_envs_and_env_lock_solve_against_conda_forge_shape(repo, tmp_path):
-    r = load_resolved("gcp-b200", repo)
-    reqs = _reqs(repo, "gcp-b200")
+    r = load_resolved("gcp-b200-seed", repo)
+    reqs = _reqs(repo, "gcp-b200-seed")
     nv, deep = reqs["nvshmem"]["deepep-nvshmem"], reqs["deep-ep"]["deep-ep"]
     forge = [FORGE.as_uri()]
     for env in (nv["build"], nv["host"], deep["build"]):

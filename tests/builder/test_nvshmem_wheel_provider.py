@@ -209,7 +209,7 @@ def test_plan_suggests_the_wheel_where_the_source_is_not_pinned(tmp_path):
     from deepep_env.base.project import Project
     from deepep_env.envspec import load_resolved
 
-    d = make_plan("gcp-b200", Project(REPO), root=str(REPO / "nonexistent-root"))
+    d = make_plan("gcp-b200-seed", Project(REPO), root=str(REPO / "nonexistent-root"))
     assert d["nvshmem_suggestion"] is not None
     assert "nvidia-nvshmem-cu12==3.5.19" in d["nvshmem_suggestion"]
     c = Console(record=True, width=400)
@@ -222,15 +222,15 @@ def test_plan_suggests_the_wheel_where_the_source_is_not_pinned(tmp_path):
     root = tmp_path / "proj"
     (root / "env_specs").mkdir(parents=True)
     shutil.copytree(REPO / "recipes", root / "recipes")
-    f = root / "env_specs" / "gcp-b200.toml"
-    text = (REPO / "env_specs" / "gcp-b200.toml").read_text()
+    f = root / "env_specs" / "gcp-b200-seed.toml"
+    text = (REPO / "env_specs" / "gcp-b200-seed.toml").read_text()
     f.write_text(text.replace('version = "3.5.19"\nibgda', 'version = "3.5.19"\nprovider = "wheel"\nibgda'))
     assert 'provider = "wheel"' in f.read_text()
-    r = load_resolved("gcp-b200", Project(root))
+    r = load_resolved("gcp-b200-seed", Project(root))
     nv = plan(r, Project(root)).node("nvshmem")
     assert nv.recipe_dir.name == "nvshmem-wheel" and nv.id is not None and not nv.unpinned
     assert nv.variant["wheel"].startswith("nvidia_nvshmem_cu12-3.5.19-")
-    assert make_plan("gcp-b200", Project(root), root=str(REPO / "nonexistent-root"))["nvshmem_suggestion"] is None
+    assert make_plan("gcp-b200-seed", Project(root), root=str(REPO / "nonexistent-root"))["nvshmem_suggestion"] is None
 
     # DeepEP V2 (recipes/deep-ep-v2, unchanged) on the repacked wheel: built against deepep-nvshmem
     v2 = (REPO / "env_specs" / "h200-nvlink-v2.toml").read_text()
@@ -248,7 +248,7 @@ def test_a_patched_nvshmem_is_not_offered_the_unpatched_wheel():
     from deepep_env.base.project import Project
     from deepep_env.views.planning import make_plan
 
-    d = make_plan("gke-a4", Project(REPO), root=str(REPO / "nonexistent-root"))
+    d = make_plan("gke-a4-seed", Project(REPO), root=str(REPO / "nonexistent-root"))
     assert any(o["version"] == "3.2.5" and o["wheel"] for o in d["nvshmem_options"])
     s = d["nvshmem_suggestion"]
     assert s and "unpatched" in s and "deepep-nvshmem-3.2.5" in s and "deepep-env fetch gke-a4" in s

@@ -205,7 +205,7 @@ def test_gke_a4_pod_with_several_faults(tmp_path):
     from deepep_env.platform.hosttree import build_host_tree
 
     root = build_host_tree(desc, tmp_path / "h")
-    pfx = make_prefix(tmp_path / "pfx", "gke-a4", platforms=["gke-a4"], require=(), revision=GKE_REVISION)
+    pfx = make_prefix(tmp_path / "pfx", "gke-a4-seed", platforms=["gke-a4"], require=(), revision=GKE_REVISION)
     env = {
         "PATH": "/usr/bin:/bin",
         # seed 002's job YAML, as it was before the fix
@@ -220,7 +220,7 @@ def test_gke_a4_pod_with_several_faults(tmp_path):
         "NVSHMEM_HCA_LIST": "mlx5_0:1,mlx5_5:1",
         "NVSHMEM_HCA_PE_MAPPING": "mlx5_0:1:4",
     }
-    r = doctor(root, "gke-a4", prefix=pfx, environ=env)
+    r = doctor(root, "gke-a4-seed", prefix=pfx, environ=env)
     assert r.exit_code() == 2
     assert_exactly(by_id(r.findings), {
         "host.port-down": "error",
@@ -353,8 +353,8 @@ def test_gke_a4_with_a_correct_gib_setup(tmp_path, capsys, clean_env):
     data = json.loads(out)
     assert (code, data["findings"]) == (0, []), data["findings"]
     assert any("seed 002's fix is in place" in n for n in data["notes"])
-    pfx = make_prefix(tmp_path / "pfx", "gke-a4", platforms=["gke-a4"], require=(), revision=GKE_REVISION)
-    code, out, _ = doctor_cli(capsys, "gke-a4", "--root", root, "--prefix", pfx, "--project", REPO, "--env-file", env_file, "--strict", "--json")
+    pfx = make_prefix(tmp_path / "pfx", "gke-a4-seed", platforms=["gke-a4"], require=(), revision=GKE_REVISION)
+    code, out, _ = doctor_cli(capsys, "gke-a4-seed", "--root", root, "--prefix", pfx, "--project", REPO, "--env-file", env_file, "--strict", "--json")
     data = json.loads(out)
     assert (code, data["findings"]) == (0, []), data["findings"]
     # without the fix the same pod is seed 002's failure
@@ -367,8 +367,8 @@ def test_a_system_python_env_reads_the_tree_not_this_machine(tmp_path):
     """An env on the host's /usr/bin/python3: under --root its /usr is the tree's. Reading this
     machine's /usr instead missed seed 002's conflict and raised false alarms about its paths."""
     root = build_host(tmp_path / "h", "gke-a4")
-    pfx = make_prefix(tmp_path / "pfx", "gke-a4", platforms=["gke-a4"], require=(), revision=GKE_REVISION,
+    pfx = make_prefix(tmp_path / "pfx", "gke-a4-seed", platforms=["gke-a4"], require=(), revision=GKE_REVISION,
                       python="host", python_executable="/usr/bin/python3")
-    r = doctor(root, "gke-a4", prefix=pfx, environ={"PATH": "/usr/bin:/bin"})
+    r = doctor(root, "gke-a4-seed", prefix=pfx, environ={"PATH": "/usr/bin:/bin"})
     assert_exactly(by_id(r.findings), {"lib.ibverbs-conflict": "error"})
     assert r.context["deep_ep"]["origin"] == str(pfx / "lib/python3.12/site-packages/deep_ep/__init__.py")

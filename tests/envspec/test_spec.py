@@ -25,14 +25,14 @@ def test_committed_specs_resolve(path: Path) -> None:
 
 def test_seed_versions_are_the_seeds() -> None:
     p = Project(REPO)
-    gcp = load_resolved("gcp-b200", p)
+    gcp = load_resolved("gcp-b200-seed", p)
     assert (gcp.cuda.version, gcp.nvshmem.version, gcp.pytorch.version) == ("12.9", "3.5.19", "2.10.0")
     assert gcp.cuda.architectures == ["10.0"] and gcp.nvshmem.ibgda and not gcp.nvshmem.gdrcopy
     assert gcp.deepep.revision.startswith("8a07e7e") and "pr-466" in gcp.deepep.features
-    gke = load_resolved("gke-a4", p)
+    gke = load_resolved("gke-a4-seed", p)
     assert gke.nvshmem.version == "3.2.5" and [x.name for x in gke.nvshmem.patches] == ["deepep-nvshmem-3.2.5"]
     assert gke.gdrcopy and gke.gdrcopy.version == "2.5.1"
-    h20 = load_resolved("h20-roce", p)
+    h20 = load_resolved("h20-roce-seed", p)
     assert h20.cuda.architectures == ["9.0"] and h20.env["NVSHMEM_QP_DEPTH"] == "1024"
     h200 = load_resolved("h200-nvlink", p)
     assert h200.nvshmem.version == "3.4.5" and h200.deepep.revision.startswith("8a07e7e")

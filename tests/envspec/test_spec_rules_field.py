@@ -39,13 +39,13 @@ def test_rule_refuses_with_the_thread(tmp_path, capsys, text, words):
 def test_a_pypi_torch_of_another_cuda_is_never_a_silent_substitution(tmp_path, capsys):
     """Issue 40.1: PyPI's torch 2.10.0 is cu128 (its METADATA pins nvidia-cuda-runtime-cu12==12.8.90); seed
     000's 2.10.0+cu129 is not on PyPI. A spec taking it from PyPI as cu129 is refused; as cu128 it passes this rule."""
-    seed = (Path(__file__).parents[2] / "env_specs/gcp-b200.toml").read_text()
+    seed = (Path(__file__).parents[2] / "env_specs/gcp-b200-seed.toml").read_text()
     assert 'cuda = "12.9"\nbuild = "cuda129*"' in seed
     pip = seed.replace('cuda = "12.9"\nbuild = "cuda129*"', 'cuda = "12.9"\nprovider = "pip"')
-    res = validate(tmp_path, capsys, pip.replace('name = "gcp-b200"', 'name = "h200-nvlink"'))
+    res = validate(tmp_path, capsys, pip.replace('name = "gcp-b200-seed"', 'name = "h200-nvlink"'))
     assert res.returncode == 2 and "pytorch-pip-cuda" in res.stderr and "CUDA 12.8" in res.stderr
     assert "download.pytorch.org" in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    res = validate(tmp_path, capsys, pip.replace('name = "gcp-b200"', 'name = "h200-nvlink"')
+    res = validate(tmp_path, capsys, pip.replace('name = "gcp-b200-seed"', 'name = "h200-nvlink"')
                    .replace('[pytorch]\nversion = "2.10.0"\ncuda = "12.9"', '[pytorch]\nversion = "2.10.0"\ncuda = "12.8"'))
     assert "pytorch-pip-cuda" not in res.stderr
 

@@ -354,3 +354,18 @@ def test_task_refuses_a_bad_key_before_the_test_runs(proj, tmp_path, capsys):
     rc, _, err = cli_in_process(capsys, "task", "deepep-test-intranode", "-e", "gcp-b200", "--sign", str(priv))
     assert rc != 0 and "readable by group or other" in err and len(err.strip().splitlines()) == 1
     assert not (proj.root / "verified").exists() and not (proj.root / ".pixi").exists()
+
+
+def test_no_cryptography_is_one_line_not_a_traceback(monkeypatch, tmp_path):
+    """Round nineteen: a GPU machine's carried site had no cryptography and `prove --sign` died in a traceback;
+    it is one line naming the package and how to get it."""
+    import importlib.util
+
+    from deepep_env.base.errors import UserError
+    from deepep_env.verify.keys import load_signer
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cryptography" else real(name, *a))
+    with pytest.raises(UserError, match="needs the cryptography package") as err:
+        load_signer(tmp_path / "k")
+    assert "\n" not in str(err.value) and "carry-requirements.txt" in str(err.value)
