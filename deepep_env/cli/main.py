@@ -2,7 +2,7 @@
 
 Commands live one per module in this package, each exposing ``register(app)``. ``activate`` has a
 fast path that imports neither typer nor pydantic: shells run it on every new terminal
-(benchmarks/bench_activate.py holds it under 150 ms).
+(docs/benchmarks.md: the activation benchmark holds it under 150 ms).
 """
 from __future__ import annotations
 

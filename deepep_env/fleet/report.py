@@ -16,7 +16,7 @@ Every file is read with a size and nesting bound, NaN and Infinity refused (the 
 :func:`deepep_env.base.readfile.parse_json`); anything under DIR that is not a regular file is refused
 in one line. The text report prints every value as data (:func:`deepep_env.base.safetext.terminal`): a
 node's ``driver`` holding a newline and a forged ``fleet: PASS`` line prints as one escaped value.
-Stdlib only, one pass over the files: 1,000 nodes in well under 2 s (benchmarks/bench_fleet.py).
+Stdlib only, one pass over the files: 1,000 nodes in well under 2 s (docs/benchmarks.md, the fleet benchmark).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """DeepEP's printed figures as ``name → number``: the one parser of DeepEP's test output (test records
-read it; benchmarks/gpu/parse_deepep.py prints it under the benchmarks' names).
+read it; the GPU rounds print it under their own names, docs/benchmarks.md).
 
 test_intranode.py: ``[testing] Running with ... passed`` per case and ``[tuning] Best dispatch
 (FP8|BF16): ... 324.72 GB/s (NVL), t: 123 us`` / ``Best combine``; test_low_latency.py:
