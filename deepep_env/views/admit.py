@@ -87,7 +87,8 @@ def judge_output(node: Node, test: str, output: str, ranks: int, floors: dict[st
     lines = [r.line() for r in refusals]
     if timed_out:
         silent = [r for r in expected_ranks(test, ranks) if not any(f in figures.get(r, {}) for f in floors)]
-        lines.insert(0, f"timed out after {timed_out:g} s (a hang): rank(s) {', '.join(silent) or 'none'} did not finish")
+        lines.insert(0, f"timed out after {timed_out:g} s (a hang): rank(s) {', '.join(silent)} printed no figure" if silent
+                     else f"timed out after {timed_out:g} s: every rank printed its figures, the run did not end")
     elif not verdict.passed:
         lines.insert(0, f"the run did not pass: {verdict.evidence}")
     admitted = verdict.passed and not refusals and not timed_out

@@ -192,7 +192,7 @@ def test_a_hang_on_the_node_is_refused_naming_the_rank(proj, host_tree, capsys, 
     assert rec["admitted"] is False
     (t,) = rec["tests"]
     assert t["attempts"] == 2
-    assert t["lines"][0] == "timed out after 3 s (a hang): rank(s) 1 did not finish"
+    assert t["lines"][0] == "timed out after 3 s (a hang): rank(s) 1 printed no figure"
 
 
 def test_on_a_node_doctor_comes_first(proj, host_tree, capsys, tmp_path):  # noqa: F811
