@@ -340,6 +340,19 @@ def _pytorch_wheel_node(r: ResolvedSpec, project: Project) -> BuildNode:
     )
 
 
+def _test_wheels_node(r: ResolvedSpec, project: Project) -> BuildNode:
+    """What DeepEP's test scripts import (``[tests] wheels``: numpy; each wheel pinned by sha256 for the spec's
+    Python, recipes/test-wheels/sources.toml) laid out as pip installs it, in one package, deepep-test-wheels: a
+    package of the env (``in_env``) and a dependency of nothing, so no other node's id moves."""
+    parts = r.test_wheels
+    return BuildNode(
+        package="test-wheels", recipe_dir=_recipe(project, "test-wheels"), version=r.python.version,
+        variant={"version": r.python.version, "python_version": r.python.version},
+        sources=wheel_sources(parts), patches=(), externals={}, deps=(),
+        meta={**_wheel_files(parts), "catalog_recipe": "test-wheels", "in_env": True},
+    )
+
+
 def _nccl_node(r: ResolvedSpec, project: Project) -> BuildNode:
     """NCCL from NVIDIA's source for the spec's architectures only, packaged as conda-forge's ``nccl``."""
     assert r.nccl.source is not None
@@ -409,6 +422,8 @@ def _spec_nodes(r: ResolvedSpec, project: Project) -> list[BuildNode]:
     if r.nccl.provider == "source":
         nodes.append(_nccl_node(r, project))
     nodes.append(_deepep_node(r, project))
+    if r.test_wheels:
+        nodes.append(_test_wheels_node(r, project))
     return nodes
 
 

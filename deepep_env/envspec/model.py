@@ -313,6 +313,25 @@ class AdmitSpec(Strict):
         return v
 
 
+class TestsSpec(Strict):
+    """What DeepEP's test scripts import beyond torch and deep_ep (numpy): PyPI projects whose wheels, pinned
+    for the spec's Python in recipes/test-wheels/sources.toml, are repacked into one package of the env,
+    deepep-test-wheels (recipes/test-wheels). Never part of another node's build id."""
+
+    wheels: list[str] = Field(default_factory=list, description="PyPI project names, e.g. numpy; each must be "
+                              "pinned in recipes/test-wheels/sources.toml for the spec's Python and subdir")
+
+    @field_validator("wheels")
+    @classmethod
+    def _wheels(cls, v: list[str]) -> list[str]:
+        for w in v:
+            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$", w):
+                raise ValueError(f"not a PyPI project name: {w!r}")
+        if len(set(v)) != len(v):
+            raise ValueError("a project is named twice")
+        return v
+
+
 class EnvSpec(Strict):
     format: int = Field(description="spec format version; this reader knows " + ", ".join(map(str, SUPPORTED_FORMATS)))
     name: str = Field(pattern=NAME_RE)
@@ -343,6 +362,7 @@ class EnvSpec(Strict):
     host: HostSpec = Field(default_factory=HostSpec)
     verify: VerifySpec = Field(default_factory=VerifySpec)
     admit: AdmitSpec = Field(default_factory=AdmitSpec)
+    tests: TestsSpec = Field(default_factory=TestsSpec)
     env: dict[str, str] = Field(default_factory=dict, description="extra runtime variables for the overlay")
 
     @field_validator("env")

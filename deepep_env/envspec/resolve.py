@@ -22,6 +22,7 @@ from deepep_env.envspec.rules import Rule, violations
 from deepep_env.envspec.wheels import require_wheel
 from deepep_env.envspec.wheel_pins import wheel_source
 from deepep_env.envspec.cuda_wheels import require_toolkit
+from deepep_env.envspec.test_wheels import require_test_wheels
 from deepep_env.envspec.torch_wheels import require_torch
 from deepep_env.envspec.wheel_pins import PyPIWheel
 from deepep_env.base.versions import exact_value, is_exact, version_cmp, version_matches
@@ -65,6 +66,14 @@ def _check_platforms(spec: EnvSpec, file: Path | None) -> None:
         if p not in PROFILES:
             raise UserError(f"unknown platform profile {show(p)}", file=file, field="platforms",
                             accepted=", ".join(sorted(PROFILES)))
+
+
+def _test_wheels(spec: EnvSpec, recipes: Path, file: Path | None) -> dict[str, PyPIWheel]:
+    """``[tests] wheels``' pins for the spec's Python, read up front (an unpinned project is refused in one line)."""
+    if not spec.tests.wheels:
+        return {}
+    py = _exact(spec.python.version, "python.version", file)
+    return require_test_wheels(recipes, spec.tests.wheels, py, spec.subdirs[0], file)
 
 
 def _torch_closure(spec: EnvSpec, recipes: Path, file: Path | None) -> dict[str, PyPIWheel]:
@@ -122,6 +131,7 @@ def resolve(spec: EnvSpec, project: Project, file: Path | None = None) -> Resolv
             require=spec.deepep.require, aggressive_ptx=spec.deepep.aggressive_ptx, torch_cuda_arch_list=arch_list,
         ),
         toolchain=spec.toolchain, packages=list(spec.packages), host=spec.host, verify=spec.verify, env=spec.env,
+        test_wheels=_test_wheels(spec, recipes, file),
     )
     nccls = [RNccl(version=v, provider=spec.nccl.provider, source=nccl_cat.versions[v].source if nccl_cat else None)
              for v in _source_candidates(spec.nccl.version, spec.nccl.provider, nccl_cat, "nccl.version", "NCCL", file)]

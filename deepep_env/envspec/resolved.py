@@ -114,6 +114,8 @@ class ResolvedSpec(Strict):
     host: HostSpec
     verify: VerifySpec = Field(default_factory=VerifySpec)
     env: dict[str, str] = Field(default_factory=dict)
+    # [tests] wheels: the pinned wheels (part -> wheel, envspec/test_wheels.py); not part of any dump
+    test_wheels: dict[str, PyPIWheel] = Field(default_factory=dict, exclude=True)
     decisions: list[str] = Field(default_factory=list, description="what resolve decided and why")
 
 

@@ -1,0 +1,1 @@
+../pytorch-wheel/install_wheels.py
