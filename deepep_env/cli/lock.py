@@ -1,6 +1,7 @@
 """`deepep-env lock ENV [--check]`: solve the spec into the project's pixi.lock, or say why it is stale."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
@@ -79,27 +80,41 @@ def register(app: typer.Typer) -> None:
 
 
 def _check_all(proj: Project, *, channel: Optional[str], output: Optional[str], as_json: bool) -> None:
-    """``lock all --check``: every environment's check; an environment that cannot be checked here (a
-    source not pinned yet, say) is reported with its reason and counts as stale. Exit 1 when any is."""
+    """``lock all --check``: the check of every environment the lock holds (pixi.toml's environments); a spec
+    that is not locked yet is named as such and is no failure (pixi checks its manifest's environments,
+    and pixi.toml has only locked specs); a lock environment whose spec is gone is stale (``--prune``).
+    Exit 1 when any is stale or cannot be checked here."""
     from deepep_env.base.errors import UserError
+    from deepep_env.base.project import pixi_env_name
+    from deepep_env.formats.lockfile import env_sections
     from deepep_env.lock import check_lock
+    from deepep_env.lock.prune import orphans
     from deepep_env.lock.render import check_text
     from deepep_env.lock.workspace import workspace
 
+    path = Path(output) if output else proj.pixi_lock
+    locked = set(env_sections(path)) if path.is_file() else set()
     ws = workspace(proj, None)
     docs: list[dict[str, Any]] = []
     for e in proj.spec_names():
+        if pixi_env_name(e) not in locked:
+            docs.append({"env": e, "fresh": True, "locked": False})
+            continue
         try:
             docs.append(check_lock(e, proj, channel=channel, lock_path=output, ws=ws).to_dict())
         except UserError as err:
             docs.append({"env": e, "fresh": False, "error": str(err)})
+    docs += [{"env": e, "fresh": False, "error": f"no spec makes it (`deepep-env lock all --prune` drops it)"}
+             for e in orphans(proj)]
     if as_json:
         print_json(docs)
     else:
-        print("\n".join(f"{d['env']}: cannot check: {d['error']}" if "error" in d else check_text(d) for d in docs))
+        print("\n".join(f"{d['env']}: not locked (a spec only: not part of the check)" if d.get("locked") is False
+                        else f"{d['env']}: cannot check: {d['error']}" if "error" in d else check_text(d) for d in docs))
     stale = [d["env"] for d in docs if not d["fresh"]]
     if stale:
-        raise StaleError(f"{len(stale)} of {len(docs)} environment(s) stale or not checkable: {', '.join(stale)}",
+        checked = [d for d in docs if d.get("locked") is not False]
+        raise StaleError(f"{len(stale)} of {len(checked)} locked environment(s) stale or not checkable: {', '.join(stale)}",
                          accepted="run `deepep-env lock ENV` for each (or the step its line names)")
 
 
