@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from deepep_env.base.project import pixi_env_name
 from deepep_env.formats.build_inputs import drop_env_inputs
 from deepep_env.formats.lockfile import env_sections, write_envs
 from deepep_env.lock.request import workspace_platforms
@@ -15,8 +16,6 @@ if TYPE_CHECKING:  # annotations only
 
 def orphans(project: Project) -> list[str]:
     """The lock's environments (besides pixi's ``default``) that no spec of the project makes."""
-    from deepep_env.base.project import pixi_env_name
-
     have = {pixi_env_name(s) for s in project.spec_names()}
     return sorted(e for e in env_sections(project.pixi_lock) if e != "default" and e not in have)
 

@@ -26,5 +26,5 @@ def test_an_env_that_cannot_be_built_here_warns():
     from deepep_env.launch import not_installable
 
     assert not_installable("h200-nvlink", find_project(REPO)) is None
-    why = not_installable("gcp-b200", find_project(REPO))
-    assert why and "not pinned by content" in why and "`deepep-env fetch gcp-b200 --from DIR`" in why
+    why = not_installable("gcp-b200-seed", find_project(REPO))
+    assert why and "not pinned by content" in why and "`deepep-env fetch gcp-b200-seed --from DIR`" in why
