@@ -165,6 +165,20 @@ def project_copy(w: World, dest: Path):
     return p
 
 
+def installed_lt_host(w: World, dest: Path):
+    """lt-host locked into a private copy of the project's pixi.lock and installed where pixi puts it:
+    (project, prefix). Its deepep-env package is the activation (issue 50)."""
+    from deepep_env.install.installer import install_env
+    from deepep_env.lock import lock_env
+
+    os.environ.setdefault("DEEPEP_ENV_CACHE_DIR", str(w.root / "cache"))
+    proj = project_copy(w, dest)
+    lock_env("lt-host", proj)
+    res = install_env("lt-host", proj)
+    assert {p["name"] for p in res.packages} >= {"deep-ep", "deepep-env"}
+    return proj, Path(res.prefix)
+
+
 def set_spec_value(project, env: str, old: str, new: str) -> None:
     path = project.spec_path(env)
     text = path.read_text()

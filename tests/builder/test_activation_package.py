@@ -23,16 +23,7 @@ SHELLS = ("bash", "zsh", "fish")
 
 @pytest.fixture(scope="module")
 def installed(lt_world, tmp_path_factory):
-    """lt-host locked into the project's pixi.lock and installed where pixi puts it."""
-    from deepep_env.install.installer import install_env
-    from deepep_env.lock import lock_env
-
-    os.environ.setdefault("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
-    proj = lf.project_copy(lt_world, tmp_path_factory.mktemp("act") / "proj")
-    lock_env("lt-host", proj)
-    res = install_env("lt-host", proj)
-    assert {p["name"] for p in res.packages} >= {"deep-ep", "deepep-env"}
-    return proj, Path(res.prefix)
+    return lf.installed_lt_host(lt_world, tmp_path_factory.mktemp("act") / "proj")
 
 
 def _rattler_run(prefix: Path, shell: str, env: dict[str, str]) -> tuple[dict, dict, subprocess.CompletedProcess]:

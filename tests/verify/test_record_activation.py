@@ -30,15 +30,7 @@ from deepep_env.verify.schema import check_record
 
 @pytest.fixture(scope="module")
 def installed(lt_world, tmp_path_factory):
-    """lt-host locked and installed where pixi puts it (its deepep-env package: the activation)."""
-    from deepep_env.install.installer import install_env
-    from deepep_env.lock import lock_env
-
-    os.environ.setdefault("DEEPEP_ENV_CACHE_DIR", str(lt_world.root / "cache"))
-    proj = lf.project_copy(lt_world, tmp_path_factory.mktemp("rec-act") / "proj")
-    lock_env("lt-host", proj)
-    res = install_env("lt-host", proj)
-    return proj, Path(res.prefix)
+    return lf.installed_lt_host(lt_world, tmp_path_factory.mktemp("rec-act") / "proj")
 
 
 def _cli(*args: object, cwd: Path, pythonpath: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
