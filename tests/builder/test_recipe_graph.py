@@ -122,9 +122,9 @@ def test_plan_edges_are_what_the_recipes_name_and_order_follows_them(spec):
             ids = {m.package: m.id for m in p.nodes}
             assert n.preimage.get("dependencies", {}) == {d: ids[d] for d in n.deps}
     # what an environment asks for by name: DeepEP, and the tool (a run dependency only)
-    # (and a wheel PyTorch, a package of the env no run requirement names)
-    assert {r.package for r in p.roots()} == {"deep-ep", "deepep-env"} | ({"pytorch"} & set(order))
-    assert order[-1] == "deep-ep"
+    # (and a wheel PyTorch and the tests' wheels, packages of the env no run requirement names)
+    assert {r.package for r in p.roots()} == {"deep-ep", "deepep-env"} | ({"pytorch", "test-wheels"} & set(order))
+    assert [o for o in order if o != "test-wheels"][-1] == "deep-ep"   # test-wheels: no edge, declared last
 
 
 # What the edges are today, spelled out (the test above derives them; this says them).
@@ -138,10 +138,10 @@ GOLDEN = {
     # a wheel CUDA and a wheel PyTorch: the toolkit and deepep-pytorch, built against by DeepEP (NVSHMEM's
     # wheel repack reads neither)
     "gcp-b200": {"deepep-env": ((), ()), "cuda": ((), ()), "pytorch": ((), ()), "nvshmem": ((), ()),
-                 "deep-ep": (("cuda", "pytorch", "nvshmem"), ("deepep-env",))},
+                 "deep-ep": (("cuda", "pytorch", "nvshmem"), ("deepep-env",)), "test-wheels": ((), ())},
     # GKE A4 on the same stack: gcp-b200's graph (and its ids: the platform is in no pre-image)
     "gke-a4": {"deepep-env": ((), ()), "cuda": ((), ()), "pytorch": ((), ()), "nvshmem": ((), ()),
-               "deep-ep": (("cuda", "pytorch", "nvshmem"), ("deepep-env",))},
+               "deep-ep": (("cuda", "pytorch", "nvshmem"), ("deepep-env",)), "test-wheels": ((), ())},
 }
 
 

@@ -40,8 +40,8 @@ def test_installer_is_pytorch_wheels() -> None:
 
 
 def test_plan_has_the_node_in_env_and_no_other_id_moves(capsys, tmp_path: Path) -> None:
-    spec = REPO / "env_specs/gcp-b200-wheel.toml"
-    bare = tmp_path / "gcp-b200-wheel.toml"
+    spec = REPO / "env_specs/gcp-b200.toml"
+    bare = tmp_path / "gcp-b200.toml"
     text = spec.read_text()
     bare.write_text(text[:text.index("[tests]")])
     after = cli_in_process(capsys, "plan", spec, "--json")

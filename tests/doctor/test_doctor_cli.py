@@ -49,7 +49,7 @@ def test_json_report(tmp_path, capsys, clean_env):
 
 def test_env_and_prefix(tmp_path, capsys, clean_env):
     root = build_host(tmp_path / "h", "gcp-b200")
-    pfx = make_prefix(tmp_path / "pfx", pr466=False)
+    pfx = make_prefix(tmp_path / "pfx", "gcp-b200-seed", pr466=False)
     code, out, _ = doctor_cli(capsys, "gcp-b200-seed", "--root", root, "--prefix", pfx, "--project", REPO)
     assert code == 2 and "ERROR deepep.pr466-missing" in out and "overlay applied" in out
     # the default prefix is the project's .pixi/envs/ENV (project.DEFAULT_PREFIX), not installed here
