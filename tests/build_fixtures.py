@@ -199,6 +199,22 @@ def fake_project(tmp_path: Path) -> FakeProject:
     return FakeProject(root, up)
 
 
+def fake_project_with_toolkit(tmp_path: Path) -> FakeProject:
+    """:func:`fake_project` whose h200-nvlink spec reads a stand-in CUDA toolkit (``tmp_path/toolkit``: a
+    ``cuda.h`` and an ``nvcc`` that prints CUDA 13.0) instead of the machine's /usr/local/cuda."""
+    fp = fake_project(tmp_path)
+    tk = tmp_path / "toolkit"
+    (tk / "bin").mkdir(parents=True)
+    (tk / "include").mkdir()
+    (tk / "include" / "cuda.h").write_text("#define CUDA_VERSION 13000\n")
+    nvcc = tk / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0'\necho 'Build cuda_13.0.fake_0'\n")
+    nvcc.chmod(0o755)
+    spec = fp.root / "env_specs" / "h200-nvlink.toml"
+    spec.write_text(spec.read_text().replace('prefix = "/usr/local/cuda"', f'prefix = "{tk}"'))
+    return fp
+
+
 def read_in_package(conda: Path, member: str) -> bytes:
     """One file of a .conda package."""
     import tempfile

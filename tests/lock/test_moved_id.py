@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from build_fixtures import fake_project
+from build_fixtures import fake_project_with_toolkit
 from cli_runner import cli_in_process
 
 
@@ -25,16 +25,7 @@ def _rdma(path, text):
 def locked(tmp_path, monkeypatch, capsys):
     from deepep_env.sources import hostprint
 
-    fp = fake_project(tmp_path)
-    tk = tmp_path / "toolkit"
-    (tk / "bin").mkdir(parents=True)
-    (tk / "include").mkdir()
-    (tk / "include" / "cuda.h").write_text("#define CUDA_VERSION 13000\n")
-    nvcc = tk / "bin" / "nvcc"
-    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0'\necho 'Build cuda_13.0.fake_0'\n")
-    nvcc.chmod(0o755)
-    spec = fp.root / "env_specs" / "h200-nvlink.toml"
-    spec.write_text(spec.read_text().replace('prefix = "/usr/local/cuda"', f'prefix = "{tk}"'))
+    fp = fake_project_with_toolkit(tmp_path)
     rdma = _rdma(tmp_path / "rdma", "/* rdma-core 50 */\n")
     monkeypatch.setenv("DEEPEP_ENV_RDMA_CORE", str(rdma))
     monkeypatch.setenv("DEEPEP_ENV_CACHE_DIR", str(tmp_path / "cache"))
