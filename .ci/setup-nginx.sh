@@ -20,29 +20,8 @@ if has_dav; then
     exit 0
 fi
 
-SUDO=""
-if [ "$(id -u)" != "0" ]; then
-    SUDO="sudo"
-fi
-
-# Do not let the package's postinst start a system nginx on port 80: the tests run their own.
-# A policy-rc.d that exits 101 is Debian's documented way to say "no service starts"
-# (invoke-rc.d(8)); only add one when none exists and remove it afterwards.
-POLICY=/usr/sbin/policy-rc.d
-ADDED_POLICY=0
-if [ ! -e "$POLICY" ]; then
-    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$POLICY" >/dev/null
-    $SUDO chmod 755 "$POLICY"
-    ADDED_POLICY=1
-fi
-cleanup() {
-    if [ "$ADDED_POLICY" = 1 ]; then
-        $SUDO rm -f "$POLICY"
-    fi
-}
-trap cleanup EXIT
-
-export DEBIAN_FRONTEND=noninteractive
+# root or sudo, a quiet apt, and no system daemon started by a postinst
+. "$(dirname "$0")/quiet-apt.sh"
 pick() {
     for pkg in "$@"; do
         if apt-cache policy "$pkg" 2>/dev/null | grep -q 'Candidate: [0-9]'; then

@@ -14,27 +14,8 @@ if have; then
     exit 0
 fi
 
-SUDO=""
-if [ "$(id -u)" != "0" ]; then
-    SUDO="sudo"
-fi
-
-# Keep the packages' postinst from starting system daemons (invoke-rc.d(8): policy-rc.d exiting 101).
-POLICY=/usr/sbin/policy-rc.d
-ADDED_POLICY=0
-if [ ! -e "$POLICY" ]; then
-    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$POLICY" >/dev/null
-    $SUDO chmod 755 "$POLICY"
-    ADDED_POLICY=1
-fi
-cleanup() {
-    if [ "$ADDED_POLICY" = 1 ]; then
-        $SUDO rm -f "$POLICY"
-    fi
-}
-trap cleanup EXIT
-
-export DEBIAN_FRONTEND=noninteractive
+# root or sudo, a quiet apt, and no system daemon started by a postinst
+. "$(dirname "$0")/quiet-apt.sh"
 PKGS="slurmctld slurmd slurm-client munge"
 install() {
     $SUDO apt-get install -y -qq --no-install-recommends $PKGS >/dev/null 2>&1
