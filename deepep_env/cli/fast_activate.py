@@ -1,8 +1,8 @@
 """`deepep-env activate` and `deepep-env hook` without typer: argparse only, stdlib imports only.
 
 cli/main.py sends `deepep-env activate …` here before importing typer (~100 ms) or pydantic
-(~75 ms): shells run activation on every new terminal, and benchmarks/bench_activate.py holds
-the whole command under 150 ms. Nothing on this path may import typer, rich, pydantic or rattler
+(~75 ms): shells run activation on every new terminal, and the activation benchmark (docs/benchmarks.md)
+holds the whole command under 150 ms. Nothing on this path may import typer, rich, pydantic or rattler
 (check: python -X importtime -m deepep_env.cli.main activate …).
 """
 from __future__ import annotations

@@ -49,8 +49,8 @@ def host_python_site(prefix: str) -> Optional[str]:
 
 def _host_python(prefix: str, meta: Optional[PrefixMeta], ov: Overlay) -> tuple[Change, ...]:
     """What a prefix whose Python is the host's needs: ``DEEPEP_ENV_PYTHON`` (the marker's
-    interpreter; a prefix pixi installed has no marker: ``python3`` from PATH, as ``bin/deepep-env``
-    falls back) and its site-packages on ``PYTHONPATH``."""
+    interpreter; a prefix pixi installed has no marker: ``python3`` from PATH, as the tool's own
+    launcher falls back) and its site-packages on ``PYTHONPATH``."""
     site = host_python_site(prefix)
     py = spec_python(meta)
     if py is None and site is not None:

@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "lock",
     "install",
     "carry",
+    "repack",
     "diff",
     "export",
     "pixi",

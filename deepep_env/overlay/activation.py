@@ -7,7 +7,7 @@ Activation = conda-style prefix activation (CONDA_PREFIX, PATH, the prefix's
 ``etc/conda/activate.d`` scripts; PYTHONPATH when the env uses the host's Python, whose
 interpreter does not know the prefix) followed by the host overlay (platform rules and the env
 spec's ``[env]``). It runs on every new shell, so this module and everything it imports is
-stdlib-only (benchmarks/bench_activate.py).
+stdlib-only (the activation benchmark, docs/benchmarks.md).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Hardware detection: probes under a root → HostFacts → a platform profile, with evidence.
 
 Entry point: :func:`detect`. Everything here is stdlib-only (NamedTuple records, os, json) so that
-``deepep-env activate`` stays fast (benchmarks/bench_activate.py).
+``deepep-env activate`` stays fast (the activation benchmark, docs/benchmarks.md).
 """
 from __future__ import annotations
 

