@@ -27,6 +27,14 @@ def register(app: typer.Typer) -> None:
         sources: bool = typer.Option(False, "--sources", help="carry deepep-env's own builds as their pinned sources, "
                                      "not as packages (smaller; the offline machine rebuilds each and checks it "
                                      "against the lock)"),
+        made_here: Optional[List[str]] = typer.Option(None, "--made-here", help="CHANNEL (URL or name): its packages "
+                                                      "are not carried; the offline machine makes them (`deepep-env "
+                                                      "repack`) and serves them with DEEPEP_ENV_MIRRORS"),
+        source_here: Optional[List[str]] = typer.Option(None, "--source-here", help="SOURCE (name or sha256: digest): "
+                                                        "not carried; the offline machine fetches it into its source "
+                                                        "cache (`deepep-env fetch ENV --from DIR`)"),
+        prefer_built: Optional[List[str]] = typer.Option(None, "--prefer-built", help="PACKAGE: with --sources, carried "
+                                                         "as built wherever this machine has the lock's bytes"),
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -56,11 +64,17 @@ def register(app: typer.Typer) -> None:
         if not envs:
             raise UserError("name at least one environment to carry", field="ENV", accepted="env names of the lock")
         cp, sha = make_carry(envs, project(project_dir), to, wheels=not no_wheels, wheels_dir=wheels,
-                             debs=host_debs, debs_dir=debs, sources=sources)
+                             debs=host_debs, debs_dir=debs, sources=sources, made_here=made_here or (),
+                             source_here=source_here or (), prefer_built=prefer_built or ())
         if as_json:
             print_json({"carry": str(to), "sha256": sha, "envs": cp.envs, "packages": len(cp.packages),
-                        "rebuild": cp.rebuild, "wheels": cp.wheels})
+                        "rebuild": cp.rebuild, "wheels": cp.wheels, "made_here": cp.made_here, "sources_here": cp.sources_here})
             return
         typer.echo(f"{to}: {sha}")
-        typer.echo(f"  {len(set(cp.packages))} packages, {len(cp.wheels)} wheels"
+        typer.echo(f"  {len(set(cp.packages))} packages ({', '.join(sorted({Path(n).name for n in cp.packages})) or 'none'}), "
+                   f"{len(cp.wheels)} wheels"
                    + (f"; carried as sources to rebuild: {', '.join(cp.rebuild)}" if cp.rebuild else ""))
+        for url, n in sorted(cp.made_here.items()):
+            typer.echo(f"  {n} packages of {url} left to the offline machine (serve them there with DEEPEP_ENV_MIRRORS)")
+        for digest, label in sorted(cp.sources_here.items()):
+            typer.echo(f"  {label} ({digest[:23]}…) left to the offline machine (`deepep-env fetch ENV --from DIR` there)")

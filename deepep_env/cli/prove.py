@@ -28,6 +28,8 @@ def register(app: typer.Typer) -> None:
         detach: bool = typer.Option(False, "--detach", help="start the run in the background and print its folder "
                                     "(then `prove --follow`)"),
         run_dir: Optional[str] = typer.Option(None, "--run-dir", hidden=True, help="the run folder (--detach's)"),
+        jobs: int = typer.Option(1, "--jobs", "-j", min=1, max=64, help="install (build) this many envs at once "
+                                 "before the tests run env by env (not with --relock)"),
         sign: Optional[str] = SignOpt,
         project_dir: Optional[str] = ProjectOpt,
         as_json: bool = JsonOpt,
@@ -42,6 +44,9 @@ def register(app: typer.Typer) -> None:
                 raise UserError("--follow takes no ENV, --reinstall or --relock: it attaches to the latest run",
                                 field="--follow", accepted="deepep-env prove --follow")
             data = pv.follow(pv.latest_run(proj), sys.stderr, timeout_s=timeout)
+        elif relock and jobs > 1:
+            raise UserError("--jobs installs envs from their lock at once; --relock builds and locks each in turn",
+                            field="--jobs", accepted="--jobs with --reinstall or no mode, or --relock alone")
         elif detach and relock and from_carry:
             raise UserError("--relock makes a new lock, which no carry holds", field="--from-carry",
                             accepted="--from-carry with --reinstall, or --relock alone")
@@ -49,7 +54,7 @@ def register(app: typer.Typer) -> None:
             argv = [*(envs or []), *(["--reinstall"] if reinstall else []), *(["--relock"] if relock else []),
                     "--ranks", ranks, *[a for t in tests or () for a in ("--test", t)], *(["--offline"] if offline else []),
                     *(["--from-carry", str(from_carry.resolve())] if from_carry else []),
-                    *(["--sign", str(Path(sign).resolve())] if sign else [])]
+                    *(["--sign", str(Path(sign).resolve())] if sign else []), "--jobs", str(jobs)]
             print(pv.detach(argv, proj, envs=envs or [], mode="relock" if relock else "reinstall" if reinstall else "lock",
                             ranks=ranks))
             return
@@ -62,7 +67,7 @@ def register(app: typer.Typer) -> None:
             mode = "relock" if relock else "reinstall" if reinstall else "lock"
             data = pv.prove(envs or [], proj, mode=mode, ranks=ranks, tests=tests or (), echo=sys.stderr,
                             offline=offline, run=Path(run_dir) if run_dir else None, carry=from_carry,
-                            signer=signer(sign)).to_dict()
+                            signer=signer(sign), jobs=jobs).to_dict()
         if as_json:
             print_json(data)
         else:

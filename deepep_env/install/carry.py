@@ -44,7 +44,7 @@ from typing import IO, TYPE_CHECKING, Iterator, Optional, Sequence
 from urllib.parse import urlsplit
 
 import deepep_env
-from deepep_env.base.channels.urls import channel_mirrors, url_to_path
+from deepep_env.base.channels.urls import MIRRORS_ENV, channel_mirrors, channel_url, url_to_path
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256, tree_sha256
 from deepep_env.builder.plan import plan as build_plan
@@ -112,6 +112,11 @@ class CarryPlan:
     packages: list[str] = field(default_factory=list)   # pkgs/ members
     rebuild: list[str] = field(default_factory=list)    # locked packages carried as sources instead
     wheels: list[str] = field(default_factory=list)
+    made_here: dict[str, int] = field(default_factory=dict)   # channel URL → packages the target makes itself
+    sources_here: dict[str, str] = field(default_factory=dict)   # source digest → its label, left to the target
+    leave: tuple[str, ...] = ()                                  # --source-here: source names or digests
+    left: set[str] = field(default_factory=set)                  # those of ``leave`` a rebuild reads
+    prefer_built: tuple[str, ...] = ()   # with ``sources``: these packages as built when this machine has them
 
 
 # --- making ------------------------------------------------------------------------------------
@@ -158,9 +163,10 @@ def _tree_members(root: Path, prefix: str) -> Iterator[Member]:
             yield _file_member(rel, p)
 
 
-def _sources_for(env: str, project: Project, builds: Sequence[str], missing: Sequence[str]) -> list[Member]:
-    """The source cache's entries a rebuild of the locked ``builds`` reads; a refusal naming the first
-    one the cache lacks."""
+def _sources_for(env: str, project: Project, builds: Sequence[str], missing: Sequence[str],
+                 plan: CarryPlan) -> list[Member]:
+    """The source cache's entries a rebuild of the locked ``builds`` reads (but those ``plan.leave``
+    names: recorded in ``plan.sources_here``); a refusal naming the first one the cache lacks."""
     nodes = list(build_plan(load_resolved(env, project), project).nodes)
     planned = {n.build_string for n in nodes}
     if not_here := [m for m, b in zip(missing, builds) if b not in planned]:
@@ -171,6 +177,10 @@ def _sources_for(env: str, project: Project, builds: Sequence[str], missing: Seq
     cache = SourceCache(Path(project.source_cache).resolve())
     out: list[Member] = []
     for w in wants_for_nodes([n for n in closure if not n.meta.get("local_source")]):
+        if w.digest and (w.name in plan.leave or w.digest in plan.leave):
+            plan.sources_here[w.digest] = w.label
+            plan.left.add(w.name if w.name in plan.leave else w.digest)
+            continue
         found = (cache.tree(w.digest) if w.kind == "source" else cache.patch(w.digest)) if w.digest else None
         if found is None:
             raise UserError(f"{', '.join(missing)} is in no channel, store or cache here, and the source "
@@ -189,7 +199,8 @@ def _sources_for(env: str, project: Project, builds: Sequence[str], missing: Seq
 
 def _env_members(env: str, data: LockData, project: Project, plan: CarryPlan, *, sources: bool = False) -> None:
     """ENV's locked packages into the plan: each this machine has, else (a build of ours) its sources;
-    ``sources``: every build of ours as its sources (smaller; the offline machine rebuilds and checks it)."""
+    ``sources``: every build of ours as its sources (smaller; the offline machine rebuilds and checks it);
+    a package of a ``plan.made_here`` channel is left to the offline machine (counted, not carried)."""
     le = data.env(env)
     if le is None:
         raise UserError(f"the lock has no environment {env!r}", file=data.path, accepted=f"`deepep-env lock {env}` first")
@@ -199,9 +210,14 @@ def _env_members(env: str, data: LockData, project: Project, plan: CarryPlan, *,
             if q.kind != "conda" or not q.sha256:
                 raise UserError(f"{env}: {q.name} {q.version} is not a conda package with a sha256 in the lock",
                                 field=q.name, accepted="a lock written by `deepep-env lock`")
+            here = next((u for u in plan.made_here if q.url.startswith(u)), None)
+            if here is not None:
+                plan.made_here[here] += 1
+                continue
             name = q.file_name or Path(urlsplit(q.url).path).name
             arc = f"pkgs/{q.subdir}/{name}"
-            path = None if sources and build_id_of(q.build) else _package_file(q, project)
+            as_source = sources and build_id_of(q.build) and q.name not in plan.prefer_built
+            path = None if as_source else _package_file(q, project)
             if path is not None:
                 plan.members.append(Member(arc, path=path, sha=q.sha256))
                 plan.packages.append(arc)
@@ -213,7 +229,7 @@ def _env_members(env: str, data: LockData, project: Project, plan: CarryPlan, *,
                                 field=q.name, accepted=f"`deepep-env install {env}` once on this machine, then carry")
     if missing:
         builds = [m.rsplit(" ", 1)[1] for m in missing]
-        plan.members += _sources_for(env, project, builds, missing)
+        plan.members += _sources_for(env, project, builds, missing, plan)
         plan.rebuild += missing
 
 
@@ -313,13 +329,22 @@ def extract_deb(deb: Path, dest: Path) -> None:
 
 def plan_carry(envs: Sequence[str], project: Project, *, wheels: bool = True,
                wheels_dir: Optional[Path] = None, debs: bool = False, debs_dir: Optional[Path] = None,
-               sources: bool = False) -> CarryPlan:
-    """Everything :func:`make_carry` writes for ``envs`` (pixi environment names) of the project's lock."""
+               sources: bool = False, made_here: Sequence[str] = (), source_here: Sequence[str] = (),
+               prefer_built: Sequence[str] = ()) -> CarryPlan:
+    """Everything :func:`make_carry` writes for ``envs`` (pixi environment names) of the project's lock.
+    ``made_here``: channels (URL or name) whose packages the offline machine makes itself (`deepep-env
+    repack`) and serves with ``$DEEPEP_ENV_MIRRORS``; install checks each against the lock all the same.
+    ``source_here``: sources (a name or a ``sha256:`` digest) left out of the carry; the offline machine
+    puts them in its source cache (``deepep-env fetch ENV --from DIR``), where each is checked by its pin.
+    ``prefer_built``: with ``sources``, these packages (by name) go as built wherever this machine has the
+    lock's bytes (a DeepEP built without a GPU, whose toolkit wheels are too big to carry), else as sources."""
     if not envs:
         raise UserError("name at least one environment", field="ENV", accepted=", ".join(project.spec_names()))
     lock_path = project.pixi_lock
     data = read_lock(lock_path)
-    cp = CarryPlan(envs={e: env_digests(data, e) for e in sorted(set(envs))})
+    cp = CarryPlan(envs={e: env_digests(data, e) for e in sorted(set(envs))},
+                   made_here={_channel_prefix(c): 0 for c in made_here}, leave=tuple(source_here),
+                   prefer_built=tuple(prefer_built))
     cp.members.append(Member("lock/pixi.lock", lock_path.read_bytes()))
     for env in sorted(set(envs)):
         _env_members(env, data, project, cp, sources=sources)
@@ -329,13 +354,28 @@ def plan_carry(envs: Sequence[str], project: Project, *, wheels: bool = True,
     if debs or debs_dir is not None:
         cp.members += host_debs(debs_dir, Path(project.state) / "carry" / "debs")
     cp.wheels = sorted(m.name for m in cp.members if m.name.startswith("wheels/"))
+    if unused_src := [s for s in source_here if s not in cp.left]:
+        raise UserError(f"no carried rebuild reads a source {unused_src[0]!r}", field="--source-here",
+                        accepted="a source name or sha256: digest of a package carried as its sources (--sources)")
+    if unused := [u for u, n in cp.made_here.items() if n == 0]:
+        raise UserError(f"no locked package of {', '.join(envs)} comes from {unused[0]}", field="--made-here",
+                        accepted="a channel URL or name the lock's packages come from")
     return cp
+
+
+def _channel_prefix(chan: str) -> str:
+    url = channel_url(chan)
+    return url if url.endswith("/") else url + "/"
 
 
 def manifest(cp: CarryPlan, members: Sequence[Member]) -> bytes:
     doc = {"format": FORMAT, "tool": deepep_env.__version__, "envs": cp.envs, "lock": "lock/pixi.lock",
            "packages": sorted(set(cp.packages)), "rebuild": sorted(set(cp.rebuild)), "wheels": cp.wheels,
            "members": {m.name: m.entry() for m in members}}
+    if cp.made_here:   # only when used: a carry without them keeps the bytes it always had
+        doc["made_here"] = sorted(cp.made_here)
+    if cp.sources_here:
+        doc["sources_here"] = dict(sorted(cp.sources_here.items()))
     return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
 
 
@@ -372,10 +412,13 @@ def write_archive(members: Sequence[Member], out: Path) -> None:
 
 def make_carry(envs: Sequence[str], project: Project, out: Path, *, wheels: bool = True,
                wheels_dir: Optional[Path] = None, debs: bool = False,
-               debs_dir: Optional[Path] = None, sources: bool = False) -> tuple[CarryPlan, str]:
+               debs_dir: Optional[Path] = None, sources: bool = False,
+               made_here: Sequence[str] = (), source_here: Sequence[str] = (),
+               prefer_built: Sequence[str] = ()) -> tuple[CarryPlan, str]:
     """``deepep-env carry ENV... --to FILE``: returns the plan and the archive's sha256."""
     cp = plan_carry(envs, project, wheels=wheels, wheels_dir=wheels_dir, debs=debs, debs_dir=debs_dir,
-                    sources=sources)
+                    sources=sources, made_here=made_here, source_here=source_here,
+                    prefer_built=prefer_built)
     uniq: dict[str, Member] = {}
     for m in cp.members:   # a package two envs share is carried once; one name with two contents is refused
         if m.name in uniq and uniq[m.name].digest() != m.digest():
@@ -515,6 +558,8 @@ def _compare(path: Path, want: dict, got: dict[str, tuple[str, int]], links: dic
 class Unpacked:
     root: Path                 # the carry's packages folder: pkgs/<subdir>/<file>
     envs: dict[str, dict[str, str]]
+    made_here: list[str] = field(default_factory=list)   # channels this machine serves itself
+    sources_here: dict[str, str] = field(default_factory=dict)   # sources it has in its cache (digest → label)
     sources: int = 0
     packages: int = 0
     rdma_core: Optional[Path] = None   # the carried rdma-core headers, unpacked: DEEPEP_ENV_RDMA_CORE
@@ -530,7 +575,8 @@ def unpack_carry(path: Path, project: Project) -> Unpacked:
     root = Path(project.state) / "carry" / file_sha256(path)[7:23]
     cache = SourceCache(Path(project.source_cache).resolve())
     trees: dict[str, Optional[Path]] = {}
-    up = Unpacked(root / "pkgs", c.doc.get("envs") or {})
+    up = Unpacked(root / "pkgs", c.doc.get("envs") or {}, list(c.doc.get("made_here") or []),
+                  dict(c.doc.get("sources_here") or {}))
     with _members(path) as members:
         for ti, fh in members:
             parts = ti.name.split("/")
@@ -576,7 +622,7 @@ def _place(c: Carry, ti: tarfile.TarInfo, fh: Optional[IO[bytes]], dst: Path, wa
     if fh is None:
         os.symlink(ti.linkname, dst)
         return
-    part = dst.with_name(f".{dst.name}.part")
+    part = dst.with_name(f".{dst.name}.{os.getpid()}.part")   # two installs may unpack one carry at once
     with open(part, "wb") as out:
         sha, _ = _hash_stream(fh, out)
     if sha != want[ti.name]["sha256"]:
@@ -586,11 +632,14 @@ def _place(c: Carry, ti: tarfile.TarInfo, fh: Optional[IO[bytes]], dst: Path, wa
     os.replace(part, dst)
 
 
-def carry_mirrors(data: LockData, env: str, pkgs: Path) -> list[str]:
-    """``URL=DIR`` mirrors: every channel the env's locked packages come from, served by ``pkgs``."""
+def carry_mirrors(data: LockData, env: str, pkgs: Path, made_here: Sequence[str] = ()) -> list[str]:
+    """``URL=DIR`` mirrors: every channel the env's locked packages come from, served by ``pkgs``, but
+    the ``made_here`` channels (the offline machine's own mirrors serve those)."""
     le = data.env(env)
     out = set()
     for q in (q for ps in (le.packages.values() if le else ()) for q in ps):
+        if any(q.url.startswith(u) for u in made_here):
+            continue
         tail = f"{q.subdir}/{q.file_name or Path(urlsplit(q.url).path).name}"
         if q.url.endswith(tail) and "://" in q.url and not q.url.startswith("file://"):
             out.add(f"{q.url[:-len(tail)]}={pkgs}")
@@ -611,9 +660,31 @@ def install_from_carry(env: str, project: Project, path: Path, *, prefix: Option
     if env_digests(data, env) != up.envs[env]:
         raise UserError(f"{env}: the project's lock section differs from the one {path} was carried from",
                         file=project.pixi_lock, field=env, accepted="the lock the carry was made from (lock/pixi.lock in it)")
-    res = install_env(env, project, prefix=prefix, mirrors=[*mirrors, *carry_mirrors(data, env, up.root)],
+    _check_made_here(up.made_here, mirrors, path)
+    _check_sources_here(up.sources_here, project, env, path)
+    res = install_env(env, project, prefix=prefix, mirrors=[*mirrors, *carry_mirrors(data, env, up.root, up.made_here)],
                       force=force, progress=progress)
     return up, res
+
+
+def _check_sources_here(sources_here: dict[str, str], project: Project, env: str, path: Path) -> None:
+    """Each source the carry leaves to this machine must be in its source cache, before anything is built."""
+    cache = SourceCache(Path(project.source_cache).resolve())
+    for digest, label in sorted(sources_here.items()):
+        if cache.tree(digest) is None and cache.patch(digest) is None:
+            raise UserError(f"{path} leaves {label} ({digest[:23]}…) to this machine, and its source cache lacks it",
+                            field="sources_here", accepted=f"`deepep-env fetch {env} --from DIR` with DIR holding it first")
+
+
+def _check_made_here(made_here: Sequence[str], mirrors: Sequence[str], path: Path) -> None:
+    """A channel the carry leaves to this machine must be mirrored here, before anything is installed."""
+    have = set(channel_mirrors()) | {m.partition("=")[0] for m in mirrors}
+    have |= {channel_url(h) for h in list(have)} | {channel_url(h) + "/" for h in list(have)}
+    for url in made_here:
+        if url not in have and url.rstrip("/") not in have:
+            raise UserError(f"{path} leaves the packages of {url} to this machine, and no mirror serves that channel here",
+                            field=MIRRORS_ENV, accepted=f"{MIRRORS_ENV}='{url.rstrip('/')}=DIR' with DIR a folder "
+                            "holding them (e.g. what `deepep-env repack DIR` wrote), or --mirror")
 
 
 __all__ = ["install_from_carry", "FORMAT", "Carry", "CarryPlan", "Member", "Unpacked", "carry_mirrors", "check_carry", "make_carry",

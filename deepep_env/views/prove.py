@@ -32,7 +32,7 @@ from deepep_env.formats.installed import installed_records
 from deepep_env.formats.lockfile import read_lock
 from deepep_env.formats.prefix import pid_alive
 from deepep_env.host.context import read_host
-from deepep_env.install.carry import install_from_carry
+from deepep_env.install.carry import install_from_carry, unpack_carry
 from deepep_env.install.installer import install_env
 from deepep_env.lock.pixi_model import load_manifest
 from deepep_env.lock.solve import lock_env
@@ -210,9 +210,9 @@ def run_test(project: Project, env: str, task: str, ranks: int, run: Path, signe
                    log=str(log.relative_to(run)), record=str(rec.get("_path") or ""))
 
 
-def prove_env(project: Project, env: str, *, mode: str, ranks: int, run: Path, say: Callable[[str], None],
-              tests: Sequence[str] = (), offline: bool = False, carry: Optional[Path] = None,
-              signer: Optional[Any] = None) -> EnvRow:
+def install_step(project: Project, env: str, *, mode: str, say: Callable[[str], None], offline: bool = False,
+                 carry: Optional[Path] = None) -> EnvRow:
+    """Phase one for ENV, in this process: (relock: build and lock,) install, and compare the bytes."""
     row = EnvRow(env)
     try:
         if mode == "relock":
@@ -234,18 +234,80 @@ def prove_env(project: Project, env: str, *, mode: str, ranks: int, run: Path, s
     except UserError as exc:
         row.bytes, row.error = "refused", str(exc)
         say(f"{env}: refused: {exc}")
+    return row
+
+
+def install_cmd(project: Project, env: str, mode: str, carry: Optional[Path]) -> list[str]:
+    """``deepep-env install ENV`` as phase one runs it in a child process (``--jobs``)."""
+    return [sys.executable, "-m", "deepep_env.cli.main", "install", env, "--project", str(project.root),
+            *(["--force"] if mode != "lock" else []), *(["--from-carry", str(carry)] if carry else [])]
+
+
+def install_children(envs: Sequence[str], project: Project, *, mode: str, run: Path, jobs: int,
+                     say: Callable[[str], None], carry: Optional[Path] = None) -> dict[str, EnvRow]:
+    """Phase one for every env, ``jobs`` at a time, each ``deepep-env install`` a child process with its
+    own build-package cache (rattler-build reads one per process) and its log in the run folder; builds
+    of one id take turns on the store's lock. Then each prefix's bytes against the lock, here."""
+    if carry is not None:   # once, before the children: they find every tree in the source cache
+        say(f"unpack {carry}")
+        unpack_carry(carry, project)
+    pending = list(envs)
+    running: dict[str, subprocess.Popen[bytes]] = {}
+    rows: dict[str, EnvRow] = {}
+    while pending or running:
+        while pending and len(running) < jobs:
+            env = pending.pop(0)
+            log = run / env / "install.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            child_env = {**os.environ, "DEEPEP_ENV_BUILD_PKGS_DIR": str(run / "build-pkgs" / env)}
+            say(f"{env}: install from the lock" + (" (again, from nothing but the lock)" if mode != "lock" else "")
+                + (f", packages from {carry}" if carry else "") + f" (child process; log {log.relative_to(run)})")
+            with open(log, "wb") as fh:
+                running[env] = subprocess.Popen(install_cmd(project, env, mode, carry), stdin=subprocess.DEVNULL,
+                                                stdout=fh, stderr=subprocess.STDOUT, env=child_env)
+        time.sleep(0.5)
+        for env, proc in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[env]
+            rows[env] = _installed_row(project, env, proc.returncode, run / env / "install.log", say)
+    shutil.rmtree(run / "build-pkgs", ignore_errors=True)
+    return rows
+
+
+def _installed_row(project: Project, env: str, rc: int, log: Path, say: Callable[[str], None]) -> EnvRow:
+    row = EnvRow(env)
+    if rc != 0:
+        tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:] or ["(no output)"]
+        row.bytes, row.error = "refused", f"install exited {rc}: {tail[0]}"
+        say(f"{env}: refused: {row.error}")
         return row
+    row.same, row.bytes = compare_bytes(project, env, project.prefix_for(env))
+    say(f"{env}: {row.bytes} (sha256 against the lock)")
+    return row
+
+
+def test_step(project: Project, row: EnvRow, *, ranks: int, run: Path, say: Callable[[str], None],
+              tests: Sequence[str] = (), signer: Optional[Any] = None) -> EnvRow:
+    """Phase two for one env whose bytes are the lock's: each test on ``ranks`` GPUs, in turn."""
     if not row.same:
         return row
-    names = env_tests(project, env, tests)
+    names = env_tests(project, row.env, tests)
     if not names:
         row.error = "no test task in pixi.toml for it (`deepep-env pixi sync`)"
     for task in names:
-        say(f"{env}: {task} on {ranks} rank(s)")
-        t = run_test(project, env, task, ranks, run, signer)
-        say(f"{env}: {t.test}: {t.result} ({t.evidence}; {t.seconds} s; log {t.log})")
+        say(f"{row.env}: {task} on {ranks} rank(s)")
+        t = run_test(project, row.env, task, ranks, run, signer)
+        say(f"{row.env}: {t.test}: {t.result} ({t.evidence}; {t.seconds} s; log {t.log})")
         row.tests.append(t)
     return row
+
+
+def prove_env(project: Project, env: str, *, mode: str, ranks: int, run: Path, say: Callable[[str], None],
+              tests: Sequence[str] = (), offline: bool = False, carry: Optional[Path] = None,
+              signer: Optional[Any] = None) -> EnvRow:
+    row = install_step(project, env, mode=mode, say=say, offline=offline, carry=carry)
+    return test_step(project, row, ranks=ranks, run=run, say=say, tests=tests, signer=signer)
 
 
 def check_request(envs: Sequence[str], project: Project, mode: str, ranks: str) -> tuple[int, dict[str, int]]:
@@ -263,9 +325,12 @@ def check_request(envs: Sequence[str], project: Project, mode: str, ranks: str) 
 
 def prove(envs: Sequence[str], project: Project, *, mode: str = "lock", ranks: str = "all",
           tests: Sequence[str] = (), echo: Optional[TextIO] = None, run: Optional[Path] = None,
-          offline: bool = False, carry: Optional[Path] = None, signer: Optional[Any] = None) -> ProveResult:
+          offline: bool = False, carry: Optional[Path] = None, signer: Optional[Any] = None,
+          jobs: int = 1) -> ProveResult:
     """``deepep-env prove``: every env in turn; the result is also written to ``<run>/result.json``.
-    ``signer``: each test record is signed with it (verify/attest.py), as ``task --sign`` does."""
+    ``signer``: each test record is signed with it (verify/attest.py), as ``task --sign`` does.
+    ``jobs`` > 1 (not with relock): every env is installed first, that many at a time in child processes
+    (the builds are the long part), then the tests run env by env (they need the GPUs to themselves)."""
     try:
         gpus, counts = check_request(envs, project, mode, ranks)
     except UserError as exc:
@@ -277,9 +342,15 @@ def prove(envs: Sequence[str], project: Project, *, mode: str = "lock", ranks: s
     say(f"prove {' '.join(envs)} ({mode}; {gpus} GPU(s) on the host; run {run})")
     result = ProveResult(run=str(run), mode=mode, ranks=max(counts.values()))
     try:
-        for env in envs:
-            result.envs.append(prove_env(project, env, mode=mode, ranks=counts[env], run=run, say=say, tests=tests,
-                                         offline=offline, carry=carry, signer=signer))
+        if jobs > 1 and mode != "relock":
+            rows = install_children(envs, project, mode=mode, run=run, jobs=jobs, say=say, carry=carry)
+            for env in envs:
+                result.envs.append(test_step(project, rows[env], ranks=counts[env], run=run, say=say, tests=tests,
+                                             signer=signer))
+        else:
+            for env in envs:
+                result.envs.append(prove_env(project, env, mode=mode, ranks=counts[env], run=run, say=say,
+                                             tests=tests, offline=offline, carry=carry, signer=signer))
     finally:
         write_text(run / RESULT, json.dumps(result.to_dict(), indent=1) + "\n")
         say(f"done: {'ok' if result.ok else 'NOT ok'}")

@@ -208,3 +208,60 @@ def test_check_refuses_links_that_could_escape(tmp_path, capsys, members, says):
     write_archive([Member(MANIFEST, manifest(CarryPlan(envs={}), ms)), *ms], tmp_path / "l.tgz")
     rc, _, err = cli_in_process(capsys, "carry", "--check", str(tmp_path / "l.tgz"))
     assert rc == 1 and says in err, err
+
+
+LT_URL = "https://conda.deepep-env.invalid/lt-host"
+
+
+def test_made_here_leaves_a_channel_to_the_offline_machine(lt_world, made, tmp_path, monkeypatch, capsys):
+    """--made-here CHANNEL (h200-nvlink-conda's repack, made on the GPU machine by `deepep-env repack`): its
+    packages are not carried; install on the offline machine needs a mirror for it, named up front, and
+    checks each package against the lock all the same."""
+    a, sha_plain, _ = made
+    rc, _, err = cli_in_process(capsys, "carry", "lt-host", "--to", str(tmp_path / "no.tgz"), "--no-wheels",
+                                "--made-here", "https://elsewhere.invalid/x", "--project", a.root)
+    assert rc == 2 and "--made-here" in err and "no locked package" in err and not (tmp_path / "no.tgz").exists()
+    rc, got, err = cli_in_process(capsys, "carry", "lt-host", "--to", str(tmp_path / "m.tgz"), "--no-wheels",
+                                  "--made-here", LT_URL, "--json", "--project", a.root)
+    assert rc == 0, err
+    doc = json.loads(got)
+    assert doc["packages"] == 0 and doc["made_here"] == {LT_URL + "/": 4} and doc["sha256"] != sha_plain
+    made_there = tmp_path / "made-there"   # what the offline machine made itself (here: a copy of a's channel)
+    shutil.copytree(a.channel, made_there)
+    c = _clone(lt_world, tmp_path / "offline", tmp_path / "state-c", monkeypatch)
+    shutil.copy(a.pixi_lock, c.pixi_lock)
+    shutil.rmtree(c.channel)
+    rc, _, err = cli_in_process(capsys, "install", "lt-host", "--from-carry", str(tmp_path / "m.tgz"), "--project", c.root)
+    assert rc == 2 and "DEEPEP_ENV_MIRRORS" in err and LT_URL in err and len(err.strip().splitlines()) == 1, err
+    assert not c.prefix_for("lt-host").exists()
+    monkeypatch.setenv("DEEPEP_ENV_MIRRORS", f"{LT_URL}={made_there}")
+    rc, out, err = cli_in_process(capsys, "install", "lt-host", "--from-carry", str(tmp_path / "m.tgz"), "--project", c.root)
+    assert rc == 0 and "installed 4 packages" in out, err
+
+
+def test_source_here_and_prefer_built(lt_world, made, tmp_path, monkeypatch, capsys):
+    """--source-here: a source too big to carry (NVIDIA's NVSHMEM wheel) is left to the offline machine's
+    source cache, checked there before any build; --prefer-built: with --sources, a package goes as built
+    where this machine has the lock's bytes (a DeepEP built without a GPU)."""
+    a, _, _ = made
+    pins = ["sha256:" + "1" * 64, "sha256:" + "3" * 64]   # the fixture recipes' made-up pins
+    rc, _, err = cli_in_process(capsys, "carry", "lt-host", "--to", str(tmp_path / "x.tgz"), "--no-wheels", "--sources",
+                                "--source-here", "nvshmem-none", "--source-here", pins[0], "--source-here", pins[1],
+                                "--project", a.root)
+    assert rc == 2 and "--source-here" in err and "nvshmem-none" in err, err
+    rc, got, err = cli_in_process(capsys, "carry", "lt-host", "--to", str(tmp_path / "s.tgz"), "--no-wheels", "--sources",
+                                  "--source-here", pins[0], "--source-here", pins[1], "--json", "--project", a.root)
+    assert rc == 0, err
+    doc = json.loads(got)
+    assert sorted(doc["sources_here"]) == pins and doc["packages"] == 1   # deepep-testdep: not ours, as built
+    rc, got2, err = cli_in_process(capsys, "carry", "lt-host", "--to", str(tmp_path / "p.tgz"), "--no-wheels", "--sources",
+                                  "--prefer-built", "deep-ep", "--prefer-built", "deepep-nvshmem",
+                                  "--prefer-built", "deepep-env", "--json", "--project", a.root)
+    assert rc == 0, err
+    assert json.loads(got2)["packages"] == 4 and json.loads(got2)["rebuild"] == []
+    c = _clone(lt_world, tmp_path / "offline", tmp_path / "state-c", monkeypatch)
+    shutil.copy(a.pixi_lock, c.pixi_lock)
+    shutil.rmtree(c.channel)
+    rc, _, err = cli_in_process(capsys, "install", "lt-host", "--from-carry", str(tmp_path / "s.tgz"), "--project", c.root)
+    assert rc == 2 and "source cache lacks it" in err and "deepep-env fetch lt-host --from" in err, err
+    assert not c.prefix_for("lt-host").exists()

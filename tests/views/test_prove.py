@@ -129,3 +129,26 @@ def test_prove_signs_every_record_it_writes(proj, tmp_path, capsys):
     rc, out, err = cli_in_process(capsys, "verified", "--json", "--trust", f"{key}.pub", "--project", proj.root)
     cells = {c["test"]: c for c in json.loads(out)["cells"]}
     assert cells["intranode"]["verified"] and cells["low-latency"]["verified"]
+
+
+def test_jobs_installs_in_child_processes_then_tests_in_turn(proj, tmp_path, capsys):
+    """--jobs N: each env installed (built) by a `deepep-env install` child process, N at a time, from the
+    carry; then the bytes against the lock and the tests env by env. A child that fails is that env's row."""
+    import shutil
+
+    carry = tmp_path / "lt.carry.tgz"
+    assert cli_in_process(capsys, "carry", "lt-host", "--to", str(carry), "--no-wheels", "--project", proj.root)[0] == 0
+    shutil.rmtree(proj.channel)
+    rc, out, err = cli_in_process(capsys, "prove", "lt-host", "--reinstall", "--from-carry", str(carry), "--jobs", "2",
+                                  "--json", "--project", proj.root)
+    assert rc == 0, err
+    (env,) = json.loads(out)["envs"]
+    assert env["bytes"] == "same 4/4" and [t["result"] for t in env["tests"]] == ["pass", "pass"]
+    run = Path(json.loads(out)["run"])
+    assert "child process" in err and (run / "lt-host" / "install.log").is_file()
+    assert not (run / "build-pkgs").exists()
+    rc, out, err = cli_in_process(capsys, "prove", "lt-host", "--reinstall", "--from-carry", str(tmp_path / "none.tgz"),
+                                  "--jobs", "2", "--json", "--project", proj.root)
+    assert rc != 0
+    rc, _, err = cli_in_process(capsys, "prove", "lt-host", "--relock", "--jobs", "2", "--project", proj.root)
+    assert rc == 2 and "--jobs" in err
