@@ -660,7 +660,7 @@ def install_from_carry(env: str, project: Project, path: Path, *, prefix: Option
     if env_digests(data, env) != up.envs[env]:
         raise UserError(f"{env}: the project's lock section differs from the one {path} was carried from",
                         file=project.pixi_lock, field=env, accepted="the lock the carry was made from (lock/pixi.lock in it)")
-    _check_made_here(up.made_here, mirrors, path)
+    _check_made_here([u for u in up.made_here if _uses(data, env, u)], mirrors, path)
     _check_sources_here(up.sources_here, project, env, path)
     res = install_env(env, project, prefix=prefix, mirrors=[*mirrors, *carry_mirrors(data, env, up.root, up.made_here)],
                       force=force, progress=progress)
@@ -674,6 +674,11 @@ def _check_sources_here(sources_here: dict[str, str], project: Project, env: str
         if cache.tree(digest) is None and cache.patch(digest) is None:
             raise UserError(f"{path} leaves {label} ({digest[:23]}…) to this machine, and its source cache lacks it",
                             field="sources_here", accepted=f"`deepep-env fetch {env} --from DIR` with DIR holding it first")
+
+
+def _uses(data: LockData, env: str, url: str) -> bool:
+    le = data.env(env)
+    return any(q.url.startswith(url) for ps in (le.packages.values() if le else ()) for q in ps)
 
 
 def _check_made_here(made_here: Sequence[str], mirrors: Sequence[str], path: Path) -> None:
