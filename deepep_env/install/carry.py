@@ -48,7 +48,6 @@ from deepep_env.base.channels.urls import MIRRORS_ENV, channel_mirrors, channel_
 from deepep_env.base.errors import UserError
 from deepep_env.base.hashing import file_sha256, tree_sha256
 from deepep_env.builder.plan import plan as build_plan
-from deepep_env.builder.toolpkg import tool_source
 from deepep_env.envspec import load_resolved
 from deepep_env.formats.lockfile import LockData, LockedPackage, build_id_of, read_lock
 from deepep_env.install.fetch import cache_root
@@ -236,12 +235,14 @@ def _env_members(env: str, data: LockData, project: Project, plan: CarryPlan, *,
 def tool_wheel() -> Member:
     """deepep-env itself as a pure-python wheel, the same bytes from any checkout of the same code:
     the ``deepep_env`` tree (no bytecode), fixed dates and modes, no Requires-Dist (the carry's pinned
-    wheels are installed beside it with ``--no-deps``)."""
-    src, _ = tool_source()
+    wheels are installed beside it with ``--no-deps``). The whole tool, not only the activation that
+    the environments' own package holds (builder/toolpkg.py): the offline machine runs every command."""
+    src = Path(deepep_env.__file__).resolve().parent
     ver = deepep_env.__version__
     dist = f"deepep_env-{ver}.dist-info"
     files: list[tuple[str, bytes]] = [(f"deepep_env/{p.relative_to(src).as_posix()}", p.read_bytes())
-                                      for p in sorted(src.rglob("*")) if p.is_file()]
+                                      for p in sorted(src.rglob("*"))
+                                      if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
     files += [(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: deepep-env\nVersion: {ver}\n".encode()),
               (f"{dist}/WHEEL", b"Wheel-Version: 1.0\nGenerator: deepep-env carry\nRoot-Is-Purelib: true\n"
                                 b"Tag: py3-none-any\n"),

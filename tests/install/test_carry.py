@@ -265,3 +265,27 @@ def test_source_here_and_prefer_built(lt_world, made, tmp_path, monkeypatch, cap
     rc, _, err = cli_in_process(capsys, "install", "lt-host", "--from-carry", str(tmp_path / "s.tgz"), "--project", c.root)
     assert rc == 2 and "source cache lacks it" in err and "deepep-env fetch lt-host --from" in err, err
     assert not c.prefix_for("lt-host").exists()
+
+
+def test_the_carried_tool_wheel_is_the_whole_tool(tmp_path):
+    """The carry's deepep-env wheel installs every command, not only the activation the environments'
+    package holds (it was that subset once: an offline machine got a tool without `prove`)."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from deepep_env.install.carry import tool_wheel
+
+    m = tool_wheel()
+    whl = tmp_path / Path(m.name).name
+    whl.write_bytes(m.data)
+    names = zipfile.ZipFile(whl).namelist()
+    assert "deepep_env/cli/main.py" in names and "deepep_env/views/prove.py" in names
+    assert "deepep_env/data/carry-requirements.txt" in names and not [n for n in names if "__pycache__" in n]
+    assert tool_wheel().data == m.data   # the same bytes again
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site),
+                    str(whl)], check=True)
+    out = subprocess.run([sys.executable, "-c", "import deepep_env.cli.main as m, deepep_env.views.prove; print(m.__file__)"],
+                         capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(site)}, check=True)
+    assert out.stdout.startswith(str(site))
