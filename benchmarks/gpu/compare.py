@@ -1,13 +1,13 @@
-"""Same-run comparisons for issue 9, as `name=value` lines: deepep-env against the hand build on the
-machine the script just ran on.
+"""Same-run comparisons, as `name=value` lines: deepep-env against the hand build on the machine
+research.sh just ran on, and aggressive PTX against upstream's default.
 
-Reads the cumulative figures file run_h200.sh keeps in its work folder (every command on a warm
+Reads the cumulative figures file research.sh keeps in its work folder (every command on a warm
 machine appends to it; the last value of a name wins) and prints, where both sides were measured:
 
   cold_build_s, hand_build_s, cold_build_vs_hand     NVSHMEM + DeepEP from nothing (target ≤ 1.10)
   cold_nvshmem_vs_hand, cold_deep_ep_vs_hand         per package
   v2_cold_build_s, v2_hand_build_s, v2_cold_build_vs_hand, v2_cold_nccl_vs_hand, v2_cold_deep_ep_vs_hand
-                                                     issue 17 (run_v2.sh): NCCL + DeepEP 2.x, the same way
+                                                     NCCL + DeepEP 2.x the same way (figures of earlier rounds)
   intranode_<fig>_vs_hand                            bandwidth against DeepEP built by hand (target ≥ 0.97)
   ptx_<fig>_vs_default, ptx_lowlatency_<fig>_vs_default
                                                      aggressive PTX against upstream's default, A/B means

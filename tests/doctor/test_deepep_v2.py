@@ -1,6 +1,6 @@
 """Issue 17, the CPU part: DeepEP 2.x (EPv2) and NCCL from source — catalog pins, resolution, rules,
 build graph, recipe rendering and the recipes' own scripts run against fakes (no GPU, no CUDA build).
-The GPU part is benchmarks/gpu/run_v2.sh (docs/benchmarks.md "DeepEP 2.x")."""
+The GPU part is `deepep-env prove h200-nvlink-v2` (docs/benchmarks.md "DeepEP 2.x")."""
 from __future__ import annotations
 
 import json
