@@ -35,6 +35,7 @@ from deepep_env.host.context import read_host
 from deepep_env.install.carry import install_from_carry, unpack_carry
 from deepep_env.install.installer import install_env
 from deepep_env.lock.pixi_model import load_manifest
+from deepep_env.lock.pixi import sync as sync_pixi
 from deepep_env.lock.solve import lock_env
 from deepep_env.verify.fingerprint import host_fingerprint
 from deepep_env.verify.records import host_root, load_records
@@ -220,6 +221,8 @@ def install_step(project: Project, env: str, *, mode: str, say: Callable[[str], 
             build_env(env, project, offline=offline)
             say(f"{env}: lock")
             lock_env(env, project)
+            say(f"{env}: pixi.toml in step (the env's test tasks)")
+            sync_pixi(project)   # an env locked here for the first time has no tasks there yet
         say(f"{env}: install from the lock" + (" (again, from nothing but the lock)" if mode != "lock" else "")
             + (f", packages from {carry}" if carry else ""))
         if carry is not None:

@@ -152,3 +152,18 @@ def test_jobs_installs_in_child_processes_then_tests_in_turn(proj, tmp_path, cap
     assert rc != 0
     rc, _, err = cli_in_process(capsys, "prove", "lt-host", "--relock", "--jobs", "2", "--project", proj.root)
     assert rc == 2 and "--jobs" in err
+
+
+def test_relock_puts_the_env_tasks_in_pixi_toml_before_its_tests(proj, capsys, monkeypatch):
+    """`prove ENV --relock` of an env pixi.toml does not know yet (a spec locked here for the first time,
+    round twenty's h200-nvlink-ptx): its tasks are synced after the lock, so its tests run. (The stand-in
+    recipes' sources are made-up pins, so the build step is the store's as it stands: the lock is real.)"""
+    from deepep_env.views import prove as pv
+
+    monkeypatch.setattr(pv, "build_env", lambda env, project, offline=False: None)
+    proj.pixi_toml.unlink()
+    rc, out, err = cli_in_process(capsys, "prove", "lt-host", "--relock", "--offline", "--json", "--project", proj.root)
+    assert rc == 0, err
+    (env,) = json.loads(out)["envs"]
+    assert [t["result"] for t in env["tests"]] == ["pass", "pass"]
+    assert "lt-host: pixi.toml in step" in err and "deepep-test-intranode" in proj.pixi_toml.read_text()
