@@ -229,7 +229,9 @@ def install_step(project: Project, env: str, *, mode: str, say: Callable[[str], 
             up, res = install_from_carry(env, project, carry, force=mode != "lock")
             if up.rdma_core and not os.environ.get("DEEPEP_ENV_RDMA_CORE"):
                 os.environ["DEEPEP_ENV_RDMA_CORE"] = str(up.rdma_core)   # for a rebuild: the carried headers
-                say(f"{env}: DEEPEP_ENV_RDMA_CORE={up.rdma_core} (the carry's rdma-core headers)")
+                say(f"{env}: DEEPEP_ENV_RDMA_CORE={up.rdma_core} (the carry's rdma-core headers; the path is in each "
+                    "rebuilt package's rendered recipe, not in its id: a lock built with another path gives other bytes "
+                    "here, so set DEEPEP_ENV_RDMA_CORE to the lock's path, e.g. the debs unpacked at /tmp/deepep-rdma)")
         else:
             res = install_env(env, project, force=mode != "lock")
         row.same, row.bytes = compare_bytes(project, env, res.prefix)
