@@ -343,6 +343,7 @@ def plan_carry(envs: Sequence[str], project: Project, *, wheels: bool = True,
         raise UserError("name at least one environment", field="ENV", accepted=", ".join(project.spec_names()))
     lock_path = project.pixi_lock
     data = read_lock(lock_path)
+    _check_options(envs, data, made_here, source_here, prefer_built)
     cp = CarryPlan(envs={e: env_digests(data, e) for e in sorted(set(envs))},
                    made_here={_channel_prefix(c): 0 for c in made_here}, leave=tuple(source_here),
                    prefer_built=tuple(prefer_built))
@@ -362,6 +363,20 @@ def plan_carry(envs: Sequence[str], project: Project, *, wheels: bool = True,
         raise UserError(f"no locked package of {', '.join(envs)} comes from {unused[0]}", field="--made-here",
                         accepted="a channel URL or name the lock's packages come from")
     return cp
+
+
+def _check_options(envs: Sequence[str], data: LockData, made_here: Sequence[str], source_here: Sequence[str],
+                   prefer_built: Sequence[str]) -> None:
+    """The options' values, before anything is read or packed: one line for the first bad one."""
+    for opt, vals, what in (("--made-here", made_here, "a channel URL or name"),
+                            ("--source-here", source_here, "a source name or its sha256: digest"),
+                            ("--prefer-built", prefer_built, "a locked package name")):
+        if any(not v.strip() for v in vals):
+            raise UserError("an empty value", field=opt, accepted=what)
+    locked = {q.name for e in envs if (le := data.env(e)) for ps in le.packages.values() for q in ps}
+    if unknown := [n for n in prefer_built if n not in locked]:
+        raise UserError(f"no carried environment locks a package named {unknown[0]!r}", field="--prefer-built",
+                        accepted=", ".join(sorted(locked)) or "a locked package name")
 
 
 def _channel_prefix(chan: str) -> str:

@@ -289,3 +289,14 @@ def test_the_carried_tool_wheel_is_the_whole_tool(tmp_path):
     out = subprocess.run([sys.executable, "-c", "import deepep_env.cli.main as m, deepep_env.views.prove; print(m.__file__)"],
                          capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(site)}, check=True)
     assert out.stdout.startswith(str(site))
+
+
+@pytest.mark.parametrize("opt,value,says", [("--made-here", "", "empty value"), ("--source-here", " ", "empty value"),
+                                            ("--prefer-built", "", "empty value"),
+                                            ("--prefer-built", "no-such-pkg", "no carried environment locks")])
+def test_carry_option_values_are_checked_first(made, tmp_path, capsys, opt, value, says):
+    a, _, _ = made
+    rc, _, err = cli_in_process(capsys, "carry", "lt-host", "--to", str(tmp_path / "o.tgz"), "--no-wheels", "--sources",
+                                opt, value, "--project", a.root)
+    assert rc == 2 and opt in err and says in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o.tgz").exists()
