@@ -50,7 +50,7 @@ from deepep_env.base.hashing import file_sha256, tree_sha256
 from deepep_env.builder.plan import plan as build_plan
 from deepep_env.envspec import load_resolved
 from deepep_env.formats.lockfile import LockData, LockedPackage, build_id_of, read_lock
-from deepep_env.install.fetch import cache_root
+from deepep_env.install.fetch import cache_root, parse_mirrors
 from deepep_env.install.installer import InstallResult, install_env
 from deepep_env.lock.digest import env_digests
 from deepep_env.sources import SourceCache, wants_for_nodes
@@ -345,7 +345,7 @@ def plan_carry(envs: Sequence[str], project: Project, *, wheels: bool = True,
     data = read_lock(lock_path)
     _check_options(envs, data, made_here, source_here, prefer_built)
     cp = CarryPlan(envs={e: env_digests(data, e) for e in sorted(set(envs))},
-                   made_here={_channel_prefix(c): 0 for c in made_here}, leave=tuple(source_here),
+                   made_here={channel_url(c): 0 for c in made_here}, leave=tuple(source_here),
                    prefer_built=tuple(prefer_built))
     cp.members.append(Member("lock/pixi.lock", lock_path.read_bytes()))
     for env in sorted(set(envs)):
@@ -377,11 +377,6 @@ def _check_options(envs: Sequence[str], data: LockData, made_here: Sequence[str]
     if unknown := [n for n in prefer_built if n not in locked]:
         raise UserError(f"no carried environment locks a package named {unknown[0]!r}", field="--prefer-built",
                         accepted=", ".join(sorted(locked)) or "a locked package name")
-
-
-def _channel_prefix(chan: str) -> str:
-    url = channel_url(chan)
-    return url if url.endswith("/") else url + "/"
 
 
 def manifest(cp: CarryPlan, members: Sequence[Member]) -> bytes:
@@ -699,10 +694,9 @@ def _uses(data: LockData, env: str, url: str) -> bool:
 
 def _check_made_here(made_here: Sequence[str], mirrors: Sequence[str], path: Path) -> None:
     """A channel the carry leaves to this machine must be mirrored here, before anything is installed."""
-    have = set(channel_mirrors()) | {m.partition("=")[0] for m in mirrors}
-    have |= {channel_url(h) for h in list(have)} | {channel_url(h) + "/" for h in list(have)}
+    have = set(channel_mirrors()) | set(parse_mirrors(mirrors))   # the installer's two sources, keyed as it keys them
     for url in made_here:
-        if url not in have and url.rstrip("/") not in have:
+        if url not in have:
             raise UserError(f"{path} leaves the packages of {url} to this machine, and no mirror serves that channel here",
                             field=MIRRORS_ENV, accepted=f"{MIRRORS_ENV}='{url.rstrip('/')}=DIR' with DIR a folder "
                             "holding them (e.g. what `deepep-env repack DIR` wrote), or --mirror")
