@@ -223,8 +223,7 @@ def install_step(project: Project, env: str, *, mode: str, say: Callable[[str], 
             lock_env(env, project)
             say(f"{env}: pixi.toml in step (the env's test tasks)")
             sync_pixi(project)   # an env locked here for the first time has no tasks there yet
-        say(f"{env}: install from the lock" + (" (again, from nothing but the lock)" if mode != "lock" else "")
-            + (f", packages from {carry}" if carry else ""))
+        say(_install_line(env, mode, carry))
         if carry is not None:
             up, res = install_from_carry(env, project, carry, force=mode != "lock")
             if up.rdma_core and not os.environ.get("DEEPEP_ENV_RDMA_CORE"):
@@ -240,6 +239,11 @@ def install_step(project: Project, env: str, *, mode: str, say: Callable[[str], 
         row.bytes, row.error = "refused", str(exc)
         say(f"{env}: refused: {exc}")
     return row
+
+
+def _install_line(env: str, mode: str, carry: Optional[Path]) -> str:
+    return (f"{env}: install from the lock" + (" (again, from nothing but the lock)" if mode != "lock" else "")
+            + (f", packages from {carry}" if carry else ""))
 
 
 def install_cmd(project: Project, env: str, mode: str, carry: Optional[Path]) -> list[str]:
@@ -265,8 +269,7 @@ def install_children(envs: Sequence[str], project: Project, *, mode: str, run: P
             log = run / env / "install.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             child_env = {**os.environ, "DEEPEP_ENV_BUILD_PKGS_DIR": str(run / "build-pkgs" / env)}
-            say(f"{env}: install from the lock" + (" (again, from nothing but the lock)" if mode != "lock" else "")
-                + (f", packages from {carry}" if carry else "") + f" (child process; log {log.relative_to(run)})")
+            say(_install_line(env, mode, carry) + f" (child process; log {log.relative_to(run)})")
             with open(log, "wb") as fh:
                 running[env] = subprocess.Popen(install_cmd(project, env, mode, carry), stdin=subprocess.DEVNULL,
                                                 stdout=fh, stderr=subprocess.STDOUT, env=child_env)
