@@ -194,3 +194,15 @@ def standin_args(out: Path, *, nodes: int, addr: str, port: int, backend: str, n
     return ["--out", str(out), "--num-processes", str(nlocal), "--backend", backend,
             "--expect-master-addr", addr, "--expect-master-port", str(port), "--expect-world-size", str(nodes),
             *AWKWARD_ARGS]
+
+
+def node_tool(tmp_path: Path) -> Path:
+    """deepep-env as the simulated nodes call it (the Slurm launcher's and the fleet preflight's tests): the
+    real CLI, but doctor checks the host only (the nodes have no installed env; their host is
+    DEEPEP_ENV_HOST_ROOT, set per node)."""
+    t = tmp_path / "deepep-env-node"
+    t.write_text("#!/bin/bash\n"
+                 'if [ "$1" = doctor ]; then shift 2; set -- doctor "$@"; fi\n'
+                 f'exec {sys.executable} -m deepep_env.cli.main "$@"\n')
+    t.chmod(0o755)
+    return t

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cli_runner import cli_in_process
+from launch_fixtures import node_tool
 from verify_fixtures import LOW_LATENCY_OUTPUT, make_project
 
 from deepep_env.doctor import run_doctor
@@ -210,16 +211,6 @@ def test_first_breaking_node_by_consequence(tmp_path, host_tree, capsys):
 
 # -- the launch's preflight on simulated nodes ---------------------------------------------------
 
-def _tool(tmp_path: Path) -> Path:
-    """deepep-env as the nodes call it. The simulated nodes have no installed env, so doctor checks
-    the host (the node's DEEPEP_ENV_HOST_ROOT) only; every other command is the real one."""
-    t = tmp_path / "deepep-env-node"
-    t.write_text("#!/bin/bash\n"
-                 'if [ "$1" = doctor ]; then shift 2; set -- doctor "$@"; fi\n'
-                 f'exec {sys.executable} -m deepep_env.cli.main "$@"\n')
-    t.chmod(0o755)
-    return t
-
 
 def _render_shell(tmp_path: Path, nodes: int) -> list[str]:
     from deepep_env.launch import EnvInfo, LaunchOptions, plan_launch, render
@@ -231,7 +222,7 @@ def _render_shell(tmp_path: Path, nodes: int) -> list[str]:
     r = render(plan_launch(EnvInfo("h200-nvlink", "1", ("gcp-b200",)), LaunchOptions(
         test="low-latency", nodes=nodes, target="shell", master_addr="127.0.0.1", runner=(), python=sys.executable,
         program=str(prog), test_args=("--num-tokens", "64"), preflight=True, shared_dir=str(tmp_path / "shared"),
-        preflight_timeout=60, tool=(str(_tool(tmp_path)),), admit=False)))   # admit: tests/verify/test_admit.py
+        preflight_timeout=60, tool=(str(node_tool(tmp_path)),), admit=False)))   # admit: tests/verify/test_admit.py
     return shell_blocks(r.text)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cli_runner import cli_in_process
-from launch_fixtures import FIXTURES, REPO, free_port
+from launch_fixtures import FIXTURES, REPO, free_port, node_tool
 from slurm_fixtures import NODES, PARTITION, ROOTS_VAR, SlurmCluster, slurm  # noqa: F401  (the fixture)
 from verify_fixtures import make_project
 
@@ -26,17 +26,6 @@ from deepep_env.launch.slurm import MASTER_ADDR_LINES
 
 ENV = "h200-nvlink"
 STANDIN = FIXTURES / "slurm_standin.py"
-
-
-def _tool(tmp_path: Path) -> Path:
-    """deepep-env as the nodes call it: the real CLI, with doctor checking the host only (the nodes
-    have no installed env; their host is DEEPEP_ENV_HOST_ROOT, set per node by the TaskProlog)."""
-    t = tmp_path / "deepep-env-node"
-    t.write_text("#!/bin/bash\n"
-                 'if [ "$1" = doctor ]; then shift 2; set -- doctor "$@"; fi\n'
-                 f'exec {sys.executable} -m deepep_env.cli.main "$@"\n')
-    t.chmod(0o755)
-    return t
 
 
 def _roots(host_tree, tmp_path: Path, hosts: tuple[str, ...]) -> Path:
@@ -52,7 +41,7 @@ def _render(capsys, tmp_path: Path, proj: Path, port: int, *test_args: str) -> P
     rc, _, err = cli_in_process(
         capsys, "launch", ENV, "internode", "--nodes", str(len(NODES)), "--target", "slurm", "--project", str(proj),
         "--partition", PARTITION, "--time", "5", "--master-port", str(port), "--preflight-timeout", "60",
-        "--runner", "", "--python", sys.executable, "--program", str(STANDIN), "--tool", str(_tool(tmp_path)),
+        "--runner", "", "--python", sys.executable, "--program", str(STANDIN), "--tool", str(node_tool(tmp_path)),
         "--output", str(out), "--", *test_args)
     assert rc == 0, err
     (script,) = out.glob("*.sbatch")
